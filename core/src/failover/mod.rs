@@ -1,0 +1,1 @@
+//! Relay failover (FO).

@@ -1,0 +1,1 @@
+//! Idle handoff (HO). See `../shared/REQUIREMENTS.md` part HO.
