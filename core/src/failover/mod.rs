@@ -1,1 +1,12 @@
-//! Relay failover (FO).
+//! Relay failover (FO): the supervisor that keeps one channel to a relay from a signed
+//! candidate list. See part FO of `REQUIREMENTS.md`; each rule carries its ID here.
+
+mod config;
+mod machine;
+mod render;
+mod types;
+
+pub use config::*;
+pub use machine::{PendingOpen, Supervisor, MAX_CANDIDATES, MAX_PENDING_OUTPUTS};
+pub use render::{render, ATTACH_PREFIX, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX};
+pub use types::*;

@@ -1,0 +1,197 @@
+//! FO thresholds, read through an injected variable lookup (FO-CFG-1, FO-CFG-2).
+//!
+//! The core never touches `std::env`: the caller hands in a lookup (`|name| std::env::var(name).ok()`
+//! in production, a map in tests).
+
+use serde::{Deserialize, Serialize};
+
+pub const VAR_COOLDOWN_MS: &str = "RELAY_FAILOVER_COOLDOWN_MS";
+pub const VAR_DEADLINE_MS: &str = "RELAY_FAILOVER_DEADLINE_MS";
+pub const VAR_GRACE_MS: &str = "RELAY_FAILOVER_GRACE_MS";
+pub const VAR_MIN_ATTEMPTS: &str = "RELAY_FAILOVER_MIN_ATTEMPTS";
+pub const VAR_CHECK_MS: &str = "RELAY_FAILOVER_CHECK_MS";
+pub const VAR_UP_TIMEOUT_MS: &str = "RELAY_FAILOVER_UP_TIMEOUT_MS";
+pub const VAR_EXEMPT: &str = "RELAY_FAILOVER_EXEMPT";
+
+/// Every variable the failover supervisor reads, in documentation order.
+pub const ALL_VARS: [&str; 7] = [
+    VAR_COOLDOWN_MS,
+    VAR_DEADLINE_MS,
+    VAR_GRACE_MS,
+    VAR_MIN_ATTEMPTS,
+    VAR_CHECK_MS,
+    VAR_UP_TIMEOUT_MS,
+    VAR_EXEMPT,
+];
+
+/// The failover thresholds. Defaults are the production values of the requirements table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Thresholds {
+    /// How long a URL stays in cooldown. `0` is legal: anti-flap off, chain still moves (FO-X2).
+    pub cooldown_ms: u64,
+    /// The bound a failover must meet; drills assert it, the machine only reports it.
+    pub deadline_ms: u64,
+    /// How long a channel must be in backoff to count as unhealthy; also the skip-line throttle.
+    pub grace_ms: u64,
+    /// Failed reconnect attempts that make a channel unhealthy. `0` switches the supervisor off
+    /// (FO-H-2). A different switch from `exempt` (FO-CFG-2).
+    pub min_attempts: u32,
+    /// Tick interval.
+    pub check_ms: u64,
+    /// How long opening a new channel may take.
+    pub up_timeout_ms: u64,
+    /// The one-hop exemption (FO-D6). `false` restores the pre-exemption behaviour (FO-D6-OFF).
+    pub exempt: bool,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Thresholds {
+            cooldown_ms: 300_000,
+            deadline_ms: 30_000,
+            grace_ms: 15_000,
+            min_attempts: 3,
+            check_ms: 2_000,
+            up_timeout_ms: 12_000,
+            exempt: true,
+        }
+    }
+}
+
+/// Why a threshold variable was rejected. Every variant names the variable and the raw value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{var}={value:?}: not a decimal number (only the digits 0-9 are allowed, no sign, unit, exponent, spaces or comment)")]
+    NotDigits { var: &'static str, value: String },
+    #[error("{var}={value:?}: too large (at most {max})")]
+    TooLarge {
+        var: &'static str,
+        value: String,
+        max: u64,
+    },
+    #[error("{var}={value:?}: {why}")]
+    Invalid {
+        var: &'static str,
+        value: String,
+        why: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The variable the error is about.
+    pub fn var(&self) -> &'static str {
+        match self {
+            ConfigError::NotDigits { var, .. }
+            | ConfigError::TooLarge { var, .. }
+            | ConfigError::Invalid { var, .. } => var,
+        }
+    }
+}
+
+/// FO-CFG-1: accept exactly `^[0-9]+$` that fits in `max`; anything else is an error naming `var`.
+pub fn parse_digits(var: &'static str, value: &str, max: u64) -> Result<u64, ConfigError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ConfigError::NotDigits {
+            var,
+            value: value.to_owned(),
+        });
+    }
+    // Digits only, so the one way `parse` can fail is overflow.
+    match value.parse::<u64>() {
+        Ok(parsed) if parsed <= max => Ok(parsed),
+        _ => Err(ConfigError::TooLarge {
+            var,
+            value: value.to_owned(),
+            max,
+        }),
+    }
+}
+
+impl Thresholds {
+    /// Reads every variable through `lookup`; an unset variable keeps its default.
+    ///
+    /// Returns every bad variable, not just the first, so an operator fixes them in one go.
+    pub fn from_lookup<F>(lookup: F) -> Result<Thresholds, Vec<ConfigError>>
+    where
+        F: Fn(&str) -> Option<String>,
+    {
+        let mut thresholds = Thresholds::default();
+        let mut errors = Vec::new();
+        for var in ALL_VARS {
+            if let Some(value) = lookup(var) {
+                if let Err(error) = thresholds.set(var, &value) {
+                    errors.push(error);
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(thresholds)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Sets one variable from its raw text, with the same rules as [`Thresholds::from_lookup`].
+    /// Command-line flags use this too, so a flag and a variable can't disagree on what is valid.
+    pub fn set(&mut self, var: &str, value: &str) -> Result<(), ConfigError> {
+        let Some(var) = ALL_VARS.iter().copied().find(|known| *known == var) else {
+            return Err(ConfigError::Invalid {
+                var: "(unknown variable)",
+                value: format!("{var}={value}"),
+                why: "not a failover threshold",
+            });
+        };
+        let invalid = |why| ConfigError::Invalid {
+            var,
+            value: value.to_owned(),
+            why,
+        };
+        match var {
+            VAR_COOLDOWN_MS => self.cooldown_ms = parse_digits(var, value, MAX_DURATION_MS)?,
+            VAR_DEADLINE_MS => {
+                self.deadline_ms = parse_digits(var, value, MAX_DURATION_MS)?;
+                if self.deadline_ms == 0 {
+                    return Err(invalid(
+                        "must be at least 1: a zero deadline can never be met",
+                    ));
+                }
+            }
+            VAR_GRACE_MS => self.grace_ms = parse_digits(var, value, MAX_DURATION_MS)?,
+            VAR_MIN_ATTEMPTS => {
+                self.min_attempts = parse_digits(var, value, u64::from(u32::MAX))? as u32;
+            }
+            VAR_CHECK_MS => {
+                self.check_ms = parse_digits(var, value, MAX_DURATION_MS)?;
+                if self.check_ms == 0 {
+                    return Err(invalid(
+                        "must be at least 1: a zero tick interval is a busy loop",
+                    ));
+                }
+            }
+            VAR_UP_TIMEOUT_MS => {
+                self.up_timeout_ms = parse_digits(var, value, MAX_DURATION_MS)?;
+                if self.up_timeout_ms == 0 {
+                    return Err(invalid(
+                        "must be at least 1: a zero open timeout always fails",
+                    ));
+                }
+            }
+            VAR_EXEMPT => match parse_digits(var, value, u64::MAX)? {
+                0 => self.exempt = false,
+                1 => self.exempt = true,
+                _ => return Err(invalid("must be 0 (exemption off) or 1 (on)")),
+            },
+            _ => unreachable!("var was matched against ALL_VARS"),
+        }
+        Ok(())
+    }
+
+    /// FO-H-2 / FO-CFG-2: the supervisor (health path) is on unless `MIN_ATTEMPTS=0`.
+    pub fn supervisor_enabled(&self) -> bool {
+        self.min_attempts > 0
+    }
+}
+
+/// Durations are capped well below `u64::MAX` (about 31 years) so that `now + duration` can never
+/// wrap and a typo with extra digits is rejected instead of meaning "forever".
+pub const MAX_DURATION_MS: u64 = 1_000_000_000_000;

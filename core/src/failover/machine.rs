@@ -1,0 +1,550 @@
+//! The failover supervisor: one channel, a candidate list, a cooldown table, one open in flight.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::config::Thresholds;
+use super::types::*;
+use crate::MonoMs;
+
+/// The largest candidate list the machine accepts; a larger directory is rejected whole.
+pub const MAX_CANDIDATES: usize = 8192;
+/// Every input pushes at most a handful of outputs; the caller drains them after each input.
+pub const MAX_PENDING_OUTPUTS: usize = 16;
+
+/// An open the machine is waiting on. At most one exists.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PendingOpen {
+    pub url: RelayUrl,
+    pub origin: Origin,
+    pub reason: SwitchReason,
+    pub exemption: Option<Exemption>,
+    pub started_at: MonoMs,
+}
+
+/// The relay-failover state machine (sans-IO).
+///
+/// Inputs: [`handle_tick`](Self::handle_tick), [`handle_directory`](Self::handle_directory),
+/// [`handle_channel_state`](Self::handle_channel_state),
+/// [`handle_open_succeeded`](Self::handle_open_succeeded),
+/// [`handle_open_failed`](Self::handle_open_failed). Outputs: [`poll_output`](Self::poll_output),
+/// [`poll_timeout`](Self::poll_timeout), [`stats`](Self::stats).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Supervisor {
+    thresholds: Thresholds,
+    candidates: Vec<RelayUrl>,
+    current: Option<RelayUrl>,
+    channel: ChannelState,
+    /// When the current channel left `Healthy` (FO-H-1); `None` while healthy.
+    left_healthy_at: Option<MonoMs>,
+    /// FO-D2 / FO-D10: keyed by URL, in memory only.
+    cooling: BTreeMap<RelayUrl, CooldownEntry>,
+    /// FO-X2: candidates whose open failed since the chain last moved. Orders the clean
+    /// candidates (untried first) so the chain moves on even with cooldown 0; never excludes.
+    passed_over: BTreeSet<RelayUrl>,
+    open_in_flight: Option<PendingOpen>,
+    last_skip_logged_at: Option<MonoMs>,
+    next_tick_at: MonoMs,
+    counters: Counters,
+    outputs: VecDeque<Output>,
+}
+
+impl Supervisor {
+    pub fn new(thresholds: Thresholds, now: MonoMs) -> Supervisor {
+        Supervisor {
+            thresholds,
+            candidates: Vec::new(),
+            current: None,
+            channel: ChannelState::Healthy,
+            left_healthy_at: None,
+            cooling: BTreeMap::new(),
+            passed_over: BTreeSet::new(),
+            open_in_flight: None,
+            last_skip_logged_at: None,
+            next_tick_at: now.plus_ms(thresholds.check_ms),
+            counters: Counters::default(),
+            outputs: VecDeque::new(),
+        }
+    }
+
+    // ---- inputs -------------------------------------------------------------------------
+
+    /// The periodic health check (every `CHECK_MS`).
+    ///
+    /// While an open is in flight the tick does nothing: that open is already bounded by
+    /// `UP_TIMEOUT_MS`, and a second one would break "one open in flight".
+    pub fn handle_tick(&mut self, now: MonoMs) {
+        self.next_tick_at = now.plus_ms(self.thresholds.check_ms);
+        // FO-H-2: MIN_ATTEMPTS=0 switches the supervisor off.
+        if !self.thresholds.supervisor_enabled() || self.open_in_flight.is_some() {
+            return;
+        }
+        self.cooling.retain(|_, entry| entry.is_cooling(now));
+        if !self.is_unhealthy(now) {
+            return;
+        }
+        if self.health_step(now, true) {
+            return;
+        }
+        self.counters.no_candidate_checks += 1;
+        let throttled = self
+            .last_skip_logged_at
+            .is_some_and(|at| now.since_ms(at) < self.thresholds.grace_ms);
+        if !throttled {
+            self.last_skip_logged_at = Some(now);
+            let excluded = self
+                .candidates
+                .iter()
+                .filter(|url| !self.is_clean(url, now))
+                .count();
+            self.emit(Event::Skipped(Skip::NoCandidate {
+                health: self.health_snapshot(now),
+                candidates: self.candidates.len(),
+                excluded,
+                exempt_enabled: self.thresholds.exempt,
+            }));
+        }
+    }
+
+    /// A directory refresh: the ordered candidate list and where it came from.
+    ///
+    /// The list replaces the previous one; if its first URL is not the current one, the
+    /// directory path asks for a switch to it (FO-D1: never through cooldown).
+    pub fn handle_directory(
+        &mut self,
+        now: MonoMs,
+        urls: &[RelayUrl],
+        source: DirectorySource,
+    ) -> DirectoryOutcome {
+        if urls.is_empty() || urls.len() > MAX_CANDIDATES {
+            let why = if urls.is_empty() {
+                DirectoryRejection::Empty
+            } else {
+                DirectoryRejection::TooMany {
+                    count: urls.len(),
+                    max: MAX_CANDIDATES,
+                }
+            };
+            self.emit(Event::Skipped(Skip::DirectoryRejected { why }));
+            return DirectoryOutcome::Rejected;
+        }
+        self.candidates.clear();
+        for url in urls {
+            if !self.candidates.contains(url) {
+                self.candidates.push(url.clone());
+            }
+        }
+        let candidates = &self.candidates;
+        let current = &self.current;
+        let keep = |url: &RelayUrl| candidates.contains(url) || current.as_ref() == Some(url);
+        self.passed_over.retain(|url| keep(url));
+        self.cooling.retain(|url, _| keep(url));
+
+        let first = self.candidates[0].clone();
+        if self.current.as_ref() == Some(&first) {
+            return DirectoryOutcome::Unchanged;
+        }
+        if self
+            .open_in_flight
+            .as_ref()
+            .is_some_and(|open| open.url == first)
+        {
+            return DirectoryOutcome::Unchanged;
+        }
+        let reason = SwitchReason::DirectoryChanged { source };
+        if self.replace(now, first, reason, Origin::Directory) {
+            DirectoryOutcome::Opening
+        } else {
+            DirectoryOutcome::Refused
+        }
+    }
+
+    /// The current channel's state. Reports about any other URL are stale and ignored.
+    pub fn handle_channel_state(&mut self, now: MonoMs, url: &RelayUrl, state: ChannelState) {
+        if self.current.as_ref() != Some(url) {
+            return;
+        }
+        match (self.channel, state) {
+            // FO-H-1: the unhealthy clock starts when the channel leaves healthy, not earlier.
+            (ChannelState::Healthy, ChannelState::Backoff { .. }) => {
+                self.left_healthy_at = Some(now);
+            }
+            (_, ChannelState::Healthy) => self.left_healthy_at = None,
+            (ChannelState::Backoff { .. }, ChannelState::Backoff { .. }) => {}
+        }
+        self.channel = state;
+    }
+
+    /// The open of `url` succeeded: switch to it (make-before-break: close the old one now).
+    pub fn handle_open_succeeded(&mut self, now: MonoMs, url: &RelayUrl) -> bool {
+        let Some(open) = self.take_pending(url) else {
+            return false;
+        };
+        let old = self.current.replace(open.url.clone());
+        self.channel = ChannelState::Healthy;
+        self.left_healthy_at = None;
+        self.cooling.remove(&open.url);
+        self.passed_over.clear();
+        match old {
+            None => self.emit(Event::Attached {
+                url: open.url,
+                origin: open.origin,
+            }),
+            Some(old) => {
+                self.cooling.insert(
+                    old.clone(),
+                    CooldownEntry {
+                        kind: CooldownKind::SwitchedAway,
+                        since: now,
+                        until: now.plus_ms(self.thresholds.cooldown_ms),
+                        exempted_at: None,
+                    },
+                );
+                self.counters.switches += 1;
+                if open.exemption.is_some() {
+                    self.counters.exempt_switches += 1;
+                }
+                self.emit(Output::Action(Action::Close { url: old.clone() }));
+                self.emit(Event::Switched(SwitchRecord {
+                    seq: self.counters.switches,
+                    from: old,
+                    to: open.url,
+                    origin: open.origin,
+                    reason: open.reason,
+                    cooldown_ms: self.thresholds.cooldown_ms,
+                    exemption: open.exemption,
+                    open_took_ms: now.since_ms(open.started_at),
+                }));
+            }
+        }
+        true
+    }
+
+    /// The open of `url` failed or timed out: keep the old channel, cool the target.
+    ///
+    /// On the health path the chain continues at once with the next untried candidate, so a
+    /// dead first candidate costs one open, not one tick (FO-X1).
+    pub fn handle_open_failed(
+        &mut self,
+        now: MonoMs,
+        url: &RelayUrl,
+        failure: OpenFailure,
+    ) -> bool {
+        let Some(open) = self.take_pending(url) else {
+            return false;
+        };
+        let exempt = open.exemption.is_some();
+        self.counters.open_failed += 1;
+        // FO-D4: a failed exempt open restarts the cycle and spends its exemption.
+        self.cooling.insert(
+            open.url.clone(),
+            CooldownEntry {
+                kind: CooldownKind::OpenFailed,
+                since: now,
+                until: now.plus_ms(self.thresholds.cooldown_ms),
+                exempted_at: exempt.then_some(now),
+            },
+        );
+        // FO-X2: with cooldown 0 the entry above cools nothing; this is what moves the chain on.
+        self.passed_over.insert(open.url.clone());
+        self.emit(Event::Skipped(Skip::OpenFailed {
+            url: open.url,
+            failure,
+            exempt,
+            cooldown_ms: self.thresholds.cooldown_ms,
+        }));
+        if open.origin == Origin::Health
+            && self.thresholds.supervisor_enabled()
+            && self.is_unhealthy(now)
+        {
+            self.health_step(now, false);
+        }
+        true
+    }
+
+    // ---- outputs ------------------------------------------------------------------------
+
+    /// The next action or event, in the order they were decided.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// When the next tick is due; `None` while the supervisor is off (FO-H-2).
+    pub fn poll_timeout(&self) -> Option<MonoMs> {
+        self.thresholds
+            .supervisor_enabled()
+            .then_some(self.next_tick_at)
+    }
+
+    /// The earliest instant after `now` at which a tick could decide differently than a tick at
+    /// `now`: the channel turning unhealthy, a cooldown ending, the skip-line throttle ending.
+    /// The model checker advances abstract time to these instants.
+    pub fn next_change_at(&self, now: MonoMs) -> Option<MonoMs> {
+        let mut earliest: Option<MonoMs> = None;
+        let mut consider = |at: MonoMs| {
+            if at > now && earliest.is_none_or(|e| at < e) {
+                earliest = Some(at);
+            }
+        };
+        if let (Some(left), ChannelState::Backoff { .. }) = (self.left_healthy_at, self.channel) {
+            consider(left.plus_ms(self.thresholds.grace_ms));
+        }
+        for entry in self.cooling.values() {
+            consider(entry.until);
+        }
+        if let Some(at) = self.last_skip_logged_at {
+            consider(at.plus_ms(self.thresholds.grace_ms));
+        }
+        earliest
+    }
+
+    /// FO-D7: counters, the current URL and the cooldown list (entries still cooling at `now`).
+    pub fn stats(&self, now: MonoMs) -> Stats {
+        Stats {
+            counters: self.counters,
+            current: self.current.clone(),
+            cooldown: self
+                .cooling
+                .iter()
+                .filter(|(_, entry)| entry.is_cooling(now))
+                .map(|(url, entry)| CooldownView {
+                    url: url.clone(),
+                    kind: entry.kind,
+                    until: entry.until,
+                    left_ms: entry.until.since_ms(now),
+                    exempted_this_cycle: entry.exempted_this_cycle(),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    pub fn thresholds(&self) -> &Thresholds {
+        &self.thresholds
+    }
+
+    pub fn current(&self) -> Option<&RelayUrl> {
+        self.current.as_ref()
+    }
+
+    pub fn candidates(&self) -> &[RelayUrl] {
+        &self.candidates
+    }
+
+    pub fn open_in_flight(&self) -> Option<&PendingOpen> {
+        self.open_in_flight.as_ref()
+    }
+
+    pub fn cooldown_entry(&self, url: &RelayUrl) -> Option<&CooldownEntry> {
+        self.cooling.get(url)
+    }
+
+    pub fn cooldown_table(&self) -> &BTreeMap<RelayUrl, CooldownEntry> {
+        &self.cooling
+    }
+
+    pub fn channel_state(&self) -> Option<ChannelState> {
+        self.current.as_ref().map(|_| self.channel)
+    }
+
+    /// FO-H-1 / FO-H-2: unhealthy only in backoff, and only once it has made `MIN_ATTEMPTS`
+    /// failed attempts or been in backoff for `GRACE_MS` since it left healthy. No channel at
+    /// all counts as unhealthy.
+    pub fn is_unhealthy(&self, now: MonoMs) -> bool {
+        if !self.thresholds.supervisor_enabled() {
+            return false;
+        }
+        if self.current.is_none() {
+            return true;
+        }
+        match self.channel {
+            ChannelState::Healthy => false,
+            ChannelState::Backoff { attempts } => {
+                attempts >= self.thresholds.min_attempts
+                    || self.unhealthy_for_ms(now) >= self.thresholds.grace_ms
+            }
+        }
+    }
+
+    /// FO-D3: a clean candidate is listed, not current, not cooling.
+    pub fn is_clean(&self, url: &RelayUrl, now: MonoMs) -> bool {
+        self.current.as_ref() != Some(url) && !self.is_cooling(url, now)
+    }
+
+    pub fn is_cooling(&self, url: &RelayUrl, now: MonoMs) -> bool {
+        self.cooling.get(url).is_some_and(|e| e.is_cooling(now))
+    }
+
+    // ---- decisions ----------------------------------------------------------------------
+
+    /// The health path: first clean candidate (untried first), else the one-hop exemption.
+    /// Returns whether an open was started. `new_round` lets a tick start a new round over
+    /// candidates that all failed since the chain last moved; the in-tick continuation after a
+    /// failed open may not, so one tick tries each candidate at most once.
+    fn health_step(&mut self, now: MonoMs, new_round: bool) -> bool {
+        debug_assert!(self.open_in_flight.is_none());
+        let reason = SwitchReason::Unhealthy {
+            health: self.health_snapshot(now),
+        };
+        match self.pick_clean(now, new_round) {
+            CleanPick::Target(target) => self.replace(now, target, reason, Origin::Health),
+            // FO-D3: while a clean candidate exists the exemption branch is never entered.
+            CleanPick::AllTriedThisRound => false,
+            CleanPick::None => match self.pick_exempt_target(now) {
+                Some(target) => self.replace(now, target, reason, Origin::Health),
+                None => false,
+            },
+        }
+    }
+
+    fn pick_clean(&mut self, now: MonoMs, new_round: bool) -> CleanPick {
+        let untried = self
+            .candidates
+            .iter()
+            .find(|url| self.is_clean(url, now) && !self.passed_over.contains(*url));
+        if let Some(url) = untried {
+            return CleanPick::Target(url.clone());
+        }
+        let Some(any_clean) = self.candidates.iter().find(|url| self.is_clean(url, now)) else {
+            return CleanPick::None;
+        };
+        if !new_round {
+            return CleanPick::AllTriedThisRound;
+        }
+        let url = any_clean.clone();
+        self.passed_over.clear();
+        CleanPick::Target(url)
+    }
+
+    /// FO-D6 / FO-D5: the single place that chooses an exemption. Listed, cooling, not current,
+    /// not yet exempted this cycle; `switched-away` before `open-failed`, then earliest `until`,
+    /// then directory order.
+    fn pick_exempt_target(&self, now: MonoMs) -> Option<RelayUrl> {
+        if !self.thresholds.exempt {
+            return None; // FO-D6-OFF
+        }
+        self.candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, url)| self.current.as_ref() != Some(*url))
+            .filter_map(|(index, url)| {
+                let entry = self.cooling.get(url)?;
+                (entry.is_cooling(now) && !entry.exempted_this_cycle())
+                    .then_some(((entry.kind, entry.until, index), url))
+            })
+            .min_by_key(|(key, _)| *key)
+            .map(|(_, url)| url.clone())
+    }
+
+    /// The one way to change the channel. Returns whether an open was started.
+    ///
+    /// FO-R5: only listed targets. FO-D1: a cooling target is refused on the directory path;
+    /// on the health path it is an exemption and must be eligible for one.
+    fn replace(
+        &mut self,
+        now: MonoMs,
+        target: RelayUrl,
+        reason: SwitchReason,
+        origin: Origin,
+    ) -> bool {
+        if let Some(open) = &self.open_in_flight {
+            let in_flight = open.url.clone();
+            self.emit(Event::Skipped(Skip::OpenInFlight {
+                requested: target,
+                in_flight,
+            }));
+            return false;
+        }
+        if !self.candidates.contains(&target) {
+            self.emit(Event::Skipped(Skip::NotInList {
+                url: target,
+                origin,
+            }));
+            return false;
+        }
+        assert!(
+            self.current.as_ref() != Some(&target),
+            "replace() is never asked to switch to the current channel"
+        );
+        let mut exemption = None;
+        if let Some(entry) = self.cooling.get_mut(&target) {
+            if entry.is_cooling(now) {
+                let eligible = origin == Origin::Health
+                    && self.thresholds.exempt
+                    && !entry.exempted_this_cycle();
+                if !eligible {
+                    let skip = Skip::StillCooling {
+                        url: target,
+                        origin,
+                        left_ms: entry.until.since_ms(now),
+                        of_ms: entry.until.since_ms(entry.since),
+                    };
+                    self.emit(Event::Skipped(skip));
+                    return false;
+                }
+                entry.exempted_at = Some(now);
+                exemption = Some(Exemption {
+                    kind: entry.kind,
+                    remaining_ms: entry.until.since_ms(now),
+                });
+            }
+        }
+        self.emit(Output::Action(Action::Open {
+            url: target.clone(),
+            timeout_ms: self.thresholds.up_timeout_ms,
+            exempt: exemption.is_some(),
+        }));
+        self.open_in_flight = Some(PendingOpen {
+            url: target,
+            origin,
+            reason,
+            exemption,
+            started_at: now,
+        });
+        true
+    }
+
+    fn take_pending(&mut self, url: &RelayUrl) -> Option<PendingOpen> {
+        if self.open_in_flight.as_ref().map(|open| &open.url) != Some(url) {
+            return None; // a result for an open we are not waiting on: stale, ignored
+        }
+        self.open_in_flight.take()
+    }
+
+    fn unhealthy_for_ms(&self, now: MonoMs) -> u64 {
+        self.left_healthy_at.map_or(0, |at| now.since_ms(at))
+    }
+
+    fn health_snapshot(&self, now: MonoMs) -> HealthSnapshot {
+        HealthSnapshot {
+            state: self.current.as_ref().map(|_| self.channel),
+            unhealthy_for_ms: self.unhealthy_for_ms(now),
+            min_attempts: self.thresholds.min_attempts,
+            grace_ms: self.thresholds.grace_ms,
+        }
+    }
+
+    fn emit(&mut self, output: impl Into<Output>) {
+        assert!(
+            self.outputs.len() < MAX_PENDING_OUTPUTS,
+            "outputs not drained: the caller must poll_output() after every input"
+        );
+        self.outputs.push_back(output.into());
+    }
+}
+
+enum CleanPick {
+    Target(RelayUrl),
+    AllTriedThisRound,
+    None,
+}
+
+impl From<Event> for Output {
+    fn from(event: Event) -> Output {
+        Output::Event(event)
+    }
+}

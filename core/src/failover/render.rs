@@ -1,0 +1,172 @@
+//! Events rendered as the production log lines (FO-D7).
+//!
+//! Operators' scripts grep the prefixes and the exemption marker: they are verbatim from
+//! production. The rest of the wording is English.
+
+use std::fmt::Write as _;
+
+use super::types::*;
+
+pub const SWITCH_PREFIX: &str = "[relay-switch]";
+pub const SKIP_PREFIX: &str = "[relay-skip]";
+pub const ATTACH_PREFIX: &str = "[relay-attach]";
+/// Ends every exempt `[relay-switch]` line: `｜豁免 kind=<kind> 剩 <ms>ms` ("exempt, kind, left").
+pub const EXEMPT_MARKER: &str = "｜豁免";
+
+/// The log line for an event. Exactly the `Switched` events start with [`SWITCH_PREFIX`].
+pub fn render(event: &Event) -> String {
+    let mut line = String::new();
+    // Writing into a String cannot fail.
+    let _ = write_event(&mut line, event);
+    line
+}
+
+fn write_event(out: &mut String, event: &Event) -> std::fmt::Result {
+    match event {
+        Event::Switched(record) => {
+            write!(
+                out,
+                "{SWITCH_PREFIX} #{} {} -> {} (reason: ",
+                record.seq, record.from, record.to
+            )?;
+            write_reason(out, &record.reason)?;
+            if record.exemption.is_some() {
+                out.push_str("; pool drained by cooldown: one-hop exemption, once per url per cooldown cycle");
+            }
+            write!(
+                out,
+                "; cooldown {} until +{} ms)",
+                record.from, record.cooldown_ms
+            )?;
+            if let Some(exemption) = record.exemption {
+                write!(
+                    out,
+                    "{EXEMPT_MARKER} kind={} 剩 {}ms",
+                    exemption.kind.as_str(),
+                    exemption.remaining_ms
+                )?;
+            }
+        }
+        Event::Attached { url, origin } => {
+            write!(
+                out,
+                "{ATTACH_PREFIX} {url} (first channel, {} path)",
+                origin.as_str()
+            )?;
+        }
+        Event::Skipped(skip) => {
+            write!(out, "{SKIP_PREFIX} ")?;
+            write_skip(out, skip)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_reason(out: &mut String, reason: &SwitchReason) -> std::fmt::Result {
+    match reason {
+        SwitchReason::Unhealthy { health } => {
+            match health.state {
+                None => out.push_str("no channel"),
+                Some(_) => out.push_str("current channel unhealthy"),
+            }
+            write_health(out, health)
+        }
+        SwitchReason::DirectoryChanged { source } => {
+            write!(
+                out,
+                "directory address changed (source={})",
+                source.as_str()
+            )
+        }
+    }
+}
+
+fn write_health(out: &mut String, health: &HealthSnapshot) -> std::fmt::Result {
+    match health.state {
+        Some(ChannelState::Backoff { attempts }) => write!(
+            out,
+            " (state=backoff attempts={attempts} unhealthy_for_ms={} >= thresholds min_attempts={}/grace_ms={})",
+            health.unhealthy_for_ms, health.min_attempts, health.grace_ms
+        ),
+        Some(ChannelState::Healthy) => write!(out, " (state=healthy)"),
+        None => write!(
+            out,
+            " (thresholds min_attempts={}/grace_ms={})",
+            health.min_attempts, health.grace_ms
+        ),
+    }
+}
+
+fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
+    match skip {
+        Skip::StillCooling {
+            url,
+            origin,
+            left_ms,
+            of_ms,
+        } => write!(
+            out,
+            "{} path: {url} still cooling, {left_ms} ms left of {of_ms} ms: not switching",
+            origin.as_str()
+        ),
+        Skip::NoCandidate {
+            health,
+            candidates,
+            excluded,
+            exempt_enabled,
+        } => {
+            out.push_str(match health.state {
+                None => "no channel",
+                Some(_) => "current channel unhealthy",
+            });
+            write_health(out, health)?;
+            write!(
+                out,
+                " but no other candidate in the chain ({candidates} candidates, {excluded} excluded; exemption {}): staying in backoff (no switch to nothing, no fallback to a default host)",
+                if *exempt_enabled { "spent" } else { "off" }
+            )
+        }
+        Skip::OpenFailed {
+            url,
+            failure,
+            exempt,
+            cooldown_ms,
+        } => {
+            let how = match failure {
+                OpenFailure::Failed => "failed",
+                OpenFailure::TimedOut => "timed out",
+            };
+            let what = if *exempt { "exempt open" } else { "new channel" };
+            write!(
+                out,
+                "{what} did not come up ({url}, {how}): keeping the old channel; {url} cools {cooldown_ms} ms"
+            )?;
+            if *exempt {
+                out.push_str(" and gets no further exemption this cycle");
+            }
+            Ok(())
+        }
+        Skip::OpenInFlight {
+            requested,
+            in_flight,
+        } => write!(
+            out,
+            "switch to {requested} refused: an open of {in_flight} is in flight"
+        ),
+        Skip::NotInList { url, origin } => write!(
+            out,
+            "{} path: {url} is not in the signed candidate list: never opened",
+            origin.as_str()
+        ),
+        Skip::DirectoryRejected { why } => match why {
+            DirectoryRejection::Empty => {
+                out.push_str("directory update rejected (empty list): keeping the last good list");
+                Ok(())
+            }
+            DirectoryRejection::TooMany { count, max } => write!(
+                out,
+                "directory update rejected ({count} candidates, at most {max}): keeping the last good list"
+            ),
+        },
+    }
+}

@@ -1,0 +1,301 @@
+//! The failover vocabulary: URLs, channel states, cooldown entries, outputs and events.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::MonoMs;
+
+/// A relay URL as it appears in the signed directory. Cheap to clone: the checker copies states
+/// by the million.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RelayUrl(Arc<str>);
+
+impl RelayUrl {
+    pub fn new(url: impl AsRef<str>) -> RelayUrl {
+        RelayUrl(Arc::from(url.as_ref()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for RelayUrl {
+    fn from(url: &str) -> RelayUrl {
+        RelayUrl::new(url)
+    }
+}
+
+impl std::fmt::Display for RelayUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The state a channel reports about itself (FO-H-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum ChannelState {
+    Healthy,
+    /// Reconnecting; `attempts` failed reconnects since the channel left `Healthy`.
+    Backoff {
+        attempts: u32,
+    },
+}
+
+/// Why a URL is in cooldown (FO-D2). Only orders the exemption (FO-D5); never part of the key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CooldownKind {
+    /// We left a channel that had worked. Exempted first: it was alive not long ago.
+    SwitchedAway,
+    /// Opening it just failed.
+    OpenFailed,
+}
+
+impl CooldownKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CooldownKind::SwitchedAway => "switched-away",
+            CooldownKind::OpenFailed => "open-failed",
+        }
+    }
+}
+
+/// One row of the cooldown table, keyed by URL (FO-D2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CooldownEntry {
+    pub kind: CooldownKind,
+    pub since: MonoMs,
+    pub until: MonoMs,
+    /// Set when the exemption was used in the cycle that started at `since` (FO-D4).
+    pub exempted_at: Option<MonoMs>,
+}
+
+impl CooldownEntry {
+    pub fn is_cooling(&self, now: MonoMs) -> bool {
+        self.until > now
+    }
+
+    /// FO-D4: one exemption per URL per cooldown cycle; a cycle starts at `since`.
+    pub fn exempted_this_cycle(&self) -> bool {
+        self.exempted_at.is_some_and(|at| at >= self.since)
+    }
+}
+
+/// Which of the two paths asked for a switch (FO-D1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Origin {
+    /// The periodic tick found the current channel unhealthy (or no channel at all).
+    Health,
+    /// The directory refresh found a different first candidate. Never exempt from cooldown.
+    Directory,
+}
+
+impl Origin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Health => "health",
+            Origin::Directory => "directory",
+        }
+    }
+}
+
+/// Where the candidate list came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirectorySource {
+    /// A freshly fetched, verified signed directory.
+    Signed,
+    /// The last good signed directory, from the local cache.
+    Cache,
+    /// Pinned by `DSHS_RELAY_URL` / `--url`: the list is that one URL.
+    Env,
+}
+
+impl DirectorySource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DirectorySource::Signed => "signed",
+            DirectorySource::Cache => "cache",
+            DirectorySource::Env => "env",
+        }
+    }
+}
+
+/// The health numbers behind a decision, as an operator needs them in the log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HealthSnapshot {
+    /// `None` when there is no channel at all.
+    pub state: Option<ChannelState>,
+    pub unhealthy_for_ms: u64,
+    pub min_attempts: u32,
+    pub grace_ms: u64,
+}
+
+/// Why a switch was asked for. Structured so nothing ever parses the rendered text (FO-D2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "why", rename_all = "kebab-case")]
+pub enum SwitchReason {
+    /// Health path: the current channel is unhealthy, or there is none.
+    Unhealthy { health: HealthSnapshot },
+    /// Directory path: the first candidate differs from the current URL.
+    DirectoryChanged { source: DirectorySource },
+}
+
+/// The exemption a switch used (FO-D6): the target's cooldown kind and how much was left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Exemption {
+    pub kind: CooldownKind,
+    pub remaining_ms: u64,
+}
+
+/// How an open attempt failed, as the adapter observed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpenFailure {
+    /// Refused, reset, handshake rejected: failed before the timeout.
+    Failed,
+    /// Not up within `UP_TIMEOUT_MS`.
+    TimedOut,
+}
+
+/// Something the adapter must do.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum Action {
+    /// Open a new channel to `url`, giving up after `timeout_ms`; report the result with
+    /// `handle_open_succeeded` / `handle_open_failed`. The old channel stays up meanwhile.
+    Open {
+        url: RelayUrl,
+        timeout_ms: u64,
+        exempt: bool,
+    },
+    /// Close the channel to `url` (the old one, after the new one is up: make-before-break).
+    Close { url: RelayUrl },
+}
+
+/// A completed switch: one `[relay-switch]` line, one increment of `switches` (FO-D7).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SwitchRecord {
+    /// `switches` after this switch: the `#n` of the log line.
+    pub seq: u64,
+    pub from: RelayUrl,
+    pub to: RelayUrl,
+    pub origin: Origin,
+    pub reason: SwitchReason,
+    /// How long `from` now stays in cooldown.
+    pub cooldown_ms: u64,
+    pub exemption: Option<Exemption>,
+    /// From the decision to the new channel being up.
+    pub open_took_ms: u64,
+}
+
+/// Why something that could have happened did not. Each renders as a `[relay-skip]` line.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "skip", rename_all = "kebab-case")]
+pub enum Skip {
+    /// FO-D1: the target is cooling and the directory path has no exemption.
+    StillCooling {
+        url: RelayUrl,
+        origin: Origin,
+        left_ms: u64,
+        of_ms: u64,
+    },
+    /// FO-D6: unhealthy, no clean candidate, nothing to exempt. Throttled to one per `GRACE_MS`.
+    NoCandidate {
+        health: HealthSnapshot,
+        candidates: usize,
+        excluded: usize,
+        exempt_enabled: bool,
+    },
+    /// The new channel did not come up; the old one is kept and the target cools.
+    OpenFailed {
+        url: RelayUrl,
+        failure: OpenFailure,
+        exempt: bool,
+        cooldown_ms: u64,
+    },
+    /// A second switch request while an open is in flight: refused, the first one continues.
+    OpenInFlight {
+        requested: RelayUrl,
+        in_flight: RelayUrl,
+    },
+    /// FO-R5: a target outside the current candidate list is never opened.
+    NotInList { url: RelayUrl, origin: Origin },
+    /// The directory update was unusable; the last good list is kept.
+    DirectoryRejected { why: DirectoryRejection },
+}
+
+/// Why a directory update was refused by the core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirectoryRejection {
+    Empty,
+    TooMany { count: usize, max: usize },
+}
+
+/// A decision the operator should see.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    Switched(SwitchRecord),
+    /// The first channel (there was none before): not a switch, not counted.
+    Attached {
+        url: RelayUrl,
+        origin: Origin,
+    },
+    Skipped(Skip),
+}
+
+/// What the machine hands back: actions to execute and events to log, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Output {
+    Action(Action),
+    Event(Event),
+}
+
+/// FO-D7: the counters and the cooldown list. Counters only ever grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Counters {
+    pub switches: u64,
+    pub exempt_switches: u64,
+    pub open_failed: u64,
+    pub no_candidate_checks: u64,
+}
+
+/// One row of the cooldown list in [`Stats`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CooldownView {
+    pub url: RelayUrl,
+    pub kind: CooldownKind,
+    pub until: MonoMs,
+    pub left_ms: u64,
+    pub exempted_this_cycle: bool,
+}
+
+/// FO-D7: what `stats()` returns. Readable only through the library API (FO-D11).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Stats {
+    pub counters: Counters,
+    pub current: Option<RelayUrl>,
+    pub cooldown: Vec<CooldownView>,
+}
+
+/// What a directory update led to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirectoryOutcome {
+    /// The list was taken; the first candidate is the current channel (or is being opened).
+    Unchanged,
+    /// The list was taken and an open of the new first candidate was started.
+    Opening,
+    /// The list was taken but the directory path may not switch now (see the `Skipped` event).
+    Refused,
+    /// The list was not taken (see the `Skipped` event); the last good list stays.
+    Rejected,
+}

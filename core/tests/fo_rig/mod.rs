@@ -1,0 +1,158 @@
+//! A small driver for the failover machine in tests: feeds inputs, drains outputs, keeps the
+//! rendered lines.
+#![allow(dead_code)]
+
+use switchyard_core::failover::*;
+use switchyard_core::MonoMs;
+
+pub const A1: &str = "wss://a.example/relay";
+pub const A2: &str = "wss://a-direct.example/relay";
+pub const B: &str = "wss://b.example/relay";
+
+pub fn url(s: &str) -> RelayUrl {
+    RelayUrl::new(s)
+}
+
+pub struct Rig {
+    pub sup: Supervisor,
+    pub now: MonoMs,
+    pub lines: Vec<String>,
+    pub actions: Vec<Action>,
+    pub events: Vec<Event>,
+}
+
+impl Rig {
+    pub fn new(thresholds: Thresholds) -> Rig {
+        Rig {
+            sup: Supervisor::new(thresholds, MonoMs::ZERO),
+            now: MonoMs::ZERO,
+            lines: Vec::new(),
+            actions: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// The production topology: A1 and A2 on host A, B on host B, attached to A1.
+    pub fn production(thresholds: Thresholds) -> Rig {
+        let mut rig = Rig::new(thresholds);
+        rig.directory(&[A1, A2, B]);
+        rig.open_ok(A1);
+        rig.clear();
+        rig
+    }
+
+    pub fn clear(&mut self) {
+        self.lines.clear();
+        self.actions.clear();
+        self.events.clear();
+    }
+
+    fn drain(&mut self) {
+        while let Some(output) = self.sup.poll_output() {
+            match output {
+                Output::Action(action) => self.actions.push(action),
+                Output::Event(event) => {
+                    self.lines.push(render(&event));
+                    self.events.push(event);
+                }
+            }
+        }
+    }
+
+    pub fn advance(&mut self, ms: u64) -> &mut Rig {
+        self.now = self.now.plus_ms(ms);
+        self
+    }
+
+    pub fn directory(&mut self, urls: &[&str]) -> DirectoryOutcome {
+        let urls: Vec<RelayUrl> = urls.iter().map(|u| url(u)).collect();
+        let outcome = self
+            .sup
+            .handle_directory(self.now, &urls, DirectorySource::Signed);
+        self.drain();
+        outcome
+    }
+
+    pub fn state(&mut self, state: ChannelState) {
+        let current = self.sup.current().cloned().expect("a current channel");
+        self.sup.handle_channel_state(self.now, &current, state);
+        self.drain();
+    }
+
+    pub fn backoff(&mut self, attempts: u32) {
+        self.state(ChannelState::Backoff { attempts });
+    }
+
+    pub fn tick(&mut self) {
+        self.sup.handle_tick(self.now);
+        self.drain();
+    }
+
+    pub fn open_ok(&mut self, u: &str) -> bool {
+        let accepted = self.sup.handle_open_succeeded(self.now, &url(u));
+        self.drain();
+        accepted
+    }
+
+    pub fn open_fail(&mut self, u: &str) -> bool {
+        let accepted = self
+            .sup
+            .handle_open_failed(self.now, &url(u), OpenFailure::Failed);
+        self.drain();
+        accepted
+    }
+
+    /// The URL of the open in flight, if any.
+    pub fn opening(&self) -> Option<&str> {
+        self.sup.open_in_flight().map(|open| open.url.as_str())
+    }
+
+    pub fn opens(&self) -> Vec<(String, bool)> {
+        self.actions
+            .iter()
+            .filter_map(|action| match action {
+                Action::Open { url, exempt, .. } => Some((url.to_string(), *exempt)),
+                Action::Close { .. } => None,
+            })
+            .collect()
+    }
+
+    pub fn switch_lines(&self) -> usize {
+        self.lines
+            .iter()
+            .filter(|line| line.starts_with(SWITCH_PREFIX))
+            .count()
+    }
+
+    pub fn skip_lines(&self) -> Vec<&String> {
+        self.lines
+            .iter()
+            .filter(|line| line.starts_with(SKIP_PREFIX))
+            .collect()
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.sup.counters()
+    }
+
+    pub fn current(&self) -> Option<&str> {
+        self.sup.current().map(|u| u.as_str())
+    }
+
+    /// Kill the current channel hard: backoff with MIN_ATTEMPTS attempts.
+    pub fn current_dies(&mut self) {
+        let attempts = self.sup.thresholds().min_attempts;
+        self.backoff(attempts);
+    }
+}
+
+pub fn thresholds() -> Thresholds {
+    Thresholds::default()
+}
+
+pub fn no_exempt() -> Thresholds {
+    Thresholds {
+        exempt: false,
+        ..Thresholds::default()
+    }
+}
