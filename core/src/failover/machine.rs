@@ -343,6 +343,11 @@ impl Supervisor {
         self.cooling.get(url)
     }
 
+    /// FO-X2: URLs whose open failed since the chain last moved (the `passed_over` set).
+    pub fn tried_since_last_move(&self) -> &BTreeSet<RelayUrl> {
+        &self.passed_over
+    }
+
     pub fn cooldown_table(&self) -> &BTreeMap<RelayUrl, CooldownEntry> {
         &self.cooling
     }
@@ -394,7 +399,7 @@ impl Supervisor {
             CleanPick::Target(target) => self.replace(now, target, reason, Origin::Health),
             // FO-D3: while a clean candidate exists the exemption branch is never entered.
             CleanPick::AllTriedThisRound => false,
-            CleanPick::None => match self.pick_exempt_target(now) {
+            CleanPick::None => match self.pick_exempt_target(now, new_round) {
                 Some(target) => self.replace(now, target, reason, Origin::Health),
                 None => false,
             },
@@ -422,8 +427,9 @@ impl Supervisor {
 
     /// FO-D6 / FO-D5: the single place that chooses an exemption. Listed, cooling, not current,
     /// not yet exempted this cycle; `switched-away` before `open-failed`, then earliest `until`,
-    /// then directory order.
-    fn pick_exempt_target(&self, now: MonoMs) -> Option<RelayUrl> {
+    /// then directory order. The in-tick continuation skips URLs that already failed since the
+    /// chain last moved: a URL is never reopened in the same tick it just failed in.
+    fn pick_exempt_target(&self, now: MonoMs, new_round: bool) -> Option<RelayUrl> {
         if !self.thresholds.exempt {
             return None; // FO-D6-OFF
         }
@@ -431,6 +437,7 @@ impl Supervisor {
             .iter()
             .enumerate()
             .filter(|(_, url)| self.current.as_ref() != Some(*url))
+            .filter(|(_, url)| new_round || !self.passed_over.contains(*url))
             .filter_map(|(index, url)| {
                 let entry = self.cooling.get(url)?;
                 (entry.is_cooling(now) && !entry.exempted_this_cycle())

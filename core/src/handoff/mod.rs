@@ -1,1 +1,36 @@
-//! Idle handoff (HO). See `../shared/REQUIREMENTS.md` part HO.
+//! Idle handoff (HO). See `../shared/REQUIREMENTS.md` part HO and
+//! `docs/REQUIREMENTS-MAP-HO.md` for where each requirement lives.
+//!
+//! - [`admission`]: per-host quiescence tickets and the barrier at the source (HO-7, HO-8,
+//!   HO-10, HO-S2, HO-S3).
+//! - [`attempt`]: the source-led attempt machine (HO-S2..S6, HO-A1..A6).
+//! - [`store`]: the reference assignment transaction, locked reconciliation, registration and
+//!   drain fence (HO-S4, HO-A1, HO-A2, HO-A4..A6).
+//! - [`director`] and [`policy`]: eligibility, cohort, read-only paged selection, dispatch
+//!   budget (HO-3, HO-S1, HO-S2, HO-C1).
+//! - [`ids`]: exact source authority and the UUIDv5 operation id (HO-S1).
+//!
+//! HO-1 / HO-2: nothing here can close an established client: the only closing output is
+//! [`attempt::Action::RetireSourceDraining`], emitted only for a source whose barrier stood
+//! over zero tickets. Idleness is the real ticket count at the source, never a grace timer.
+
+pub mod admission;
+pub mod attempt;
+pub mod director;
+pub mod ids;
+pub mod policy;
+pub mod store;
+
+pub use admission::{
+    AdmissionGate, AdmissionRefusal, Counters, ReleaseReport, Revalidation, Ticket, WorkKind,
+    MAX_TICKETS_PER_HOST, WRONG_CELL_CLOSE_CODE,
+};
+pub use attempt::{
+    Action, AttemptRef, Begin, DurableResult, HandoffReply, HandoffResult, SourceConfig,
+    SourceHandoff,
+};
+pub use ids::{
+    CellId, Epoch, Generation, HostId, Incarnation, OpId, SourceAuthority, OP_ID_NAMESPACE,
+};
+pub use policy::{HandoffRequest, Ineligible, Measurement, PolicyConfig};
+pub use store::{AssignmentStore, StoreConfig, TxnOutcome};

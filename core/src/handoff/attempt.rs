@@ -1,0 +1,696 @@
+//! The source-led handoff attempt of one host at its source cell (HO-S2..S6, HO-A1..A6).
+//!
+//! Quinn-style: `begin_handoff` / `handle_*(now, ..)` in, [`Action`]s out via `poll_action`,
+//! deadlines via `poll_timeout` / `handle_timeout`. The adapter (or a model checker) runs
+//! `RunTransaction` / `Reconcile` against the assignment store and feeds the result back with
+//! the same [`AttemptRef`].
+//!
+//! Life of an attempt: `begin_handoff` (barrier installed in one synchronous step) ->
+//! `InTransaction` -> terminal (committed: retire; rolled back with authority unchanged:
+//! reopen; authority changed: retire stale) | ambiguous -> `Reconciling` | store unavailable
+//! -> `Quarantined` (gated; reconciliation retried later). Only a terminal outcome of *this*
+//! attempt removes its barrier; timers only (re)start reconciliation.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use super::admission::{
+    ActivityLease, AdmissionGate, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat,
+    NotCounted, ReleaseReport, Revalidation, Ticket, WorkKind,
+};
+use super::ids::{AuthorityCheck, AuthorityField, CellId, OpId, SourceAuthority};
+use super::policy::{HandoffRequest, Ineligible};
+use super::store::TxnOutcome;
+use crate::MonoMs;
+
+/// Bound on queued actions. The adapter drains after every input; `begin_handoff` refuses
+/// (`Backlogged`) rather than let an undrained queue grow.
+pub const MAX_PENDING_ACTIONS: usize = 32;
+/// Upper bound of actions one attempt can queue without being drained.
+const ACTIONS_PER_ATTEMPT: usize = 8;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceConfig {
+    /// HO-A2: the request timeout of the assignment transaction (the DB's own transaction
+    /// timeout is shorter). Expiry is ambiguity, never a rollback.
+    pub request_timeout_ms: u64,
+    /// HO-A2: bound of one locked reconciliation request.
+    pub reconcile_timeout_ms: u64,
+    /// HO-A2: delay before a quarantined attempt retries reconciliation.
+    pub quarantine_retry_ms: u64,
+    /// HO-C1: this cell advertises the idle-handoff capability.
+    pub cell_capable: bool,
+}
+
+/// One attempt of one op id at this source (`seq` distinguishes re-tries of the same op).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AttemptRef {
+    pub op_id: OpId,
+    pub seq: u32,
+}
+
+/// HO-A2: ways a result can be unknown. None of them is a rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Ambiguity {
+    Timeout,
+    TransportError,
+    ResultLost,
+}
+
+/// What the adapter learned from running a transaction or a reconciliation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DurableResult {
+    /// The store answered: a definitive durable outcome.
+    Done(TxnOutcome),
+    /// HO-A2: the outcome is unknown (reconcile by op id).
+    Ambiguous(Ambiguity),
+    /// HO-A2: durable access is unavailable (quarantine; retry reconciliation later).
+    StoreUnavailable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum QuarantineCause {
+    StoreUnavailable,
+    ReconcileAmbiguous,
+}
+
+/// Phase of the attempt in flight. Every phase holds the barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Phase {
+    /// HO-S4: the assignment transaction is running.
+    InTransaction { deadline: MonoMs },
+    /// HO-A2: a locked reconciliation by op id is running.
+    Reconciling { deadline: MonoMs },
+    /// HO-A2: durable access unavailable; gated until a reconciliation succeeds.
+    Quarantined {
+        retry_at: MonoMs,
+        cause: QuarantineCause,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Attempt {
+    pub attempt: AttemptRef,
+    pub request: HandoffRequest,
+    pub phase: Phase,
+}
+
+/// Why a handoff request is refused before any barrier (holds nothing, closes nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Refusal {
+    /// The op id is not the UUIDv5 of the request's authority and target.
+    InvalidOpId,
+    /// The request names another host/cell or an authority newer than ours.
+    NotOwner(AuthorityField),
+    /// HO-A5: the correction is disabled here (in-flight attempts still reconcile).
+    Disabled,
+    /// No open control session for the host here.
+    NoSession,
+    /// HO-C1: this cell or the desktop lacks the idle-handoff capability.
+    CapabilityMissing(Ineligible),
+    SameCell,
+    /// Another op's attempt holds the barrier.
+    AttemptInFlight,
+    /// HO-S5 / HO-S6: this source was retired.
+    SourceRetired,
+    /// HO-A5: emergency drain / auth enforcement.
+    SourceDraining,
+    /// Undrained action queue (adapter contract broken); retry later.
+    Backlogged,
+}
+
+/// HO-S5: the durable operation result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HandoffResult {
+    pub op_id: OpId,
+    pub outcome: TxnOutcome,
+}
+
+/// The answer to the director.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HandoffReply {
+    /// HO-S2: deferral (not a dispatch failure); names the non-zero counters.
+    Busy {
+        op_id: OpId,
+        counters: Counters,
+    },
+    /// HO-A1 / HO-A3: a duplicate of the attempt in flight.
+    InProgress {
+        op_id: OpId,
+    },
+    /// HO-S1: the request is for an older epoch / incarnation / generation.
+    Superseded {
+        op_id: OpId,
+        field: AuthorityField,
+    },
+    Refused {
+        op_id: OpId,
+        reason: Refusal,
+    },
+    /// HO-S5 / HO-A1: the durable result (also the answer to a duplicate after the end).
+    Result(HandoffResult),
+}
+
+/// Immediate answer of `begin_handoff`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Begin {
+    /// HO-S2: barrier installed; the result comes later as `Action::Reply`.
+    Started(AttemptRef),
+    /// Answered at once (busy, duplicate, superseded, refused); nothing held.
+    Answered(HandoffReply),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RetireReason {
+    /// HO-S5: the handoff committed.
+    Committed { op_id: OpId, target: CellId },
+    /// HO-S6: the source authority changed: retire the stale source.
+    StaleAuthority { op_id: OpId },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DrainReason {
+    Emergency,
+    AuthRefused,
+}
+
+/// Decisions, drained by the adapter with `poll_action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Action {
+    /// HO-S4: run the bounded assignment transaction (`AssignmentStore::run_transaction`).
+    RunTransaction {
+        attempt: AttemptRef,
+        request: HandoffRequest,
+    },
+    /// HO-A2: run the locked reconciliation by op id (`AssignmentStore::reconcile`).
+    Reconcile {
+        attempt: AttemptRef,
+        request: HandoffRequest,
+    },
+    /// HO-A2: durable access unavailable; the source stays gated (alert).
+    Quarantined {
+        attempt: AttemptRef,
+        cause: QuarantineCause,
+    },
+    /// HO-S5 / HO-S6 / HO-A6 (HO-1: only ever after a barrier over zero tickets, so it closes
+    /// no client): close the empty source session and control through the ordinary
+    /// DRAINING / resolve-director path and release its activity. Queued before the `Reply`,
+    /// and independent of whether the reply can be delivered.
+    RetireSourceDraining { reason: RetireReason },
+    /// HO-S6: the barrier of this attempt is gone; admission continues on the original control.
+    ReopenAdmission { attempt: AttemptRef },
+    /// HO-A5: write the emergency-drain fence (`AssignmentStore::emergency_drain`); the hard
+    /// drain itself runs unchanged in the adapter.
+    FenceAuthority {
+        authority: SourceAuthority,
+        reason: DrainReason,
+    },
+    /// Deliver to the director (if it is still listening: HO-A3).
+    Reply(HandoffReply),
+}
+
+/// Whether an input changed anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Disposition {
+    Applied,
+    Ignored(Ignored),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Ignored {
+    /// No attempt in flight.
+    NoAttempt,
+    /// HO-A4: a late callback of another attempt / op / closed session.
+    OtherAttempt,
+    /// A non-definitive result from a channel the attempt is not waiting on.
+    NotAwaited,
+    /// A "definitive" result that contradicts the request (e.g. another target).
+    Inconsistent,
+    AlreadyDrained,
+    /// A session event for an old generation.
+    StaleSession,
+}
+
+/// Why a replacement control (rebind) is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RebindRefusal {
+    /// HO-S3: no rebind while a barrier stands.
+    Gated,
+    SourceRetired,
+    SourceDraining,
+    /// The caller does not hold a live control-operation ticket.
+    NoControlTicket,
+    /// The new authority is for another host, cell or epoch.
+    WrongAuthority,
+    /// The new authority is not newer than the current one.
+    NotNewer,
+}
+
+/// The handoff machine of one host at its source cell: admission gate + at most one attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceHandoff {
+    config: SourceConfig,
+    authority: SourceAuthority,
+    session_open: bool,
+    desktop_capable: bool,
+    enabled: bool,
+    gate: AdmissionGate,
+    attempt: Option<Attempt>,
+    next_seq: u32,
+    /// HO-A1: the durable result of the last finished attempt (answers duplicates).
+    last_result: Option<HandoffResult>,
+    actions: VecDeque<Action>,
+}
+
+impl SourceHandoff {
+    /// A source machine for a registered control session (`authority` from
+    /// `AssignmentStore::register_control`). A restart or a retired source gets a new one.
+    #[must_use]
+    pub fn new(
+        config: SourceConfig,
+        authority: SourceAuthority,
+        desktop_capable: bool,
+    ) -> SourceHandoff {
+        SourceHandoff {
+            config,
+            authority,
+            session_open: true,
+            desktop_capable,
+            enabled: true,
+            gate: AdmissionGate::new(authority.host, authority.generation),
+            attempt: None,
+            next_seq: 0,
+            last_result: None,
+            actions: VecDeque::new(),
+        }
+    }
+
+    // ----- queries -----
+
+    #[must_use]
+    pub fn authority(&self) -> SourceAuthority {
+        self.authority
+    }
+
+    #[must_use]
+    pub fn gate(&self) -> &AdmissionGate {
+        &self.gate
+    }
+
+    #[must_use]
+    pub fn attempt(&self) -> Option<&Attempt> {
+        self.attempt.as_ref()
+    }
+
+    #[must_use]
+    pub fn last_result(&self) -> Option<HandoffResult> {
+        self.last_result
+    }
+
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    #[must_use]
+    pub fn session_open(&self) -> bool {
+        self.session_open
+    }
+
+    #[must_use]
+    pub fn pending_actions(&self) -> usize {
+        self.actions.len()
+    }
+
+    /// Next action for the adapter.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// The next deadline at which `handle_timeout` has something to do.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<MonoMs> {
+        self.attempt.map(|a| match a.phase {
+            Phase::InTransaction { deadline } | Phase::Reconciling { deadline } => deadline,
+            Phase::Quarantined { retry_at, .. } => retry_at,
+        })
+    }
+
+    // ----- admission (HO-7, HO-8, HO-10, HO-S3) -----
+
+    /// HO-7 / HO-S3: take a ticket before the first await of new work.
+    pub fn acquire(&mut self, kind: WorkKind) -> Result<Ticket, AdmissionRefusal> {
+        self.gate.acquire(kind)
+    }
+
+    /// HO-7: release exactly once (anything else is a reported no-op).
+    pub fn release(&mut self, ticket: Ticket) -> ReleaseReport {
+        self.gate.release(ticket)
+    }
+
+    /// HO-S3 / HO-A4: re-check after an await; `Abandon` means already released.
+    pub fn revalidate(&mut self, ticket: Ticket) -> Revalidation {
+        self.gate.revalidate(ticket)
+    }
+
+    /// HO-8: heartbeats never count (`&self`).
+    #[must_use]
+    pub fn note_heartbeat(&self, heartbeat: Heartbeat) -> NotCounted {
+        self.gate.note_heartbeat(heartbeat)
+    }
+
+    /// HO-10: DB activity leases never prove idleness (`&self`).
+    #[must_use]
+    pub fn note_activity_lease(&self, lease: ActivityLease) -> NotCounted {
+        self.gate.note_activity_lease(lease)
+    }
+
+    // ----- the attempt -----
+
+    fn push(&mut self, action: Action) {
+        let coalesce = matches!(
+            action,
+            Action::Reconcile { .. } | Action::Quarantined { .. }
+        );
+        if coalesce && self.actions.contains(&action) {
+            return;
+        }
+        self.actions.push_back(action);
+        debug_assert!(self.actions.len() <= MAX_PENDING_ACTIONS);
+    }
+
+    /// HO-S2: validate the request and the session, then in one synchronous step check every
+    /// counter and install the barrier (`Started`) or answer `Busy` holding nothing.
+    /// HO-A1: a duplicate of the attempt in flight answers `InProgress`; a duplicate of the
+    /// last finished one answers its recorded result. HO-S1: an older authority answers
+    /// `Superseded`. HO-A5: refused while disabled or drained.
+    pub fn begin_handoff(&mut self, now: MonoMs, request: &HandoffRequest) -> Begin {
+        let op_id = request.op_id;
+        let refuse = |reason| Begin::Answered(HandoffReply::Refused { op_id, reason });
+        if !request.op_id_is_consistent() {
+            return refuse(Refusal::InvalidOpId);
+        }
+        if let Some(a) = &self.attempt {
+            if a.attempt.op_id == op_id {
+                return Begin::Answered(HandoffReply::InProgress { op_id });
+            }
+        }
+        if let Some(r) = self.last_result {
+            if r.op_id == op_id {
+                return Begin::Answered(HandoffReply::Result(r));
+            }
+        }
+        if self.gate.is_drained() {
+            return refuse(Refusal::SourceDraining);
+        }
+        if matches!(self.gate.state(), GateState::Closed(_)) {
+            return refuse(Refusal::SourceRetired);
+        }
+        match request.source.check_against(&self.authority) {
+            AuthorityCheck::Exact => {}
+            AuthorityCheck::Superseded(field) => {
+                return Begin::Answered(HandoffReply::Superseded { op_id, field });
+            }
+            AuthorityCheck::Mismatch(field) => return refuse(Refusal::NotOwner(field)),
+        }
+        if !self.enabled {
+            return refuse(Refusal::Disabled);
+        }
+        if !self.session_open {
+            return refuse(Refusal::NoSession);
+        }
+        if !self.config.cell_capable {
+            return refuse(Refusal::CapabilityMissing(Ineligible::SourceCellNotCapable));
+        }
+        if !self.desktop_capable {
+            return refuse(Refusal::CapabilityMissing(Ineligible::DesktopNotCapable));
+        }
+        if request.target == self.authority.cell {
+            return refuse(Refusal::SameCell);
+        }
+        if self.attempt.is_some() {
+            return refuse(Refusal::AttemptInFlight);
+        }
+        if self.actions.len() + ACTIONS_PER_ATTEMPT > MAX_PENDING_ACTIONS {
+            return refuse(Refusal::Backlogged);
+        }
+        let seq = self.next_seq;
+        match self.gate.try_install_barrier(now, op_id, seq) {
+            Err(counters) => Begin::Answered(HandoffReply::Busy { op_id, counters }),
+            Ok(_barrier) => {
+                self.next_seq = self.next_seq.saturating_add(1);
+                let attempt = AttemptRef { op_id, seq };
+                self.attempt = Some(Attempt {
+                    attempt,
+                    request: *request,
+                    phase: Phase::InTransaction {
+                        deadline: now.plus_ms(self.config.request_timeout_ms),
+                    },
+                });
+                self.push(Action::RunTransaction {
+                    attempt,
+                    request: *request,
+                });
+                Begin::Started(attempt)
+            }
+        }
+    }
+
+    /// HO-S4..S6 / HO-A2: the result of `RunTransaction`.
+    pub fn handle_transaction_result(
+        &mut self,
+        now: MonoMs,
+        attempt: AttemptRef,
+        result: DurableResult,
+    ) -> Disposition {
+        self.on_result(now, attempt, result, Channel::Transaction)
+    }
+
+    /// HO-A2: the result of `Reconcile`.
+    pub fn handle_reconcile_result(
+        &mut self,
+        now: MonoMs,
+        attempt: AttemptRef,
+        result: DurableResult,
+    ) -> Disposition {
+        self.on_result(now, attempt, result, Channel::Reconcile)
+    }
+
+    fn on_result(
+        &mut self,
+        now: MonoMs,
+        aref: AttemptRef,
+        result: DurableResult,
+        channel: Channel,
+    ) -> Disposition {
+        let Some(current) = self.attempt else {
+            return Disposition::Ignored(Ignored::NoAttempt);
+        };
+        // HO-A4: late callbacks of other attempts (or of a closed session) change nothing.
+        if current.attempt != aref {
+            return Disposition::Ignored(Ignored::OtherAttempt);
+        }
+        match result {
+            DurableResult::Done(outcome) => {
+                if let TxnOutcome::Committed { target, .. } = outcome {
+                    if target != current.request.target {
+                        return Disposition::Ignored(Ignored::Inconsistent);
+                    }
+                }
+                self.finish(outcome);
+                Disposition::Applied
+            }
+            DurableResult::Ambiguous(_) | DurableResult::StoreUnavailable => {
+                let cause = match result {
+                    DurableResult::StoreUnavailable => QuarantineCause::StoreUnavailable,
+                    _ => QuarantineCause::ReconcileAmbiguous,
+                };
+                match (channel, current.phase) {
+                    (Channel::Transaction, Phase::InTransaction { .. }) => {
+                        if cause == QuarantineCause::StoreUnavailable {
+                            self.enter_quarantine(now, cause);
+                        } else {
+                            self.enter_reconciling(now);
+                        }
+                        Disposition::Applied
+                    }
+                    (Channel::Reconcile, Phase::Reconciling { .. }) => {
+                        self.enter_quarantine(now, cause);
+                        Disposition::Applied
+                    }
+                    _ => Disposition::Ignored(Ignored::NotAwaited),
+                }
+            }
+        }
+    }
+
+    fn enter_reconciling(&mut self, now: MonoMs) {
+        let deadline = now.plus_ms(self.config.reconcile_timeout_ms);
+        if let Some(a) = &mut self.attempt {
+            a.phase = Phase::Reconciling { deadline };
+            let action = Action::Reconcile {
+                attempt: a.attempt,
+                request: a.request,
+            };
+            self.push(action);
+        }
+    }
+
+    fn enter_quarantine(&mut self, now: MonoMs, cause: QuarantineCause) {
+        let retry_at = now.plus_ms(self.config.quarantine_retry_ms);
+        if let Some(a) = &mut self.attempt {
+            a.phase = Phase::Quarantined { retry_at, cause };
+            let action = Action::Quarantined {
+                attempt: a.attempt,
+                cause,
+            };
+            self.push(action);
+        }
+    }
+
+    /// HO-A2 / HO-S3: deadlines only (re)start reconciliation; no timer removes a barrier.
+    pub fn handle_timeout(&mut self, now: MonoMs) -> Disposition {
+        let Some(a) = self.attempt else {
+            return Disposition::Ignored(Ignored::NoAttempt);
+        };
+        match a.phase {
+            Phase::InTransaction { deadline } if now >= deadline => self.enter_reconciling(now),
+            Phase::Reconciling { deadline } if now >= deadline => {
+                self.enter_quarantine(now, QuarantineCause::ReconcileAmbiguous);
+            }
+            Phase::Quarantined { retry_at, .. } if now >= retry_at => self.enter_reconciling(now),
+            _ => return Disposition::Ignored(Ignored::NotAwaited),
+        }
+        debug_assert!(self.gate.barrier().is_some(), "timeouts keep the barrier");
+        Disposition::Applied
+    }
+
+    /// Terminal outcome of the attempt in flight: the only place a barrier leaves.
+    fn finish(&mut self, outcome: TxnOutcome) {
+        let Some(a) = self.attempt.take() else {
+            debug_assert!(false, "finish without an attempt");
+            return;
+        };
+        let op_id = a.attempt.op_id;
+        let drained = self.gate.is_drained();
+        match outcome {
+            TxnOutcome::Committed { target, .. } => {
+                // HO-S5 / HO-A5: a committed handoff follows its result, drained or not.
+                self.gate.close(ClosedReason::Committed);
+                self.push(Action::RetireSourceDraining {
+                    reason: RetireReason::Committed { op_id, target },
+                });
+            }
+            TxnOutcome::RolledBack { .. } => {
+                // HO-S6: reopen on the original control; HO-A5: a drained source never does.
+                if self.gate.reopen(op_id, a.attempt.seq) {
+                    self.push(Action::ReopenAdmission { attempt: a.attempt });
+                } else {
+                    debug_assert!(drained);
+                    self.gate.close(ClosedReason::Drained);
+                }
+            }
+            TxnOutcome::AuthorityChanged { .. } => {
+                if drained {
+                    // Our own drain fence changed it; the hard drain retires the source.
+                    self.gate.close(ClosedReason::Drained);
+                } else {
+                    self.gate.close(ClosedReason::StaleAuthority);
+                    self.push(Action::RetireSourceDraining {
+                        reason: RetireReason::StaleAuthority { op_id },
+                    });
+                }
+            }
+        }
+        debug_assert!(self.gate.barrier().is_none());
+        let result = HandoffResult { op_id, outcome };
+        self.last_result = Some(result);
+        // HO-A6: the reply goes last; retirement never depends on delivering it.
+        self.push(Action::Reply(HandoffReply::Result(result)));
+    }
+
+    /// HO-A5: emergency drain / auth enforcement. Local authority is invalid from now on: no
+    /// new attempt, never a reopen; an attempt in flight still reconciles and a committed one
+    /// follows its result. Emits the store fence; the hard drain runs unchanged.
+    pub fn handle_emergency_drain(&mut self, now: MonoMs, reason: DrainReason) -> Disposition {
+        let _ = now;
+        if self.gate.is_drained() {
+            return Disposition::Ignored(Ignored::AlreadyDrained);
+        }
+        self.gate.mark_drained();
+        self.push(Action::FenceAuthority {
+            authority: self.authority,
+            reason,
+        });
+        Disposition::Applied
+    }
+
+    /// HO-A5: the disable switch stops new attempts only.
+    pub fn handle_set_enabled(&mut self, now: MonoMs, enabled: bool) -> Disposition {
+        let _ = now;
+        self.enabled = enabled;
+        Disposition::Applied
+    }
+
+    /// HO-A4: a replacement control registered (store `register_control`) while the caller
+    /// holds a live control-operation ticket. Refused while gated; old-generation tickets then
+    /// fail `revalidate`.
+    pub fn handle_rebind(
+        &mut self,
+        now: MonoMs,
+        ticket: Ticket,
+        authority: SourceAuthority,
+        desktop_capable: bool,
+    ) -> Result<(), RebindRefusal> {
+        let _ = now;
+        if self.gate.is_drained() {
+            return Err(RebindRefusal::SourceDraining);
+        }
+        match self.gate.state() {
+            GateState::Open => {}
+            GateState::Gated(_) => return Err(RebindRefusal::Gated),
+            GateState::Closed(_) => return Err(RebindRefusal::SourceRetired),
+        }
+        let holds =
+            ticket.kind == WorkKind::ControlOp && self.gate.live_tickets().any(|t| t == ticket);
+        if !holds {
+            return Err(RebindRefusal::NoControlTicket);
+        }
+        let cur = self.authority;
+        if authority.host != cur.host || authority.cell != cur.cell || authority.epoch != cur.epoch
+        {
+            return Err(RebindRefusal::WrongAuthority);
+        }
+        if authority.incarnation < cur.incarnation || authority.generation <= cur.generation {
+            return Err(RebindRefusal::NotNewer);
+        }
+        debug_assert!(self.attempt.is_none());
+        self.authority = authority;
+        self.gate.set_generation(authority.generation);
+        self.session_open = true;
+        self.desktop_capable = desktop_capable;
+        Ok(())
+    }
+
+    /// The control session of `generation` closed. An attempt in flight still completes
+    /// (source-owned, HO-A3); new attempts are refused until a rebind.
+    pub fn handle_session_closed(
+        &mut self,
+        now: MonoMs,
+        generation: super::ids::Generation,
+    ) -> Disposition {
+        let _ = now;
+        if generation != self.authority.generation || !self.session_open {
+            return Disposition::Ignored(Ignored::StaleSession);
+        }
+        self.session_open = false;
+        Disposition::Applied
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Channel {
+    Transaction,
+    Reconcile,
+}

@@ -1,0 +1,669 @@
+//! Reference assignment store: the bounded assignment transaction (HO-S4), locked
+//! reconciliation by op id (HO-A1 / HO-A2), registration (HO-A4), the emergency-drain fence
+//! (HO-A5) and bounded migration recovery (HO-A6).
+//!
+//! Each `&mut self` method is one transaction under the host lock: the in-memory store is
+//! the serialisation point that SQL stores must match row for row. A method either writes all
+//! of its rows or none (every check runs before the first write).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::ids::{AuthorityCheck, AuthorityField, CellId, Epoch, HostId, Incarnation, OpId};
+use super::ids::{Generation, SourceAuthority};
+use super::policy::{self, HandoffRequest, Ineligible, PolicyConfig};
+use crate::MonoMs;
+
+/// Bounds of the reference store (typed errors beyond them, never a panic).
+pub const MAX_STORE_HOSTS: usize = 65_536;
+pub const MAX_STORE_CELLS: usize = 1_024;
+pub const MAX_ATTEMPT_ROWS: usize = 1 << 20;
+/// At most this many expired migrations are recovered per `expire_migrations` call.
+pub const MAX_EXPIRED_PER_CALL: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StoreConfig {
+    /// HO-A5: the persistent enable switch (disabling stops new commits; reconciliation and
+    /// registration still run).
+    pub enabled: bool,
+    pub policy: PolicyConfig,
+    /// HO-S4: global concurrency limit (live migration reservations).
+    pub max_in_flight_migrations: u32,
+    /// HO-S4: global rate limit: at most `max_commits_per_window` commits per window.
+    pub rate_window_ms: u64,
+    pub max_commits_per_window: u32,
+    /// HO-A6: a committed migration whose desktop has not registered at the target by then
+    /// enters ordinary bounded recovery and its reservation is released.
+    pub registration_timeout_ms: u64,
+}
+
+/// Row: a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CellRow {
+    pub capacity: u32,
+    /// HO-C1: the cell advertises the idle-handoff capability.
+    pub handoff_capable: bool,
+    /// Current process incarnation of the cell (a restart bumps it).
+    pub incarnation: Incarnation,
+}
+
+/// Row: the assignment of one host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AssignmentRow {
+    pub cell: CellId,
+    pub epoch: Epoch,
+    pub incarnation: Incarnation,
+    pub generation: Generation,
+    /// HO-C1: the desktop negotiated the idle-handoff capability at its last registration.
+    pub desktop_capable: bool,
+}
+
+/// Row: a target capacity reservation of a committed, not yet registered migration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ReservationRow {
+    pub host: HostId,
+    pub cell: CellId,
+    pub expires_at: MonoMs,
+}
+
+/// What happened to a committed migration after the commit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Registration {
+    /// Reservation held until the desktop registers at the target.
+    Pending,
+    /// The desktop registered at the target; reservation released.
+    Registered,
+    /// HO-A6: registration did not happen in time: ordinary bounded recovery, reservation
+    /// released, the assignment stays at the target (the source is never kept).
+    RecoveryStarted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AttemptOutcome {
+    Committed {
+        new_epoch: Epoch,
+        registration: Registration,
+    },
+    /// HO-A1 / HO-A2: written by a locked reconciliation that found no attempt: a late original
+    /// commit of this op id fails its re-check.
+    FencedAbort,
+}
+
+/// Row: the durable record of an operation id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AttemptRow {
+    pub source: SourceAuthority,
+    pub target: CellId,
+    pub outcome: AttemptOutcome,
+    pub recorded_at: MonoMs,
+}
+
+/// Row: the global rate window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct RateRow {
+    pub window_start: MonoMs,
+    pub commits: u32,
+}
+
+/// Why a transaction rolled back while the exact source authority still held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum AbortReason {
+    /// The op id is not the UUIDv5 of the claimed authority and target.
+    InvalidOpId,
+    /// HO-A1: this op id was fenced by a locked reconciliation.
+    Fenced,
+    /// HO-3 / HO-C1 re-checked under the lock.
+    Policy(Ineligible),
+    /// HO-S4: global rate limit.
+    RateLimited,
+    /// HO-S4: global concurrency limit.
+    ConcurrencyLimited,
+    /// `MAX_ATTEMPT_ROWS` reached.
+    StoreFull,
+    /// An earlier committed move of this host still waits for its target registration.
+    MigrationPending,
+}
+
+/// HO-S5 / HO-S6: the durable outcome of an operation, as a transaction or a locked
+/// reconciliation establishes it. The three variants are the source's three terminal paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TxnOutcome {
+    /// HO-S5: committed now, or earlier (a duplicate returns the recorded result: HO-A1).
+    Committed { target: CellId, new_epoch: Epoch },
+    /// HO-S6: explicitly not committed and the exact source authority is unchanged: the
+    /// source reopens. Nothing was reserved.
+    RolledBack { reason: AbortReason },
+    /// HO-S6: not committed and the source authority changed (or the request is older:
+    /// `Superseded`): retire the stale source.
+    AuthorityChanged { check: AuthorityCheck },
+}
+
+impl TxnOutcome {
+    #[must_use]
+    pub fn is_committed(&self) -> bool {
+        matches!(self, TxnOutcome::Committed { .. })
+    }
+}
+
+/// Why a registration is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RegisterRefusal {
+    UnknownHost,
+    UnknownCell,
+    /// HO-A4: the host is assigned elsewhere (a committed handoff won): old ownership refused.
+    NotAssignedHere {
+        assigned: CellId,
+    },
+    /// HO-A4 / HO-A6: a process older than the cell's current incarnation.
+    StaleIncarnation,
+}
+
+/// HO-A5: result of the emergency-drain write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DrainWrite {
+    /// The source authority was current and is now fenced (generation bumped): a pending
+    /// handoff transaction fails its re-check.
+    Fenced { authority: SourceAuthority },
+    /// A committed handoff already moved the host: it follows its result.
+    AlreadyMoved { assigned: CellId },
+    /// The claimed authority was already stale (nothing written).
+    NotCurrent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StoreError {
+    TooManyHosts,
+    TooManyCells,
+    UnknownCell,
+    HostExists,
+}
+
+/// A broken store invariant (checked by tests and the model checker after every step).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StoreViolation {
+    ReservationWithoutPendingCommit(OpId),
+    ReservationNotAtAssignedCell(OpId),
+    PendingCommitWithoutReservation(OpId),
+    TwoReservationsForHost(HostId),
+    TooManyReservations,
+    AssignmentToUnknownCell(HostId),
+    CommitEpochAhead(OpId),
+}
+
+/// The reference assignment store.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AssignmentStore {
+    config: StoreConfig,
+    cells: BTreeMap<CellId, CellRow>,
+    assignments: BTreeMap<HostId, AssignmentRow>,
+    reservations: BTreeMap<OpId, ReservationRow>,
+    attempts: BTreeMap<OpId, AttemptRow>,
+    cooldowns: BTreeMap<HostId, MonoMs>,
+    rate: RateRow,
+}
+
+fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
+    SourceAuthority {
+        cell: row.cell,
+        host,
+        epoch: row.epoch,
+        incarnation: row.incarnation,
+        generation: row.generation,
+    }
+}
+
+impl AssignmentStore {
+    #[must_use]
+    pub fn new(config: StoreConfig) -> AssignmentStore {
+        AssignmentStore {
+            config,
+            cells: BTreeMap::new(),
+            assignments: BTreeMap::new(),
+            reservations: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            cooldowns: BTreeMap::new(),
+            rate: RateRow::default(),
+        }
+    }
+
+    #[must_use]
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// HO-A5: the persistent disable switch.
+    pub fn set_enabled(&mut self, enabled: bool) {
+        self.config.enabled = enabled;
+    }
+
+    /// Setup: add or replace a cell row.
+    pub fn upsert_cell(&mut self, cell: CellId, row: CellRow) -> Result<(), StoreError> {
+        if !self.cells.contains_key(&cell) && self.cells.len() >= MAX_STORE_CELLS {
+            return Err(StoreError::TooManyCells);
+        }
+        self.cells.insert(cell, row);
+        Ok(())
+    }
+
+    /// Setup: assign a new host to `cell` (epoch 1, generation 1, the cell's incarnation).
+    pub fn insert_host(
+        &mut self,
+        host: HostId,
+        cell: CellId,
+        desktop_capable: bool,
+    ) -> Result<SourceAuthority, StoreError> {
+        let Some(cell_row) = self.cells.get(&cell) else {
+            return Err(StoreError::UnknownCell);
+        };
+        if self.assignments.contains_key(&host) {
+            return Err(StoreError::HostExists);
+        }
+        if self.assignments.len() >= MAX_STORE_HOSTS {
+            return Err(StoreError::TooManyHosts);
+        }
+        let row = AssignmentRow {
+            cell,
+            epoch: Epoch(1),
+            incarnation: cell_row.incarnation,
+            generation: Generation(1),
+            desktop_capable,
+        };
+        self.assignments.insert(host, row);
+        Ok(authority_of(host, &row))
+    }
+
+    #[must_use]
+    pub fn cell(&self, cell: CellId) -> Option<&CellRow> {
+        self.cells.get(&cell)
+    }
+
+    #[must_use]
+    pub fn assignment(&self, host: HostId) -> Option<&AssignmentRow> {
+        self.assignments.get(&host)
+    }
+
+    /// The current exact authority of a host.
+    #[must_use]
+    pub fn authority(&self, host: HostId) -> Option<SourceAuthority> {
+        self.assignments.get(&host).map(|r| authority_of(host, r))
+    }
+
+    #[must_use]
+    pub fn attempt(&self, op_id: OpId) -> Option<&AttemptRow> {
+        self.attempts.get(&op_id)
+    }
+
+    #[must_use]
+    pub fn reservation(&self, op_id: OpId) -> Option<&ReservationRow> {
+        self.reservations.get(&op_id)
+    }
+
+    pub fn reservations(&self) -> impl Iterator<Item = (&OpId, &ReservationRow)> {
+        self.reservations.iter()
+    }
+
+    pub fn attempts(&self) -> impl Iterator<Item = (&OpId, &AttemptRow)> {
+        self.attempts.iter()
+    }
+
+    #[must_use]
+    pub fn cooldown_until(&self, host: HostId) -> Option<MonoMs> {
+        self.cooldowns.get(&host).copied()
+    }
+
+    #[must_use]
+    pub fn rate(&self) -> RateRow {
+        self.rate
+    }
+
+    /// Hosts assigned to `cell` (committed moves count at once: the target's slot is taken
+    /// at commit).
+    #[must_use]
+    pub fn cell_load(&self, cell: CellId) -> u32 {
+        let n = self.assignments.values().filter(|r| r.cell == cell).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    /// The recorded outcome of an op id, with the authority check for fenced aborts.
+    fn recorded_outcome(&self, req: &HandoffRequest, row: &AttemptRow) -> TxnOutcome {
+        match row.outcome {
+            AttemptOutcome::Committed { new_epoch, .. } => TxnOutcome::Committed {
+                target: row.target,
+                new_epoch,
+            },
+            AttemptOutcome::FencedAbort => match self.check_authority(&req.source) {
+                AuthorityCheck::Exact => TxnOutcome::RolledBack {
+                    reason: AbortReason::Fenced,
+                },
+                check => TxnOutcome::AuthorityChanged { check },
+            },
+        }
+    }
+
+    fn check_authority(&self, claim: &SourceAuthority) -> AuthorityCheck {
+        match self.authority(claim.host) {
+            Some(current) => claim.check_against(&current),
+            None => AuthorityCheck::Mismatch(AuthorityField::Host),
+        }
+    }
+
+    /// HO-S4: the bounded assignment transaction. Re-checks the op id, the exact authority and
+    /// the director's policy; then, atomically, reserves the target, moves the assignment
+    /// (epoch + 1), starts the host cooldown, counts the rate window and records the attempt.
+    /// HO-A1: an op id already recorded returns the recorded result and never migrates twice.
+    pub fn run_transaction(&mut self, now: MonoMs, req: &HandoffRequest) -> TxnOutcome {
+        if !req.op_id_is_consistent() {
+            return TxnOutcome::RolledBack {
+                reason: AbortReason::InvalidOpId,
+            };
+        }
+        if let Some(row) = self.attempts.get(&req.op_id) {
+            return self.recorded_outcome(req, row);
+        }
+        let check = self.check_authority(&req.source);
+        if check != AuthorityCheck::Exact {
+            return TxnOutcome::AuthorityChanged { check };
+        }
+        let host = req.source.host;
+        if let Err(reason) = self.check_commit(now, req) {
+            return TxnOutcome::RolledBack { reason };
+        }
+        // All checks passed: write every row (nothing above wrote).
+        let target_incarnation = self
+            .cells
+            .get(&req.target)
+            .map_or(Incarnation::default(), |c| c.incarnation);
+        let Some(row) = self.assignments.get_mut(&host) else {
+            debug_assert!(false, "authority check passed for an unknown host");
+            return TxnOutcome::AuthorityChanged {
+                check: AuthorityCheck::Mismatch(AuthorityField::Host),
+            };
+        };
+        let new_epoch = row.epoch.next();
+        row.cell = req.target;
+        row.epoch = new_epoch;
+        row.incarnation = target_incarnation;
+        self.reservations.insert(
+            req.op_id,
+            ReservationRow {
+                host,
+                cell: req.target,
+                expires_at: now.plus_ms(self.config.registration_timeout_ms),
+            },
+        );
+        self.attempts.insert(
+            req.op_id,
+            AttemptRow {
+                source: req.source,
+                target: req.target,
+                outcome: AttemptOutcome::Committed {
+                    new_epoch,
+                    registration: Registration::Pending,
+                },
+                recorded_at: now,
+            },
+        );
+        self.cooldowns
+            .insert(host, now.plus_ms(self.config.policy.host_cooldown_ms));
+        self.rate = self.effective_rate(now);
+        self.rate.commits = self.rate.commits.saturating_add(1);
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        TxnOutcome::Committed {
+            target: req.target,
+            new_epoch,
+        }
+    }
+
+    fn effective_rate(&self, now: MonoMs) -> RateRow {
+        if now.since_ms(self.rate.window_start) >= self.config.rate_window_ms
+            || now < self.rate.window_start
+        {
+            RateRow {
+                window_start: now,
+                commits: 0,
+            }
+        } else {
+            self.rate
+        }
+    }
+
+    /// HO-S4 / HO-3 / HO-C1: every commit-time check, without writing.
+    fn check_commit(&self, now: MonoMs, req: &HandoffRequest) -> Result<(), AbortReason> {
+        let host = req.source.host;
+        let p = |e: Ineligible| AbortReason::Policy(e);
+        if !self.config.enabled {
+            return Err(p(Ineligible::Disabled));
+        }
+        if req.target == req.source.cell {
+            return Err(p(Ineligible::SameCell));
+        }
+        let Some(target) = self.cells.get(&req.target) else {
+            return Err(p(Ineligible::UnknownTarget));
+        };
+        let source_capable = self
+            .cells
+            .get(&req.source.cell)
+            .is_some_and(|c| c.handoff_capable);
+        let desktop_capable = self
+            .assignments
+            .get(&host)
+            .is_some_and(|r| r.desktop_capable);
+        policy::check_capabilities(source_capable, target.handoff_capable, desktop_capable)
+            .map_err(p)?;
+        policy::check_cohort(host, req.cohort_percent).map_err(p)?;
+        policy::check_freshness(
+            now,
+            &req.measurement,
+            self.config.policy.freshness_window_ms,
+        )
+        .map_err(p)?;
+        policy::check_improvement(
+            req.measurement.current_rtt_ms,
+            req.measurement.target_rtt_ms,
+        )
+        .map_err(p)?;
+        policy::check_cooldown(now, self.cooldowns.get(&host).copied()).map_err(p)?;
+        policy::check_capacity(self.cell_load(req.target), target.capacity).map_err(p)?;
+        if self.reservations.values().any(|r| r.host == host) {
+            return Err(AbortReason::MigrationPending);
+        }
+        let in_flight = u32::try_from(self.reservations.len()).unwrap_or(u32::MAX);
+        if in_flight >= self.config.max_in_flight_migrations {
+            return Err(AbortReason::ConcurrencyLimited);
+        }
+        if self.effective_rate(now).commits >= self.config.max_commits_per_window {
+            return Err(AbortReason::RateLimited);
+        }
+        if self.attempts.len() >= MAX_ATTEMPT_ROWS {
+            return Err(AbortReason::StoreFull);
+        }
+        Ok(())
+    }
+
+    /// HO-A1 / HO-A2: locked reconciliation by op id. Returns the recorded outcome; if no
+    /// attempt exists, writes a terminal `FencedAbort` record first, so that a late original
+    /// commit of this op id fails its re-check. `None` means the fence could not be written
+    /// (store full): the caller stays quarantined.
+    pub fn reconcile(&mut self, now: MonoMs, req: &HandoffRequest) -> Option<TxnOutcome> {
+        if !req.op_id_is_consistent() {
+            // Nothing can ever commit under an inconsistent id: a definitive rollback.
+            return Some(TxnOutcome::RolledBack {
+                reason: AbortReason::InvalidOpId,
+            });
+        }
+        if let Some(row) = self.attempts.get(&req.op_id) {
+            return Some(self.recorded_outcome(req, row));
+        }
+        if self.attempts.len() >= MAX_ATTEMPT_ROWS {
+            return None;
+        }
+        let row = AttemptRow {
+            source: req.source,
+            target: req.target,
+            outcome: AttemptOutcome::FencedAbort,
+            recorded_at: now,
+        };
+        self.attempts.insert(req.op_id, row);
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        Some(self.recorded_outcome(req, &row))
+    }
+
+    /// HO-A4 / HO-A6: a desktop control registers at `cell` (replacement control, source
+    /// restart, or arrival at the target), serialised with the handoff under the host lock.
+    /// Bumps the generation (a pending handoff of the old generation then fails its re-check)
+    /// and completes a pending migration to this cell (its reservation is released).
+    pub fn register_control(
+        &mut self,
+        now: MonoMs,
+        host: HostId,
+        cell: CellId,
+        incarnation: Incarnation,
+        desktop_capable: bool,
+    ) -> Result<SourceAuthority, RegisterRefusal> {
+        let _ = now;
+        let Some(row) = self.assignments.get(&host).copied() else {
+            return Err(RegisterRefusal::UnknownHost);
+        };
+        let Some(cell_row) = self.cells.get(&cell).copied() else {
+            return Err(RegisterRefusal::UnknownCell);
+        };
+        if row.cell != cell {
+            return Err(RegisterRefusal::NotAssignedHere { assigned: row.cell });
+        }
+        if incarnation < cell_row.incarnation {
+            return Err(RegisterRefusal::StaleIncarnation);
+        }
+        if let Some(c) = self.cells.get_mut(&cell) {
+            c.incarnation = incarnation;
+        }
+        let new_row = AssignmentRow {
+            cell,
+            epoch: row.epoch,
+            incarnation,
+            generation: row.generation.next(),
+            desktop_capable,
+        };
+        self.assignments.insert(host, new_row);
+        let done: Vec<OpId> = self
+            .reservations
+            .iter()
+            .filter(|(_, r)| r.host == host && r.cell == cell)
+            .map(|(op, _)| *op)
+            .collect();
+        for op in done {
+            self.reservations.remove(&op);
+            self.set_registration(op, Registration::Registered);
+        }
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        Ok(authority_of(host, &new_row))
+    }
+
+    fn set_registration(&mut self, op: OpId, registration: Registration) {
+        if let Some(AttemptRow {
+            outcome: AttemptOutcome::Committed {
+                registration: r, ..
+            },
+            ..
+        }) = self.attempts.get_mut(&op)
+        {
+            debug_assert_eq!(*r, Registration::Pending);
+            *r = registration;
+        } else {
+            debug_assert!(false, "reservation without a committed attempt");
+        }
+    }
+
+    /// HO-A5: emergency drain / auth enforcement joins the host-lock serialisation: if the
+    /// claimed authority is current, bump the generation so any pending handoff of it fails.
+    pub fn emergency_drain(&mut self, authority: &SourceAuthority) -> DrainWrite {
+        let Some(row) = self.assignments.get(&authority.host).copied() else {
+            return DrainWrite::NotCurrent;
+        };
+        if row.cell != authority.cell && row.epoch > authority.epoch {
+            return DrainWrite::AlreadyMoved { assigned: row.cell };
+        }
+        if authority.check_against(&authority_of(authority.host, &row)) != AuthorityCheck::Exact {
+            return DrainWrite::NotCurrent;
+        }
+        let new_row = AssignmentRow {
+            generation: row.generation.next(),
+            ..row
+        };
+        self.assignments.insert(authority.host, new_row);
+        DrainWrite::Fenced {
+            authority: authority_of(authority.host, &new_row),
+        }
+    }
+
+    /// HO-A6: ordinary bounded migration recovery: reservations whose desktop has not
+    /// registered at the target by `expires_at` are released (at most
+    /// `MAX_EXPIRED_PER_CALL` per call). The assignment stays at the target.
+    pub fn expire_migrations(&mut self, now: MonoMs) -> Vec<OpId> {
+        let expired: Vec<OpId> = self
+            .reservations
+            .iter()
+            .filter(|(_, r)| r.expires_at <= now)
+            .map(|(op, _)| *op)
+            .take(MAX_EXPIRED_PER_CALL)
+            .collect();
+        for op in &expired {
+            self.reservations.remove(op);
+            self.set_registration(*op, Registration::RecoveryStarted);
+        }
+        debug_assert_eq!(self.check_invariants(), Ok(()));
+        expired
+    }
+
+    /// Store invariants: every reservation belongs to exactly one committed, unregistered
+    /// migration at the host's assigned cell, and vice versa; bounds hold.
+    pub fn check_invariants(&self) -> Result<(), StoreViolation> {
+        let mut hosts_with_reservation = std::collections::BTreeSet::new();
+        for (op, res) in &self.reservations {
+            let Some(attempt) = self.attempts.get(op) else {
+                return Err(StoreViolation::ReservationWithoutPendingCommit(*op));
+            };
+            let pending = matches!(
+                attempt.outcome,
+                AttemptOutcome::Committed {
+                    registration: Registration::Pending,
+                    ..
+                }
+            );
+            if !pending || attempt.source.host != res.host || attempt.target != res.cell {
+                return Err(StoreViolation::ReservationWithoutPendingCommit(*op));
+            }
+            if self.assignments.get(&res.host).map(|r| r.cell) != Some(res.cell) {
+                return Err(StoreViolation::ReservationNotAtAssignedCell(*op));
+            }
+            if !hosts_with_reservation.insert(res.host) {
+                return Err(StoreViolation::TwoReservationsForHost(res.host));
+            }
+        }
+        let limit = usize::try_from(self.config.max_in_flight_migrations).unwrap_or(usize::MAX);
+        if self.reservations.len() > limit {
+            return Err(StoreViolation::TooManyReservations);
+        }
+        for (op, attempt) in &self.attempts {
+            if let AttemptOutcome::Committed {
+                new_epoch,
+                registration,
+            } = attempt.outcome
+            {
+                if registration == Registration::Pending && !self.reservations.contains_key(op) {
+                    return Err(StoreViolation::PendingCommitWithoutReservation(*op));
+                }
+                let current = self.assignments.get(&attempt.source.host).map(|r| r.epoch);
+                if current.is_none_or(|e| e < new_epoch) {
+                    return Err(StoreViolation::CommitEpochAhead(*op));
+                }
+            }
+        }
+        for (host, row) in &self.assignments {
+            if !self.cells.contains_key(&row.cell) {
+                return Err(StoreViolation::AssignmentToUnknownCell(*host));
+            }
+        }
+        Ok(())
+    }
+}

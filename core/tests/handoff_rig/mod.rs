@@ -1,0 +1,284 @@
+//! Shared deterministic rig for the HO tests: one reference store, one source machine, and
+//! an adapter that routes the machine's actions to the store the way production would.
+#![allow(dead_code)]
+
+use switchyard_core::handoff::admission::*;
+use switchyard_core::handoff::attempt::*;
+use switchyard_core::handoff::ids::*;
+use switchyard_core::handoff::policy::*;
+use switchyard_core::handoff::store::*;
+use switchyard_core::MonoMs;
+
+pub const SRC: CellId = CellId(1);
+pub const TGT: CellId = CellId(2);
+/// A cell without the idle-handoff capability (HO-C1).
+pub const OLD: CellId = CellId(3);
+pub const HOST: HostId = HostId(7);
+
+pub const FRESHNESS_MS: u64 = 60_000;
+pub const COOLDOWN_MS: u64 = 600_000;
+pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
+pub const RECONCILE_TIMEOUT_MS: u64 = 4_000;
+pub const QUARANTINE_RETRY_MS: u64 = 10_000;
+pub const REGISTRATION_TIMEOUT_MS: u64 = 30_000;
+
+pub fn policy_config() -> PolicyConfig {
+    PolicyConfig {
+        freshness_window_ms: FRESHNESS_MS,
+        host_cooldown_ms: COOLDOWN_MS,
+    }
+}
+
+pub fn store_config() -> StoreConfig {
+    StoreConfig {
+        enabled: true,
+        policy: policy_config(),
+        max_in_flight_migrations: 4,
+        rate_window_ms: 60_000,
+        max_commits_per_window: 10,
+        registration_timeout_ms: REGISTRATION_TIMEOUT_MS,
+    }
+}
+
+pub fn source_config() -> SourceConfig {
+    SourceConfig {
+        request_timeout_ms: REQUEST_TIMEOUT_MS,
+        reconcile_timeout_ms: RECONCILE_TIMEOUT_MS,
+        quarantine_retry_ms: QUARANTINE_RETRY_MS,
+        cell_capable: true,
+    }
+}
+
+pub fn cell_row(capacity: u32, capable: bool) -> CellRow {
+    CellRow {
+        capacity,
+        handoff_capable: capable,
+        incarnation: Incarnation(1),
+    }
+}
+
+pub fn good_measurement(now: MonoMs) -> Measurement {
+    Measurement {
+        measured_at: now,
+        current_rtt_ms: 120,
+        target_rtt_ms: 60,
+    }
+}
+
+/// A store with SRC and TGT (capable, capacity 10) and OLD (not capable), `HOST` at SRC.
+pub fn new_store() -> (AssignmentStore, SourceAuthority) {
+    let mut store = AssignmentStore::new(store_config());
+    store.upsert_cell(SRC, cell_row(10, true)).expect("cell");
+    store.upsert_cell(TGT, cell_row(10, true)).expect("cell");
+    store.upsert_cell(OLD, cell_row(10, false)).expect("cell");
+    let auth = store.insert_host(HOST, SRC, true).expect("host");
+    (store, auth)
+}
+
+/// Everything the adapter saw, by kind.
+#[derive(Debug, Default, Clone)]
+pub struct Seen {
+    pub txns: Vec<(AttemptRef, HandoffRequest)>,
+    pub reconciles: Vec<(AttemptRef, HandoffRequest)>,
+    pub quarantined: Vec<(AttemptRef, QuarantineCause)>,
+    pub retired: Vec<RetireReason>,
+    pub reopened: Vec<AttemptRef>,
+    pub fences: Vec<(SourceAuthority, DrainReason)>,
+    pub replies: Vec<HandoffReply>,
+    /// Every action in order.
+    pub log: Vec<Action>,
+}
+
+pub struct World {
+    pub now: MonoMs,
+    pub store: AssignmentStore,
+    pub src: SourceHandoff,
+    pub seen: Seen,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        World::new()
+    }
+}
+
+impl World {
+    pub fn new() -> World {
+        let (store, auth) = new_store();
+        World {
+            now: MonoMs(1_000_000),
+            store,
+            src: SourceHandoff::new(source_config(), auth, true),
+            seen: Seen::default(),
+        }
+    }
+
+    pub fn advance(&mut self, ms: u64) -> &mut Self {
+        self.now = self.now.plus_ms(ms);
+        self
+    }
+
+    /// The director's request for the source's current authority, to `target`.
+    pub fn request_to(&self, target: CellId) -> HandoffRequest {
+        HandoffRequest::new(
+            self.src.authority(),
+            target,
+            100,
+            good_measurement(self.now),
+        )
+    }
+
+    pub fn request(&self) -> HandoffRequest {
+        self.request_to(TGT)
+    }
+
+    /// Drain every queued action into `seen`.
+    pub fn drain(&mut self) {
+        while let Some(a) = self.src.poll_action() {
+            self.seen.log.push(a);
+            match a {
+                Action::RunTransaction { attempt, request } => {
+                    self.seen.txns.push((attempt, request));
+                }
+                Action::Reconcile { attempt, request } => {
+                    self.seen.reconciles.push((attempt, request));
+                }
+                Action::Quarantined { attempt, cause } => {
+                    self.seen.quarantined.push((attempt, cause));
+                }
+                Action::RetireSourceDraining { reason } => self.seen.retired.push(reason),
+                Action::ReopenAdmission { attempt } => self.seen.reopened.push(attempt),
+                Action::FenceAuthority { authority, reason } => {
+                    self.seen.fences.push((authority, reason));
+                }
+                Action::Reply(r) => self.seen.replies.push(r),
+            }
+        }
+    }
+
+    pub fn begin(&mut self, req: &HandoffRequest) -> Begin {
+        let b = self.src.begin_handoff(self.now, req);
+        self.drain();
+        b
+    }
+
+    /// Begin with the default request and expect a started attempt.
+    pub fn start(&mut self) -> AttemptRef {
+        let req = self.request();
+        match self.begin(&req) {
+            Begin::Started(a) => a,
+            other => panic!("expected Started, got {other:?}"),
+        }
+    }
+
+    /// The most recent transaction the machine asked for.
+    pub fn last_txn(&self) -> (AttemptRef, HandoffRequest) {
+        *self.seen.txns.last().expect("a RunTransaction action")
+    }
+
+    pub fn last_reconcile(&self) -> (AttemptRef, HandoffRequest) {
+        *self.seen.reconciles.last().expect("a Reconcile action")
+    }
+
+    /// Run the last asked transaction on the store and deliver its result.
+    pub fn run_txn(&mut self) -> TxnOutcome {
+        let (a, req) = self.last_txn();
+        let out = self.store.run_transaction(self.now, &req);
+        self.src
+            .handle_transaction_result(self.now, a, DurableResult::Done(out));
+        self.drain();
+        out
+    }
+
+    /// Run the last asked transaction on the store but lose its result.
+    pub fn run_txn_lose_result(&mut self) -> TxnOutcome {
+        let (a, req) = self.last_txn();
+        let out = self.store.run_transaction(self.now, &req);
+        self.src.handle_transaction_result(
+            self.now,
+            a,
+            DurableResult::Ambiguous(Ambiguity::ResultLost),
+        );
+        self.drain();
+        out
+    }
+
+    pub fn deliver_txn(&mut self, result: DurableResult) -> Disposition {
+        let (a, _) = self.last_txn();
+        let d = self.src.handle_transaction_result(self.now, a, result);
+        self.drain();
+        d
+    }
+
+    /// Run the last asked reconciliation on the store and deliver it.
+    pub fn run_reconcile(&mut self) -> TxnOutcome {
+        let (a, req) = self.last_reconcile();
+        let out = self.store.reconcile(self.now, &req).expect("fence written");
+        self.src
+            .handle_reconcile_result(self.now, a, DurableResult::Done(out));
+        self.drain();
+        out
+    }
+
+    pub fn deliver_reconcile(&mut self, result: DurableResult) -> Disposition {
+        let (a, _) = self.last_reconcile();
+        let d = self.src.handle_reconcile_result(self.now, a, result);
+        self.drain();
+        d
+    }
+
+    pub fn timeout(&mut self) -> Disposition {
+        let d = self.src.handle_timeout(self.now);
+        self.drain();
+        d
+    }
+
+    pub fn gated(&self) -> bool {
+        self.src.gate().barrier().is_some()
+    }
+
+    pub fn open(&self) -> bool {
+        self.src.gate().state() == GateState::Open
+    }
+
+    /// Apply the drain fence the machine asked for (the adapter's store write).
+    pub fn apply_fences(&mut self) -> Vec<DrainWrite> {
+        self.seen
+            .fences
+            .clone()
+            .iter()
+            .map(|(auth, _)| self.store.emergency_drain(auth))
+            .collect()
+    }
+
+    /// The desktop registers at `cell` with that cell's current incarnation.
+    pub fn register_at(&mut self, cell: CellId) -> Result<SourceAuthority, RegisterRefusal> {
+        let inc = self.store.cell(cell).expect("cell").incarnation;
+        self.store.register_control(self.now, HOST, cell, inc, true)
+    }
+
+    /// Replacement control at the source through a control ticket (HO-A4, local path).
+    pub fn replace_control(&mut self) -> Result<SourceAuthority, String> {
+        let t = self
+            .src
+            .acquire(WorkKind::ControlOp)
+            .map_err(|e| format!("{e:?}"))?;
+        let auth = self.register_at(SRC).map_err(|e| format!("{e:?}"))?;
+        let r = self.src.handle_rebind(self.now, t, auth, true);
+        assert_eq!(self.src.release(t), ReleaseReport::Released);
+        r.map_err(|e| format!("{e:?}"))?;
+        Ok(auth)
+    }
+
+    pub fn last_reply(&self) -> HandoffReply {
+        *self.seen.replies.last().expect("a reply")
+    }
+}
+
+/// A host whose cohort bucket is `>= percent` (outside) or `< percent` (inside).
+pub fn host_with_bucket(pred: impl Fn(u8) -> bool) -> HostId {
+    (0..10_000u64)
+        .map(HostId)
+        .find(|h| pred(cohort_bucket(*h)))
+        .expect("some host has such a bucket")
+}
