@@ -1,0 +1,9 @@
+//! The formal specification of Switchyard: stateright models that drive the real
+//! `switchyard-core` machines, with one property per requirement ID.
+//!
+//! A model's actions are the core's inputs plus "time advances"; its state embeds the core's
+//! state. Nothing here re-implements a decision: the core decides, the model explores every
+//! interleaving of the environment around it, and the properties judge.
+
+pub mod failover;
+pub mod trace;
