@@ -1,0 +1,469 @@
+//! The checker behind `switchyard-check`: runs a model, judges every property, renders the
+//! report table and counterexamples, and exports traces as JSON.
+
+use std::fmt::{Debug, Display, Write as _};
+use std::hash::Hash;
+use std::io::Write;
+use std::path::{Path as FsPath, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use stateright::{Checker, Expectation, Model, Path, UniformChooser};
+use switchyard_spec::failover::{FailoverModel, FailoverParams, FoAction, FoProjection, FoState};
+use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
+
+/// A model the checker can run: names, parameters and the projection its traces record.
+pub trait CheckedModel: Model + Send + Sync + Sized + 'static {
+    const NAME: &'static str;
+    type Params: Serialize + Clone;
+    type Projection: Serialize + Debug;
+
+    fn params(&self) -> Self::Params;
+    fn project(state: &Self::State) -> Self::Projection;
+    /// One readable line for a counterexample step.
+    fn summary(state: &Self::State) -> String;
+}
+
+impl CheckedModel for FailoverModel {
+    const NAME: &'static str = "failover";
+    type Params = FailoverParams;
+    type Projection = FoProjection;
+
+    fn params(&self) -> FailoverParams {
+        self.params.clone()
+    }
+
+    fn project(state: &FoState) -> FoProjection {
+        state.project()
+    }
+
+    fn summary(state: &FoState) -> String {
+        let p = state.project();
+        let mut line = format!(
+            "t={}ms variant={:?} hosts_up={:?} current={} ",
+            p.now_ms,
+            state.variant,
+            p.host_up,
+            p.current.as_deref().unwrap_or("-")
+        );
+        if let Some((url, exempt)) = &p.opening {
+            let _ = write!(
+                line,
+                "opening={url}{} ",
+                if *exempt { " (exempt)" } else { "" }
+            );
+        }
+        let c = p.counters;
+        let _ = write!(
+            line,
+            "switches={} exempt={} open_failed={} no_candidate={} stall_ticks={} cooldown=[",
+            c.switches, c.exempt_switches, c.open_failed, c.no_candidate_checks, state.stall_ticks
+        );
+        for (i, (url, kind, until)) in p.cooldown.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            let _ = write!(line, "{sep}{url} {} until {until}", kind.as_str());
+        }
+        line.push(']');
+        line
+    }
+}
+
+/// How to explore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    Bfs,
+    Dfs,
+    Simulate { seed: u64 },
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub strategy: Strategy,
+    pub threads: usize,
+    pub max_depth: Option<usize>,
+    /// Stop after this long (simulation runs until stopped).
+    pub timeout: Option<Duration>,
+    /// Print a progress line to stderr every second.
+    pub progress: bool,
+}
+
+/// The verdict on one property.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Holds,
+    Violated,
+    Witnessed,
+    /// A `sometimes` that no explored state reached: the model may be vacuous.
+    NotReached,
+}
+
+impl Verdict {
+    pub fn is_failure(self) -> bool {
+        matches!(self, Verdict::Violated | Verdict::NotReached)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::Violated => "VIOLATED",
+            Verdict::Witnessed => "witnessed",
+            Verdict::NotReached => "NOT REACHED",
+        }
+    }
+}
+
+/// A run as a list of `(state, action that leaves it)`; the last action is `None`.
+pub type Steps<M> = Vec<(<M as Model>::State, Option<<M as Model>::Action>)>;
+
+pub struct PropertyResult<M: Model> {
+    pub name: &'static str,
+    pub expectation: Expectation,
+    pub verdict: Verdict,
+    pub path: Option<Steps<M>>,
+}
+
+impl<M: Model> Debug for PropertyResult<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PropertyResult")
+            .field("name", &self.name)
+            .field("verdict", &self.verdict)
+            .field("steps", &self.path.as_ref().map(Vec::len))
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+pub struct ModelReport<M: Model> {
+    pub model: &'static str,
+    pub states: usize,
+    pub unique_states: usize,
+    pub max_depth: usize,
+    pub elapsed: Duration,
+    /// Exhaustive runs cover the whole bounded space; a simulation or depth-capped run does not.
+    pub exhaustive: bool,
+    pub properties: Vec<PropertyResult<M>>,
+}
+
+impl<M: Model> ModelReport<M> {
+    pub fn failed(&self) -> bool {
+        self.properties.iter().any(|p| p.verdict.is_failure())
+    }
+
+    pub fn unique_states_per_second(&self) -> f64 {
+        self.unique_states as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Runs `model` to completion (or to the timeout) and judges every property.
+pub fn run<M>(model: M, options: &RunOptions) -> ModelReport<M>
+where
+    M: CheckedModel,
+    M::State: Clone + Debug + Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+    let properties = model.properties();
+    let mut builder = model.checker().threads(options.threads.max(1));
+    if let Some(depth) = options.max_depth {
+        builder = builder.target_max_depth(depth);
+    }
+    if let Some(timeout) = options.timeout {
+        builder = builder.timeout(timeout);
+    }
+    let started = Instant::now();
+    let exhaustive =
+        options.max_depth.is_none() && !matches!(options.strategy, Strategy::Simulate { .. });
+    let (states, unique_states, max_depth, discoveries) = match options.strategy {
+        Strategy::Bfs => finish::<M, _>(builder.spawn_bfs(), options, started),
+        Strategy::Dfs => finish::<M, _>(builder.spawn_dfs(), options, started),
+        Strategy::Simulate { seed } => finish::<M, _>(
+            builder.spawn_simulation(seed, UniformChooser),
+            options,
+            started,
+        ),
+    };
+    let elapsed = started.elapsed();
+    let properties = properties
+        .into_iter()
+        .map(|property| {
+            let path = discoveries
+                .iter()
+                .find(|(name, _)| *name == property.name)
+                .map(|(_, path)| path.clone().into_vec());
+            let verdict = match (&property.expectation, path.is_some()) {
+                (Expectation::Sometimes, true) => Verdict::Witnessed,
+                (Expectation::Sometimes, false) => Verdict::NotReached,
+                (_, true) => Verdict::Violated,
+                (_, false) => Verdict::Holds,
+            };
+            PropertyResult {
+                name: property.name,
+                expectation: property.expectation,
+                verdict,
+                path,
+            }
+        })
+        .collect();
+    ModelReport {
+        model: M::NAME,
+        states,
+        unique_states,
+        max_depth,
+        elapsed,
+        exhaustive: exhaustive && options.timeout.is_none_or(|t| elapsed < t),
+        properties,
+    }
+}
+
+type Found<M> = Vec<(
+    &'static str,
+    Path<<M as Model>::State, <M as Model>::Action>,
+)>;
+
+fn finish<M, C>(
+    checker: C,
+    options: &RunOptions,
+    started: Instant,
+) -> (usize, usize, usize, Found<M>)
+where
+    M: CheckedModel,
+    M::State: Clone + Debug + Hash + PartialEq,
+    M::Action: Clone + Debug + PartialEq,
+    C: Checker<M>,
+{
+    let mut last_print = Instant::now();
+    while !checker.is_done() {
+        std::thread::sleep(Duration::from_millis(50));
+        if options.progress && last_print.elapsed() >= Duration::from_secs(1) {
+            last_print = Instant::now();
+            eprint!(
+                "\r{}: {} states, {} unique, depth {}, {:.1} s   ",
+                M::NAME,
+                checker.state_count(),
+                checker.unique_state_count(),
+                checker.max_depth(),
+                started.elapsed().as_secs_f64()
+            );
+            let _ = std::io::stderr().flush();
+        }
+    }
+    let checker = checker.join();
+    if options.progress {
+        eprint!("\r{:70}\r", "");
+    }
+    let discoveries = checker.discoveries().into_iter().collect();
+    (
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        discoveries,
+    )
+}
+
+fn kind_name(expectation: &Expectation) -> &'static str {
+    match expectation {
+        Expectation::Always => "always",
+        Expectation::Sometimes => "sometimes",
+        Expectation::Eventually => "eventually",
+    }
+}
+
+/// The report table of one model.
+pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "model {}: {} states generated, {} unique, max depth {}, {:.2} s ({:.0} unique states/s){}",
+        report.model,
+        report.states,
+        report.unique_states,
+        report.max_depth,
+        report.elapsed.as_secs_f64(),
+        report.unique_states_per_second(),
+        if report.exhaustive {
+            ", exhaustive"
+        } else {
+            ", NOT exhaustive (simulation, depth cap or timeout)"
+        }
+    );
+    let width = report
+        .properties
+        .iter()
+        .map(|p| p.name.chars().count())
+        .max()
+        .unwrap_or(8)
+        .max(8);
+    let _ = writeln!(out, "  {:width$}  {:9}  verdict", "property", "kind");
+    for p in &report.properties {
+        let steps = p
+            .path
+            .as_ref()
+            .map(|path| format!(" ({} steps)", path.len().saturating_sub(1)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {:width$}  {:9}  {}{}",
+            p.name,
+            kind_name(&p.expectation),
+            p.verdict.as_str(),
+            steps
+        );
+    }
+    out
+}
+
+/// A numbered, readable counterexample.
+pub fn render_path<M>(steps: &Steps<M>) -> String
+where
+    M: CheckedModel,
+    M::Action: Display,
+{
+    let mut out = String::new();
+    for (index, (state, action)) in steps.iter().enumerate() {
+        if index == 0 {
+            let _ = writeln!(out, "   0. initial            {}", M::summary(state));
+        }
+        if let Some(action) = action {
+            let next = &steps[index + 1].0;
+            let _ = writeln!(out, "  {:>2}. {action}", index + 1);
+            let _ = writeln!(out, "      -> {}", M::summary(next));
+        }
+    }
+    out
+}
+
+/// The trace of a discovery, as the JSON the replay harness reads.
+pub fn to_trace<M>(
+    model: &M,
+    property: &str,
+    kind: TraceKind,
+    steps: &Steps<M>,
+) -> Trace<M::Params, M::Action, M::Projection>
+where
+    M: CheckedModel,
+    M::State: PartialEq,
+    M::Action: Clone,
+{
+    let initial = &steps[0].0;
+    let init = model
+        .init_states()
+        .iter()
+        .position(|s| s == initial)
+        .unwrap_or(0);
+    let mut trace_steps = Vec::new();
+    for (index, (_, action)) in steps.iter().enumerate() {
+        if let Some(action) = action {
+            trace_steps.push(TraceStep {
+                action: action.clone(),
+                after: M::project(&steps[index + 1].0),
+            });
+        }
+    }
+    Trace {
+        model: M::NAME.to_owned(),
+        property: property.to_owned(),
+        kind,
+        params: model.params(),
+        init,
+        initial: M::project(initial),
+        steps: trace_steps,
+    }
+}
+
+/// A file name for a property: its ID and words, lower-case, dashes.
+pub fn trace_file_name(model: &str, kind: TraceKind, property: &str) -> String {
+    let mut slug = String::new();
+    for c in property.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    let slug = slug.trim_matches('-');
+    let slug = slug.strip_prefix("witness-").unwrap_or(slug);
+    let kind = match kind {
+        TraceKind::Witness => "witness",
+        TraceKind::Counterexample => "counterexample",
+    };
+    format!("{model}.{kind}.{slug}.json")
+}
+
+/// Writes every discovery of `report` as a trace into `dir`: witnesses only if `witnesses`.
+pub fn write_traces<M>(
+    model: &M,
+    report: &ModelReport<M>,
+    dir: &FsPath,
+    witnesses: bool,
+) -> std::io::Result<Vec<PathBuf>>
+where
+    M: CheckedModel,
+    M::State: PartialEq,
+    M::Action: Clone + Serialize,
+{
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+    for p in &report.properties {
+        let Some(path) = &p.path else { continue };
+        let kind = match p.expectation {
+            Expectation::Sometimes if witnesses => TraceKind::Witness,
+            Expectation::Sometimes => continue,
+            _ => TraceKind::Counterexample,
+        };
+        let trace = to_trace(model, p.name, kind, path);
+        let file = dir.join(trace_file_name(M::NAME, kind, p.name));
+        let json = serde_json::to_string_pretty(&trace).map_err(std::io::Error::other)?;
+        std::fs::write(&file, json + "\n")?;
+        written.push(file);
+    }
+    Ok(written)
+}
+
+/// The bounds at which the committed trace corpus (`checker/tests/traces/`) is generated:
+/// single-threaded BFS, so the shortest witness is found and the corpus is reproducible.
+pub fn corpus_failover_params() -> FailoverParams {
+    FailoverParams {
+        cycles: 1,
+        ..FailoverParams::default()
+    }
+}
+
+/// Options for corpus generation: deterministic.
+pub fn corpus_options() -> RunOptions {
+    RunOptions {
+        strategy: Strategy::Bfs,
+        threads: 1,
+        max_depth: None,
+        timeout: None,
+        progress: false,
+    }
+}
+
+/// The core replayed through a failover trace: the real `Supervisor`, driven by the model's
+/// step function (the same inputs an adapter feeds).
+#[derive(Debug)]
+pub struct FailoverCoreReplayer {
+    model: FailoverModel,
+    state: FoState,
+}
+
+impl switchyard_spec::trace::Replayer for FailoverCoreReplayer {
+    type Params = FailoverParams;
+    type Action = FoAction;
+    type Projection = FoProjection;
+
+    fn init(params: &FailoverParams, init: usize) -> Self {
+        let model = FailoverModel::new(params.clone());
+        let variant = params.variants[init.min(params.variants.len().saturating_sub(1))];
+        let state = model.init_state(variant);
+        FailoverCoreReplayer { model, state }
+    }
+
+    fn step(&mut self, action: &FoAction) {
+        self.state = self.model.step(&self.state, *action);
+    }
+
+    fn project(&self) -> FoProjection {
+        self.state.project()
+    }
+}

@@ -1,0 +1,220 @@
+//! `switchyard-check`: model-check the Switchyard specification.
+//!
+//! `switchyard-check check [failover|handoff|all]` explores every model exhaustively at the
+//! review bounds (the defaults), prints a table per model, and exits 1 on any violated `always`
+//! or unreached `sometimes` (a vacuous model), printing each counterexample and writing it as a
+//! JSON trace.
+#![allow(clippy::print_stdout)]
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+use stateright::Model;
+use switchyard_checker::*;
+use switchyard_spec::failover::{FailoverModel, FailoverParams, Variant};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "switchyard-check",
+    version,
+    about = "Model-check the Switchyard specification"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the model checker (default: every model, exhaustive BFS at the review bounds).
+    Check(CheckArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Which {
+    Failover,
+    Handoff,
+    All,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// Which model to check.
+    #[arg(value_enum, default_value = "all")]
+    model: Which,
+    /// Breadth-first search (the default): shortest counterexamples.
+    #[arg(long, conflicts_with_all = ["dfs", "simulate"])]
+    bfs: bool,
+    /// Depth-first search: less memory.
+    #[arg(long, conflicts_with = "simulate")]
+    dfs: bool,
+    /// Random walks from the initial states instead of exhaustive search (needs --seconds).
+    #[arg(long)]
+    simulate: bool,
+    /// Seed of the random walks.
+    #[arg(long, default_value_t = 0, requires = "simulate")]
+    seed: u64,
+    /// How long a simulation runs.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: u16,
+    /// Stop exploring below this depth (the run is then not exhaustive).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_depth: Option<u64>,
+    /// Failover: candidate URLs per host, comma-separated (production: 2,1).
+    #[arg(long, value_delimiter = ',', default_value = "2,1",
+          value_parser = clap::value_parser!(u8).range(1..=4))]
+    urls_per_host: Vec<u8>,
+    /// Failover: time horizon in cooldown periods.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=8))]
+    cycles: u32,
+    /// Failover: host down/up events per run.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(0..=16))]
+    host_events: u8,
+    /// Failover: threshold variants explored (production, exempt-off, cooldown-zero, supervisor-off).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    variants: Vec<VariantArg>,
+    /// Serve stateright's Explorer on this loopback address (e.g. 127.0.0.1:3000) instead of checking.
+    #[arg(long, value_name = "ADDR")]
+    explore: Option<SocketAddr>,
+    /// Write every witness and counterexample as a JSON trace into this folder.
+    #[arg(long, value_name = "DIR")]
+    traces: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum VariantArg {
+    Production,
+    ExemptOff,
+    CooldownZero,
+    SupervisorOff,
+}
+
+impl From<VariantArg> for Variant {
+    fn from(v: VariantArg) -> Variant {
+        match v {
+            VariantArg::Production => Variant::Production,
+            VariantArg::ExemptOff => Variant::ExemptOff,
+            VariantArg::CooldownZero => Variant::CooldownZero,
+            VariantArg::SupervisorOff => Variant::SupervisorOff,
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let Cli {
+        command: Command::Check(args),
+    } = Cli::parse();
+    match check(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(message) => {
+            eprintln!("switchyard-check: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn check(args: &CheckArgs) -> Result<bool, String> {
+    let failover = FailoverModel::new(FailoverParams {
+        urls_per_host: args.urls_per_host.clone(),
+        cycles: args.cycles,
+        variants: if args.variants.is_empty() {
+            Variant::ALL.to_vec()
+        } else {
+            args.variants.iter().map(|v| Variant::from(*v)).collect()
+        },
+        max_host_events: args.host_events,
+    });
+    if args.urls_per_host.len() > 8 {
+        return Err(format!(
+            "--urls-per-host {:?}: at most 8 hosts",
+            args.urls_per_host
+        ));
+    }
+    if let Some(address) = args.explore {
+        return explore(args.model, failover, address);
+    }
+    let options = RunOptions {
+        strategy: if args.simulate {
+            Strategy::Simulate { seed: args.seed }
+        } else if args.dfs {
+            Strategy::Dfs
+        } else {
+            Strategy::Bfs
+        },
+        threads: usize::from(args.threads),
+        max_depth: args.max_depth.map(|d| d as usize),
+        timeout: args.simulate.then(|| Duration::from_secs(args.seconds)),
+        progress: true,
+    };
+    let mut ok = true;
+    if matches!(args.model, Which::Failover | Which::All) {
+        ok &= check_one(failover, &options, args.traces.as_deref())?;
+    }
+    if matches!(args.model, Which::Handoff | Which::All) {
+        println!("model handoff: not yet specified");
+    }
+    Ok(ok)
+}
+
+fn check_one<M>(
+    model: M,
+    options: &RunOptions,
+    traces: Option<&std::path::Path>,
+) -> Result<bool, String>
+where
+    M: CheckedModel + Clone,
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + std::fmt::Display + PartialEq + Send + Sync + Serialize,
+{
+    let report = run(model.clone(), options);
+    print!("{}", render_table(&report));
+    let mut violated = false;
+    for p in &report.properties {
+        if let (Verdict::Violated, Some(path)) = (p.verdict, &p.path) {
+            violated = true;
+            println!("\ncounterexample to \"{}\":", p.name);
+            print!("{}", render_path::<M>(path));
+        }
+    }
+    let dir = match (traces, violated) {
+        (Some(dir), _) => Some(dir.to_path_buf()),
+        (None, true) => Some(PathBuf::from("switchyard-counterexamples")),
+        (None, false) => None,
+    };
+    if let Some(dir) = dir {
+        let written = write_traces(&model, &report, &dir, traces.is_some())
+            .map_err(|e| format!("writing traces to {}: {e}", dir.display()))?;
+        println!("wrote {} trace(s) to {}", written.len(), dir.display());
+    }
+    println!();
+    Ok(!report.failed())
+}
+
+fn explore(which: Which, failover: FailoverModel, address: SocketAddr) -> Result<bool, String> {
+    if !address.ip().is_loopback() {
+        return Err(format!(
+            "--explore {address}: the Explorer serves only on a loopback address (127.0.0.1 or [::1])"
+        ));
+    }
+    // The Explorer's own server panics on a bind error; find out first and say so.
+    TcpListener::bind(address).map_err(|e| format!("--explore {address}: cannot listen: {e}"))?;
+    match which {
+        Which::Handoff => Err("--explore handoff: not yet specified".to_owned()),
+        Which::Failover | Which::All => {
+            println!("Explorer for the failover model on http://{address}/ (Ctrl-C to stop)");
+            let _checker = failover.checker().serve(address);
+            // The Explorer serves from its own threads until the process is stopped.
+            loop {
+                std::thread::park();
+            }
+        }
+    }
+}
