@@ -1,0 +1,3 @@
+//! Failover over real sockets.
+
+pub mod cli;

@@ -1,0 +1,3 @@
+//! Idle handoff over real sockets and a real database.
+
+pub mod cli;

@@ -1,0 +1,6 @@
+//! Thin tokio adapters around `switchyard-core`. They execute what the core decides — open and
+//! close sockets, run transactions, log events — and decide nothing themselves.
+
+pub mod failover;
+pub mod handoff;
+pub mod telemetry;

@@ -1,0 +1,39 @@
+//! `switchyard`: relays, clients, drills, cells, the director, and key helpers.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use switchyard_adapters::{failover, handoff};
+
+#[derive(Parser, Debug)]
+#[command(name = "switchyard", version, about = "Switchyard relay failover and idle handoff")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    #[command(flatten)]
+    Failover(failover::cli::FailoverCommand),
+    #[command(flatten)]
+    Handoff(handoff::cli::HandoffCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    switchyard_adapters::telemetry::init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("switchyard: cannot start the tokio runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Failover(command) => failover::cli::run(command).await,
+            Command::Handoff(command) => handoff::cli::run(command).await,
+        }
+    })
+}
