@@ -1,17 +1,326 @@
-//! The failover subcommands of `switchyard`.
+//! The failover subcommands of `switchyard`: `relay`, `client`, `drill`, `keygen`,
+//! `sign-directory`.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand, ValueEnum};
+use switchyard_core::failover::{
+    RelayUrl, Thresholds, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_DEADLINE_MS, VAR_EXEMPT, VAR_GRACE_MS,
+    VAR_MIN_ATTEMPTS, VAR_UP_TIMEOUT_MS,
+};
+
+use super::channel::ChannelConfig;
+use super::directory::{self, DirectoryConfig, DirectoryPayload};
+use super::drill::{self, Scene};
+use super::driver::{ClientConfig, ClientHandle};
+use super::relay::{RelayConfig, RelayHandle};
 
 #[derive(Subcommand, Debug)]
 pub enum FailoverCommand {
-    /// Run a relay server.
-    Relay,
+    /// Run a relay server: WebSocket channels on one or more paths, and GET /status.
+    Relay(RelayArgs),
+    /// Run a client: one channel to a relay from the signed directory, with failover.
+    Client(ClientArgs),
+    /// Run the seed's failover drills against local relays; exits 1 on any FAIL.
+    Drill(DrillArgs),
+    /// Generate an ed25519 key pair for signing the relay directory.
+    Keygen(KeygenArgs),
+    /// Sign a relay directory.
+    SignDirectory(SignArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RelayArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// A URL path that accepts channels (repeat for several candidate URLs on one host).
+    #[arg(long = "path", default_value = "/dshs-relay")]
+    paths: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// Pin one relay URL: the candidate list is just this URL (also `DSHS_RELAY_URL`).
+    #[arg(long, env = "DSHS_RELAY_URL", conflicts_with = "directory")]
+    url: Option<String>,
+    /// The signed directory file (re-read every `refresh_after_seconds`).
+    #[arg(long, requires = "public_key")]
+    directory: Option<PathBuf>,
+    /// The directory signer's public key (base64), or `@FILE` to read it from a file.
+    #[arg(long)]
+    public_key: Option<String>,
+    /// Overrides RELAY_FAILOVER_COOLDOWN_MS (digits only, like the variable).
+    #[arg(long)]
+    cooldown_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_DEADLINE_MS.
+    #[arg(long)]
+    deadline_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_GRACE_MS.
+    #[arg(long)]
+    grace_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_MIN_ATTEMPTS (0 switches the supervisor off).
+    #[arg(long)]
+    min_attempts: Option<String>,
+    /// Overrides RELAY_FAILOVER_CHECK_MS.
+    #[arg(long)]
+    check_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_UP_TIMEOUT_MS.
+    #[arg(long)]
+    up_timeout_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_EXEMPT (0 or 1).
+    #[arg(long)]
+    exempt: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SceneArg {
+    #[value(name = "1")]
+    S1,
+    #[value(name = "2")]
+    S2,
+    #[value(name = "3")]
+    S3,
+    #[value(name = "4")]
+    S4,
+    #[value(name = "4b")]
+    S4b,
+    Ctrl,
+    All,
+}
+
+#[derive(Args, Debug)]
+pub struct DrillArgs {
+    /// Which scene to run; `all` runs every scene, each from a clean start.
+    #[arg(long, value_enum, default_value = "all")]
+    scene: SceneArg,
+    /// Also write the full output (steps and raw lines) to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct KeygenArgs {
+    /// Where to write the secret key (base64; created with mode 0600, never overwritten).
+    #[arg(long)]
+    secret_key: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct SignArgs {
+    /// The secret key file written by `switchyard keygen`.
+    #[arg(long)]
+    secret_key: PathBuf,
+    /// A relay URL, in order (repeat).
+    #[arg(long = "relay", required = true)]
+    relays: Vec<String>,
+    /// How often clients re-read the directory.
+    #[arg(long, default_value_t = 600)]
+    refresh_after_seconds: u64,
+    /// Where to write the signed directory.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 pub async fn run(command: FailoverCommand) -> ExitCode {
-    match command {
-        FailoverCommand::Relay => ExitCode::from(2),
+    let result = match command {
+        FailoverCommand::Relay(args) => relay(args).await,
+        FailoverCommand::Client(args) => client(args).await,
+        FailoverCommand::Drill(args) => return drill(args).await,
+        FailoverCommand::Keygen(args) => keygen(args),
+        FailoverCommand::SignDirectory(args) => sign_directory(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("switchyard: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn relay(args: RelayArgs) -> Result<(), String> {
+    let relay = RelayHandle::start(RelayConfig {
+        listen: args.listen,
+        paths: args.paths,
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    wait_for_ctrl_c().await;
+    relay.stop().await;
+    Ok(())
+}
+
+/// The thresholds: the environment first (strict, FO-CFG-1), then flags, with the same rules.
+pub fn thresholds_from_env_and_flags(
+    env: impl Fn(&str) -> Option<String>,
+    flags: &[(&'static str, Option<&String>)],
+) -> Result<Thresholds, String> {
+    let mut thresholds = Thresholds::from_lookup(env).map_err(|errors| {
+        errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    for (var, value) in flags {
+        if let Some(value) = value {
+            thresholds
+                .set(var, value)
+                .map_err(|e| format!("flag for {e}"))?;
+        }
+    }
+    Ok(thresholds)
+}
+
+/// Reads a variable; one that is not valid Unicode is passed on as text that fails the digit
+/// check, so it is reported instead of silently ignored.
+fn env_var(name: &str) -> Option<String> {
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+async fn client(args: ClientArgs) -> Result<(), String> {
+    let thresholds = thresholds_from_env_and_flags(
+        env_var,
+        &[
+            (VAR_COOLDOWN_MS, args.cooldown_ms.as_ref()),
+            (VAR_DEADLINE_MS, args.deadline_ms.as_ref()),
+            (VAR_GRACE_MS, args.grace_ms.as_ref()),
+            (VAR_MIN_ATTEMPTS, args.min_attempts.as_ref()),
+            (VAR_CHECK_MS, args.check_ms.as_ref()),
+            (VAR_UP_TIMEOUT_MS, args.up_timeout_ms.as_ref()),
+            (VAR_EXEMPT, args.exempt.as_ref()),
+        ],
+    )?;
+    let directory = match (args.url, args.directory, args.public_key) {
+        (Some(url), _, _) => {
+            directory::check_ws_url(&url).map_err(|()| {
+                format!("--url / DSHS_RELAY_URL {url:?}: not a ws:// or wss:// URL with a host")
+            })?;
+            DirectoryConfig::Pinned(RelayUrl::new(url))
+        }
+        (None, Some(path), Some(key)) => {
+            let text = match key.strip_prefix('@') {
+                Some(file) => std::fs::read_to_string(file)
+                    .map_err(|e| format!("--public-key @{file}: {e}"))?,
+                None => key,
+            };
+            let key =
+                directory::parse_public_key("--public-key", &text).map_err(|e| e.to_string())?;
+            DirectoryConfig::Signed { path, key }
+        }
+        _ => {
+            return Err(
+                "give --url (or DSHS_RELAY_URL), or --directory with --public-key".to_owned(),
+            )
+        }
+    };
+    tracing::info!(?thresholds, "client starting");
+    let client = ClientHandle::start(ClientConfig {
+        thresholds,
+        channel: ChannelConfig::default(),
+        directory,
+    });
+    wait_for_ctrl_c().await;
+    let stats = client.stats();
+    tracing::info!(
+        switches = stats.counters.switches,
+        exempt_switches = stats.counters.exempt_switches,
+        open_failed = stats.counters.open_failed,
+        no_candidate_checks = stats.counters.no_candidate_checks,
+        "client stopping"
+    );
+    client.stop().await;
+    Ok(())
+}
+
+async fn drill(args: DrillArgs) -> ExitCode {
+    let scenes: Vec<Scene> = match args.scene {
+        SceneArg::S1 => vec![Scene::S1],
+        SceneArg::S2 => vec![Scene::S2],
+        SceneArg::S3 => vec![Scene::S3],
+        SceneArg::S4 => vec![Scene::S4],
+        SceneArg::S4b => vec![Scene::S4b],
+        SceneArg::Ctrl => vec![Scene::Ctrl],
+        SceneArg::All => Scene::ALL.to_vec(),
+    };
+    let report = drill::run(&scenes).await;
+    let text = report.render();
+    #[allow(clippy::print_stdout)]
+    {
+        print!("{text}");
+    }
+    if let Some(out) = args.out {
+        if let Err(error) = std::fs::write(&out, &text) {
+            eprintln!("switchyard: --out {}: {error}", out.display());
+            return ExitCode::from(2);
+        }
+    }
+    if report.failed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn keygen(args: KeygenArgs) -> Result<(), String> {
+    let (secret, public) =
+        directory::generate_key_pair().map_err(|e| format!("keygen: no randomness: {e}"))?;
+    write_new_secret(&args.secret_key, &secret)?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{public}");
+    }
+    Ok(())
+}
+
+fn write_new_secret(path: &std::path::Path, secret: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .map_err(|e| format!("--secret-key {}: {e}", path.display()))?;
+    file.write_all(secret.as_bytes())
+        .map_err(|e| format!("--secret-key {}: {e}", path.display()))
+}
+
+fn sign_directory(args: SignArgs) -> Result<(), String> {
+    let secret = std::fs::read_to_string(&args.secret_key)
+        .map_err(|e| format!("--secret-key {}: {e}", args.secret_key.display()))?;
+    let what = format!("--secret-key {}", args.secret_key.display());
+    let key = directory::parse_secret_key(&what, &secret).map_err(|e| e.to_string())?;
+    for url in &args.relays {
+        directory::check_ws_url(url)
+            .map_err(|()| format!("--relay {url:?}: not a ws:// or wss:// URL with a host"))?;
+    }
+    if !(directory::MIN_REFRESH_SECONDS..=directory::MAX_REFRESH_SECONDS)
+        .contains(&args.refresh_after_seconds)
+    {
+        return Err(format!(
+            "--refresh-after-seconds {}: out of range {}..={}",
+            args.refresh_after_seconds,
+            directory::MIN_REFRESH_SECONDS,
+            directory::MAX_REFRESH_SECONDS
+        ));
+    }
+    let signed = directory::sign(
+        &key,
+        &DirectoryPayload {
+            relays: args.relays,
+            refresh_after_seconds: args.refresh_after_seconds,
+        },
+    );
+    let json = serde_json::to_string_pretty(&signed).map_err(|e| e.to_string())?;
+    std::fs::write(&args.out, json + "\n").map_err(|e| format!("--out {}: {e}", args.out.display()))
+}
+
+async fn wait_for_ctrl_c() {
+    if let Err(error) = tokio::signal::ctrl_c().await {
+        tracing::error!(%error, "cannot listen for Ctrl-C; stopping");
     }
 }

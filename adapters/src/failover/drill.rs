@@ -1,0 +1,668 @@
+//! The seed's failover drills, run locally: real relays on 127.0.0.1 (host A serving two
+//! candidate URLs, host B one), a real client, real sockets, scaled thresholds.
+//!
+//! Every scene starts from a clean slate (new relays, new client): the seed's `all` broke scene
+//! 4 by carrying state across scenes.
+//!
+//! The scale: every threshold is the production value divided by 10 (`CHECK_MS` 200,
+//! `GRACE_MS` 1500, `UP_TIMEOUT_MS` 1200, `DEADLINE_MS` 3000, `COOLDOWN_MS` 30000), and the
+//! channel heartbeat/backoff are scaled alike. Scene 4b shortens the cooldown to 4000 so its
+//! expiry fits the drill; scene ctrl sets it to 0. Production defaults apply everywhere else.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use switchyard_core::failover::{RelayUrl, Thresholds, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use super::channel::{BackoffConfig, ChannelConfig};
+use super::directory::{self, DirectoryConfig, DirectoryPayload};
+use super::driver::{ClientConfig, ClientHandle, LogLine};
+use super::relay::{RelayConfig, RelayHandle};
+
+/// A drill scene, as named in the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scene {
+    S1,
+    S2,
+    S3,
+    S4,
+    S4b,
+    Ctrl,
+}
+
+impl Scene {
+    pub const ALL: [Scene; 6] = [
+        Scene::S1,
+        Scene::S2,
+        Scene::S3,
+        Scene::S4,
+        Scene::S4b,
+        Scene::Ctrl,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scene::S1 => "1",
+            Scene::S2 => "2",
+            Scene::S3 => "3",
+            Scene::S4 => "4",
+            Scene::S4b => "4b",
+            Scene::Ctrl => "ctrl",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Scene::S1 => "kill the relay in use => switch to the other host within DEADLINE_MS",
+            Scene::S2 => "kill both relays => no switch, the [relay-skip] discriminator, bounded exemption, no storm",
+            Scene::S3 => "after a switch, restore the first host => no switch back inside the cooldown",
+            Scene::S4 => "stop A => B; restore A; stop B => the exemption brings the client back to A within DEADLINE_MS",
+            Scene::S4b => "scene 4 with EXEMPT=0 and a short cooldown => skip line, no switch until the cooldown ends, then an unmarked switch",
+            Scene::Ctrl => "scene 1 with COOLDOWN_MS=0 => still fails over (FO-X2)",
+        }
+    }
+
+    fn thresholds(self) -> Thresholds {
+        let scaled = drill_thresholds();
+        match self {
+            Scene::S4b => Thresholds {
+                exempt: false,
+                cooldown_ms: 4_000,
+                ..scaled
+            },
+            Scene::Ctrl => Thresholds {
+                cooldown_ms: 0,
+                ..scaled
+            },
+            _ => scaled,
+        }
+    }
+}
+
+/// The production thresholds divided by 10.
+pub fn drill_thresholds() -> Thresholds {
+    let production = Thresholds::default();
+    Thresholds {
+        cooldown_ms: production.cooldown_ms / 10,
+        deadline_ms: production.deadline_ms / 10,
+        grace_ms: production.grace_ms / 10,
+        min_attempts: production.min_attempts,
+        check_ms: production.check_ms / 10,
+        up_timeout_ms: production.up_timeout_ms / 10,
+        exempt: production.exempt,
+    }
+}
+
+/// The channel settings of the drill, scaled like the thresholds.
+pub fn drill_channel() -> ChannelConfig {
+    ChannelConfig {
+        heartbeat: Duration::from_millis(500),
+        heartbeat_timeout: Duration::from_millis(1_500),
+        connect_timeout: Duration::from_millis(1_200),
+        backoff: BackoffConfig {
+            min_delay: Duration::from_millis(400),
+            max_delay: Duration::from_millis(2_000),
+            factor: 1.6,
+            jitter: true,
+        },
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Skip,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Skip => "SKIP",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct StepResult {
+    pub id: String,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+/// A measured switch: from the fault to the `[relay-switch]` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchTiming {
+    pub took_ms: u64,
+    pub deadline_ms: u64,
+    /// The earliest the rules allow: the channel must be unhealthy for `GRACE_MS` (or fail
+    /// `MIN_ATTEMPTS` reconnects, which the drill's backoff makes slower than the grace).
+    pub lower_bound_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct SceneReport {
+    pub scene: Scene,
+    pub steps: Vec<StepResult>,
+    pub lines: Vec<String>,
+    pub timings: Vec<SwitchTiming>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DrillReport {
+    pub scenes: Vec<SceneReport>,
+}
+
+impl DrillReport {
+    pub fn count(&self, verdict: Verdict) -> usize {
+        self.scenes
+            .iter()
+            .flat_map(|s| &s.steps)
+            .filter(|step| step.verdict == verdict)
+            .count()
+    }
+
+    pub fn failed(&self) -> bool {
+        self.count(Verdict::Fail) > 0
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let t = drill_thresholds();
+        let _ = writeln!(
+            out,
+            "# drill thresholds (production / 10): CHECK_MS={} GRACE_MS={} MIN_ATTEMPTS={} UP_TIMEOUT_MS={} DEADLINE_MS={} COOLDOWN_MS={} EXEMPT={}",
+            t.check_ms, t.grace_ms, t.min_attempts, t.up_timeout_ms, t.deadline_ms, t.cooldown_ms, u8::from(t.exempt)
+        );
+        for scene in &self.scenes {
+            let _ = writeln!(
+                out,
+                "\n== scene {}: {} ==",
+                scene.scene.name(),
+                scene.scene.title()
+            );
+            for step in &scene.steps {
+                let _ = writeln!(out, "{} {} {}", step.verdict.as_str(), step.id, step.detail);
+            }
+            let _ = writeln!(out, "-- raw lines:");
+            for line in &scene.lines {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n# {} PASS / {} FAIL / {} SKIP",
+            self.count(Verdict::Pass),
+            self.count(Verdict::Fail),
+            self.count(Verdict::Skip)
+        );
+        out
+    }
+}
+
+/// Runs `scenes` one after another, each from a clean start.
+pub async fn run(scenes: &[Scene]) -> DrillReport {
+    let mut report = DrillReport::default();
+    for scene in scenes {
+        report.scenes.push(run_scene(*scene).await);
+    }
+    report
+}
+
+const HOST_A_PATHS: [&str; 2] = ["/dshs-relay", "/relay-direct"];
+const HOST_B_PATH: &str = "/dshs-relay";
+
+/// Relays, a signed directory and a client for one scene.
+struct Stage {
+    a: Option<RelayHandle>,
+    b: Option<RelayHandle>,
+    a_addr: SocketAddr,
+    urls: [RelayUrl; 3],
+    client: ClientHandle,
+    lines: broadcast::Receiver<super::driver::LogLine>,
+    seen: Vec<String>,
+    _dir: tempfile::TempDir,
+    steps: Vec<StepResult>,
+    timings: Vec<SwitchTiming>,
+    thresholds: Thresholds,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum StageError {
+    #[error("{0}")]
+    Relay(#[from] super::relay::RelayError),
+    #[error("drill set-up: {0}")]
+    Setup(String),
+}
+
+impl Stage {
+    async fn new(thresholds: Thresholds, refresh_after_seconds: u64) -> Result<Stage, StageError> {
+        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+        let a = RelayHandle::start(RelayConfig {
+            listen: loopback,
+            paths: HOST_A_PATHS.iter().map(|p| (*p).to_owned()).collect(),
+        })
+        .await?;
+        let b = RelayHandle::start(RelayConfig {
+            listen: loopback,
+            paths: vec![HOST_B_PATH.to_owned()],
+        })
+        .await?;
+        let (a_addr, b_addr) = (a.local_addr(), b.local_addr());
+        let urls = [
+            RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[0])),
+            RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[1])),
+            RelayUrl::new(format!("ws://{b_addr}{HOST_B_PATH}")),
+        ];
+        let dir = tempfile::tempdir().map_err(|e| StageError::Setup(e.to_string()))?;
+        let (secret, public) =
+            directory::generate_key_pair().map_err(|e| StageError::Setup(e.to_string()))?;
+        let key = directory::parse_secret_key("drill key", &secret)
+            .map_err(|e| StageError::Setup(e.to_string()))?;
+        let signed = directory::sign(
+            &key,
+            &DirectoryPayload {
+                relays: urls.iter().map(|u| u.to_string()).collect(),
+                refresh_after_seconds,
+            },
+        );
+        let path: PathBuf = dir.path().join("directory.json");
+        let json = serde_json::to_vec(&signed).map_err(|e| StageError::Setup(e.to_string()))?;
+        std::fs::write(&path, json).map_err(|e| StageError::Setup(e.to_string()))?;
+        let public = directory::parse_public_key("drill key", &public)
+            .map_err(|e| StageError::Setup(e.to_string()))?;
+        let client = ClientHandle::start(ClientConfig {
+            thresholds,
+            channel: drill_channel(),
+            directory: DirectoryConfig::Signed { path, key: public },
+        });
+        let lines = client.subscribe_lines();
+        Ok(Stage {
+            a: Some(a),
+            b: Some(b),
+            a_addr,
+            urls,
+            client,
+            lines,
+            seen: Vec::new(),
+            _dir: dir,
+            steps: Vec::new(),
+            timings: Vec::new(),
+            thresholds,
+        })
+    }
+
+    fn step(&mut self, id: &str, verdict: Verdict, detail: impl Into<String>) {
+        self.steps.push(StepResult {
+            id: id.to_owned(),
+            verdict,
+            detail: detail.into(),
+        });
+    }
+
+    fn current(&self) -> Option<RelayUrl> {
+        self.client.stats().current
+    }
+
+    /// Waits until the client is on `url` or `limit` passes.
+    async fn wait_current(&mut self, url: &RelayUrl, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        while Instant::now() < until {
+            self.collect();
+            if self.current().as_ref() == Some(url) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    fn collect(&mut self) -> Vec<LogLine> {
+        let mut fresh = Vec::new();
+        loop {
+            match self.lines.try_recv() {
+                Ok(line) => {
+                    self.seen.push(line.line.clone());
+                    fresh.push(line);
+                }
+                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
+                Err(_) => break,
+            }
+        }
+        fresh
+    }
+
+    /// Collects lines for `window`, returning those that arrived in it.
+    async fn observe(&mut self, window: Duration) -> Vec<String> {
+        let until = Instant::now() + window;
+        let mut lines = Vec::new();
+        while Instant::now() < until {
+            lines.extend(self.collect().into_iter().map(|l| l.line));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        lines.extend(self.collect().into_iter().map(|l| l.line));
+        lines
+    }
+
+    /// Waits for the next `[relay-switch]` line, up to `limit`; returns it and how long it took.
+    async fn wait_switch(&mut self, limit: Duration) -> Option<(String, u64)> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            for line in self.collect() {
+                if line.line.starts_with(SWITCH_PREFIX) {
+                    let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    return Some((line.line, took));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        None
+    }
+
+    async fn stop_a(&mut self) {
+        if let Some(a) = self.a.take() {
+            a.stop().await;
+        }
+    }
+
+    async fn stop_b(&mut self) {
+        if let Some(b) = self.b.take() {
+            b.stop().await;
+        }
+    }
+
+    async fn restore_a(&mut self) -> Result<(), StageError> {
+        self.a = Some(
+            RelayHandle::start(RelayConfig {
+                listen: self.a_addr,
+                paths: HOST_A_PATHS.iter().map(|p| (*p).to_owned()).collect(),
+            })
+            .await?,
+        );
+        Ok(())
+    }
+
+    fn deadline(&self) -> Duration {
+        Duration::from_millis(self.thresholds.deadline_ms)
+    }
+
+    /// Kills host A and judges the switch to B against the deadline and the lower bound.
+    async fn kill_a_expect_switch_to_b(&mut self, id: &str) -> bool {
+        self.stop_a().await;
+        let deadline_ms = self.thresholds.deadline_ms;
+        let lower_bound_ms = self.thresholds.grace_ms;
+        // Watch past the deadline so a late switch is measured rather than missed.
+        match self.wait_switch(self.deadline() * 3).await {
+            Some((line, took_ms)) => {
+                let timing = SwitchTiming {
+                    took_ms,
+                    deadline_ms,
+                    lower_bound_ms,
+                };
+                self.timings.push(timing);
+                let on_b = self.current().as_ref() == Some(&self.urls[2]);
+                let ok = on_b && took_ms <= deadline_ms;
+                let detail = format!(
+                    "switch to the other host: {took_ms} ms (deadline {deadline_ms} ms, lower bound {lower_bound_ms} ms, ratio {:.2}) target {}",
+                    took_ms as f64 / lower_bound_ms.max(1) as f64,
+                    self.current().map(|u| u.to_string()).unwrap_or_default()
+                );
+                self.step(id, if ok { Verdict::Pass } else { Verdict::Fail }, detail);
+                self.step(&format!("{id}-line"), Verdict::Pass, line);
+                ok
+            }
+            None => {
+                let detail = format!("no [relay-switch] within {} ms", deadline_ms * 3);
+                self.step(id, Verdict::Fail, detail);
+                false
+            }
+        }
+    }
+
+    async fn finish(mut self, scene: Scene) -> SceneReport {
+        self.collect();
+        let Stage {
+            client,
+            seen,
+            steps,
+            timings,
+            a,
+            b,
+            ..
+        } = self;
+        client.stop().await;
+        for relay in [a, b].into_iter().flatten() {
+            relay.stop().await;
+        }
+        SceneReport {
+            scene,
+            steps,
+            lines: seen,
+            timings,
+        }
+    }
+}
+
+fn switch_and_skip_lines(lines: &[String]) -> (usize, usize) {
+    let switches = lines
+        .iter()
+        .filter(|l| l.starts_with(SWITCH_PREFIX))
+        .count();
+    let skips = lines.iter().filter(|l| l.starts_with(SKIP_PREFIX)).count();
+    (switches, skips)
+}
+
+/// Runs one scene from a clean start.
+pub async fn run_scene(scene: Scene) -> SceneReport {
+    // Scene 3 refreshes the directory every second so the directory path is seen to be held
+    // back by the cooldown (FO-D1); elsewhere a refresh never lands inside a scene.
+    let refresh = if scene == Scene::S3 { 1 } else { 600 };
+    let mut stage = match Stage::new(scene.thresholds(), refresh).await {
+        Ok(stage) => stage,
+        Err(error) => {
+            return SceneReport {
+                scene,
+                steps: vec![StepResult {
+                    id: format!("{}-setup", scene.name()),
+                    verdict: Verdict::Fail,
+                    detail: error.to_string(),
+                }],
+                lines: Vec::new(),
+                timings: Vec::new(),
+            }
+        }
+    };
+    let id = |step: &str| format!("{}-{step}", scene.name());
+    let first = stage.urls[0].clone();
+    if !stage.wait_current(&first, Duration::from_secs(5)).await {
+        stage.step(
+            &id("0"),
+            Verdict::Fail,
+            format!("client never attached to {first}"),
+        );
+        return stage.finish(scene).await;
+    }
+    stage.step(&id("0"), Verdict::Pass, format!("attached to {first}"));
+    if let Err(error) = script(scene, &mut stage, &id).await {
+        stage.step(&id("error"), Verdict::Fail, error.to_string());
+    }
+    stage.finish(scene).await
+}
+
+async fn script(
+    scene: Scene,
+    stage: &mut Stage,
+    id: &dyn Fn(&str) -> String,
+) -> Result<(), StageError> {
+    match scene {
+        Scene::S1 | Scene::Ctrl => {
+            let b_accepted = stage.b.as_ref().map_or(0, RelayHandle::accepted_total);
+            stage.kill_a_expect_switch_to_b(&id("A")).await;
+            let up = stage.current().is_some();
+            stage.step(&id("B"), verdict(up), "client still up (a current channel)");
+            let b = stage.b.as_ref();
+            let untouched = b.is_some_and(|b| b.open_channels() == 1)
+                && b.map_or(0, RelayHandle::accepted_total) == b_accepted + 1;
+            stage.step(
+                &id("C"),
+                verdict(untouched),
+                "the other relay untouched: still listening, exactly our one channel",
+            );
+        }
+        Scene::S2 => {
+            stage.stop_a().await;
+            stage.stop_b().await;
+            let window = Duration::from_millis(stage.thresholds.grace_ms * 4);
+            let lines = stage.observe(window).await;
+            let (switches, _) = switch_and_skip_lines(&lines);
+            stage.step(
+                &id("A"),
+                verdict(switches == 0),
+                format!(
+                    "{switches} switches in {} ms with both relays down",
+                    window.as_millis()
+                ),
+            );
+            let discriminator = lines
+                .iter()
+                .any(|l| l.contains("no other candidate in the chain"));
+            stage.step(
+                &id("B"),
+                verdict(discriminator),
+                "the [relay-skip] no-candidate discriminator appeared",
+            );
+            let mut exempt_opens: BTreeMap<&str, usize> = BTreeMap::new();
+            for line in &lines {
+                if let Some(rest) = line.strip_prefix("[relay-skip] exempt open did not come up (")
+                {
+                    let url = rest.split(',').next().unwrap_or_default();
+                    *exempt_opens.entry(url).or_default() += 1;
+                }
+            }
+            let bounded = exempt_opens.values().all(|n| *n <= 1);
+            let stats = stage.client.stats();
+            let no_storm = stats.counters.open_failed <= 2 * (stage.urls.len() as u64 - 1);
+            stage.step(
+                &id("C"),
+                verdict(bounded && no_storm),
+                format!(
+                    "at most one exemption attempt per URL {exempt_opens:?}; {} failed opens in all (no storm)",
+                    stats.counters.open_failed
+                ),
+            );
+        }
+        Scene::S3 => {
+            if !stage.kill_a_expect_switch_to_b(&id("A")).await {
+                return Ok(());
+            }
+            stage.restore_a().await?;
+            let window = Duration::from_millis(3_000);
+            let lines = stage.observe(window).await;
+            let (switches, _) = switch_and_skip_lines(&lines);
+            stage.step(
+                &id("B"),
+                verdict(switches == 0),
+                format!(
+                    "{switches} switches back in {} ms with A restored (cooldown {} ms)",
+                    window.as_millis(),
+                    stage.thresholds.cooldown_ms
+                ),
+            );
+            let held = lines
+                .iter()
+                .any(|l| l.contains("directory path") && l.contains("still cooling"));
+            stage.step(
+                &id("C"),
+                verdict(held),
+                "the directory refresh was held back by the cooldown (FO-D1)",
+            );
+        }
+        Scene::S4 | Scene::S4b => {
+            if !stage.kill_a_expect_switch_to_b(&id("A")).await {
+                return Ok(());
+            }
+            stage.restore_a().await?;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let killed_at = Instant::now();
+            stage.stop_b().await;
+            let cooldown_left_ms = stage
+                .client
+                .stats()
+                .cooldown
+                .iter()
+                .filter(|c| c.url != stage.urls[2])
+                .map(|c| c.left_ms)
+                .min()
+                .unwrap_or(0);
+            let limit = if scene == Scene::S4 {
+                stage.deadline() * 3
+            } else {
+                Duration::from_millis(cooldown_left_ms) + stage.deadline() * 3
+            };
+            let switched = stage.wait_switch(limit).await;
+            let on_a = stage
+                .current()
+                .is_some_and(|u| u == stage.urls[0] || u == stage.urls[1]);
+            let Some((line, took_ms)) = switched else {
+                stage.step(
+                    &id("B"),
+                    Verdict::Fail,
+                    format!("no switch back to A within {} ms", limit.as_millis()),
+                );
+                return Ok(());
+            };
+            let marked = line.contains(EXEMPT_MARKER);
+            let health = line.contains("current channel unhealthy");
+            let deadline_ms = stage.thresholds.deadline_ms;
+            if scene == Scene::S4 {
+                stage.timings.push(SwitchTiming {
+                    took_ms,
+                    deadline_ms,
+                    lower_bound_ms: stage.thresholds.grace_ms,
+                });
+                stage.step(
+                    &id("B"),
+                    verdict(on_a && marked && took_ms <= deadline_ms),
+                    format!("the one-hop exemption brought the client back to A in {took_ms} ms (deadline {deadline_ms} ms), exemption marker={marked}"),
+                );
+                stage.step(
+                    &id("C"),
+                    verdict(health),
+                    "reason from the health path (current channel unhealthy)",
+                );
+            } else {
+                let skipped = stage.seen.iter().any(|l| {
+                    l.contains("no other candidate in the chain") && l.contains("exemption off")
+                });
+                stage.step(
+                    &id("B"),
+                    verdict(skipped),
+                    "the no-candidate skip line while A cooled (exemption off)",
+                );
+                let waited = u64::try_from(killed_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+                stage.step(
+                    &id("C"),
+                    verdict(on_a && !marked && waited + 50 >= cooldown_left_ms),
+                    format!("no switch until the cooldown ended ({cooldown_left_ms} ms left at the kill; switched after {took_ms} ms), no exemption marker={}", !marked),
+                );
+            }
+            stage.step(&id("line"), Verdict::Pass, line);
+        }
+    }
+    Ok(())
+}
+
+fn verdict(ok: bool) -> Verdict {
+    if ok {
+        Verdict::Pass
+    } else {
+        Verdict::Fail
+    }
+}

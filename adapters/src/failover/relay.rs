@@ -1,0 +1,213 @@
+//! A relay server: WebSocket channels on several URL paths of one listener (two candidate URLs
+//! on one host, as in production), heartbeat answers, and a small `/status` endpoint.
+//!
+//! Stopping a relay drops every channel and stops listening, as a crashed host would; starting
+//! it again on the same address brings it back.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The text frame a client sends as an application heartbeat, and the answer.
+pub const HEARTBEAT_PING: &str = "ping";
+pub const HEARTBEAT_PONG: &str = "pong";
+/// Frames a channel accepts before the relay closes it, so a peer cannot hold a task forever
+/// with an unbounded stream; a heartbeat every second takes over a day to reach it.
+pub const MAX_FRAMES_PER_CHANNEL: u64 = 100_000_000;
+
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    pub listen: SocketAddr,
+    /// URL paths that accept channels, e.g. `/dshs-relay`.
+    pub paths: Vec<String>,
+}
+
+/// What `GET /status` answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayStatus {
+    pub listen: String,
+    pub paths: Vec<String>,
+    pub open_channels: u64,
+    pub accepted_total: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    open: AtomicU64,
+    accepted: AtomicU64,
+}
+
+#[derive(Clone)]
+struct Shared {
+    config: Arc<RelayConfig>,
+    counters: Arc<Counters>,
+    stop: watch::Receiver<bool>,
+}
+
+/// A running relay. Dropping the handle stops it too.
+#[derive(Debug)]
+pub struct RelayHandle {
+    local_addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    server: Option<JoinHandle<()>>,
+    counters: Arc<Counters>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error("relay: cannot listen on {listen}: {source}")]
+    Listen {
+        listen: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("relay: path {path:?} must start with '/' and must not be /status")]
+    BadPath { path: String },
+}
+
+impl RelayHandle {
+    /// Binds and serves. Returns once the relay accepts connections.
+    pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
+        for path in &config.paths {
+            if !path.starts_with('/') || path == "/status" {
+                return Err(RelayError::BadPath { path: path.clone() });
+            }
+        }
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| RelayError::Listen {
+                    listen: config.listen,
+                    source,
+                })?;
+        let local_addr = listener.local_addr().map_err(|source| RelayError::Listen {
+            listen: config.listen,
+            source,
+        })?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let counters = Arc::new(Counters::default());
+        let shared = Shared {
+            config: Arc::new(RelayConfig {
+                listen: local_addr,
+                paths: config.paths.clone(),
+            }),
+            counters: counters.clone(),
+            stop: stop_rx.clone(),
+        };
+        let mut router = Router::new().route("/status", get(status));
+        for path in &config.paths {
+            router = router.route(path, get(accept));
+        }
+        let router = router.with_state(shared);
+        let mut stop_signal = stop_rx;
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = stop_signal.wait_for(|stopped| *stopped).await;
+            };
+            if let Err(error) = axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                tracing::warn!(%error, "relay server stopped with an error");
+            }
+        });
+        tracing::info!(%local_addr, paths = ?config.paths, "relay listening");
+        Ok(RelayHandle {
+            local_addr,
+            stop: stop_tx,
+            server: Some(server),
+            counters,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Channels open right now.
+    pub fn open_channels(&self) -> u64 {
+        self.counters.open.load(Ordering::Relaxed)
+    }
+
+    /// Channels accepted since start.
+    pub fn accepted_total(&self) -> u64 {
+        self.counters.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Drops every channel and stops listening; returns once the listener is closed.
+    pub async fn stop(mut self) {
+        self.stop_now();
+        if let Some(server) = self.server.take() {
+            let _ = server.await;
+        }
+        tracing::info!(local_addr = %self.local_addr, "relay stopped");
+    }
+
+    fn stop_now(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+impl Drop for RelayHandle {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+async fn status(State(shared): State<Shared>) -> Json<RelayStatus> {
+    Json(RelayStatus {
+        listen: shared.config.listen.to_string(),
+        paths: shared.config.paths.clone(),
+        open_channels: shared.counters.open.load(Ordering::Relaxed),
+        accepted_total: shared.counters.accepted.load(Ordering::Relaxed),
+    })
+}
+
+async fn accept(
+    State(shared): State<Shared>,
+    upgrade: WebSocketUpgrade,
+) -> axum::response::Response {
+    upgrade.on_upgrade(move |socket| serve_channel(shared, socket))
+}
+
+async fn serve_channel(shared: Shared, mut socket: WebSocket) {
+    let mut stop = shared.stop.clone();
+    if *stop.borrow() {
+        return;
+    }
+    shared.counters.accepted.fetch_add(1, Ordering::Relaxed);
+    shared.counters.open.fetch_add(1, Ordering::Relaxed);
+    let mut frames: u64 = 0;
+    loop {
+        tokio::select! {
+            // A stopped relay drops the socket without a close frame, as a crashed host would.
+            () = super::stopped(&mut stop) => break,
+            frame = socket.recv() => {
+                frames += 1;
+                match frame {
+                    Some(Ok(Message::Text(text))) if text.as_str() == HEARTBEAT_PING => {
+                        if socket.send(Message::Text(HEARTBEAT_PONG.into())).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Transport pings are answered by the WebSocket layer; other frames carry
+                    // no meaning for a relay channel in this implementation.
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => {}
+                }
+                if frames >= MAX_FRAMES_PER_CHANNEL {
+                    break;
+                }
+            }
+        }
+    }
+    shared.counters.open.fetch_sub(1, Ordering::Relaxed);
+}
