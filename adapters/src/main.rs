@@ -6,7 +6,11 @@ use clap::{Parser, Subcommand};
 use switchyard_adapters::{failover, handoff};
 
 #[derive(Parser, Debug)]
-#[command(name = "switchyard", version, about = "Switchyard relay failover and idle handoff")]
+#[command(
+    name = "switchyard",
+    version,
+    about = "Switchyard relay failover and idle handoff"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -23,7 +27,10 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     switchyard_adapters::telemetry::init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("switchyard: cannot start the tokio runtime: {error}");
