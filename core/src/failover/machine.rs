@@ -40,6 +40,9 @@ pub struct Supervisor {
     left_healthy_at: Option<MonoMs>,
     /// FO-D2 / FO-D10: keyed by URL, in memory only.
     cooling: BTreeMap<RelayUrl, CooldownEntry>,
+    /// The earliest `until` in `cooling`: a tick prunes only when something expired, so a tick
+    /// with nothing to do stays O(1). Always exactly derived from `cooling`.
+    cooling_expiry_bound: Option<MonoMs>,
     /// FO-X2: candidates whose open failed since the chain last moved. Orders the clean
     /// candidates (untried first) so the chain moves on even with cooldown 0; never excludes.
     passed_over: BTreeSet<RelayUrl>,
@@ -59,6 +62,7 @@ impl Supervisor {
             channel: ChannelState::Healthy,
             left_healthy_at: None,
             cooling: BTreeMap::new(),
+            cooling_expiry_bound: None,
             passed_over: BTreeSet::new(),
             open_in_flight: None,
             last_skip_logged_at: None,
@@ -80,7 +84,7 @@ impl Supervisor {
         if !self.thresholds.supervisor_enabled() || self.open_in_flight.is_some() {
             return;
         }
-        self.cooling.retain(|_, entry| entry.is_cooling(now));
+        self.prune_expired(now);
         if !self.is_unhealthy(now) {
             return;
         }
@@ -140,6 +144,7 @@ impl Supervisor {
         let keep = |url: &RelayUrl| candidates.contains(url) || current.as_ref() == Some(url);
         self.passed_over.retain(|url| keep(url));
         self.cooling.retain(|url, _| keep(url));
+        self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
 
         let first = self.candidates[0].clone();
         if self.current.as_ref() == Some(&first) {
@@ -184,7 +189,9 @@ impl Supervisor {
         let old = self.current.replace(open.url.clone());
         self.channel = ChannelState::Healthy;
         self.left_healthy_at = None;
-        self.cooling.remove(&open.url);
+        if self.cooling.remove(&open.url).is_some() {
+            self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
+        }
         self.passed_over.clear();
         match old {
             None => self.emit(Event::Attached {
@@ -192,7 +199,7 @@ impl Supervisor {
                 origin: open.origin,
             }),
             Some(old) => {
-                self.cooling.insert(
+                self.cool(
                     old.clone(),
                     CooldownEntry {
                         kind: CooldownKind::SwitchedAway,
@@ -237,7 +244,7 @@ impl Supervisor {
         let exempt = open.exemption.is_some();
         self.counters.open_failed += 1;
         // FO-D4: a failed exempt open restarts the cycle and spends its exemption.
-        self.cooling.insert(
+        self.cool(
             open.url.clone(),
             CooldownEntry {
                 kind: CooldownKind::OpenFailed,
@@ -513,6 +520,29 @@ impl Supervisor {
             started_at: now,
         });
         true
+    }
+
+    fn cool(&mut self, url: RelayUrl, entry: CooldownEntry) {
+        match self.cooling.insert(url, entry) {
+            // The replaced entry may have been the earliest.
+            Some(_) => self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min(),
+            None => {
+                let bound = self.cooling_expiry_bound.map_or(entry.until, |b| b.min(entry.until));
+                self.cooling_expiry_bound = Some(bound);
+            }
+        }
+        debug_assert_eq!(
+            self.cooling_expiry_bound,
+            self.cooling.values().map(|e| e.until).min()
+        );
+    }
+
+    /// Drops the entries that no longer cool anything, once one has expired.
+    fn prune_expired(&mut self, now: MonoMs) {
+        if self.cooling_expiry_bound.is_some_and(|bound| bound <= now) {
+            self.cooling.retain(|_, entry| entry.is_cooling(now));
+            self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
+        }
     }
 
     fn take_pending(&mut self, url: &RelayUrl) -> Option<PendingOpen> {
