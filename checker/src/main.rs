@@ -17,6 +17,9 @@ use stateright::Model;
 use switchyard_checker::*;
 use switchyard_spec::failover::{FailoverModel, FailoverParams, Variant};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "switchyard-check",

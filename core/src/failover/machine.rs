@@ -1,6 +1,7 @@
 //! The failover supervisor: one channel, a candidate list, a cooldown table, one open in flight.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +34,9 @@ pub struct PendingOpen {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Supervisor {
     thresholds: Thresholds,
-    candidates: Vec<RelayUrl>,
+    /// Shared, because it changes only on a directory update while the machine is cloned for
+    /// every state the model checker explores.
+    candidates: Arc<[RelayUrl]>,
     current: Option<RelayUrl>,
     channel: ChannelState,
     /// When the current channel left `Healthy` (FO-H-1); `None` while healthy.
@@ -57,7 +60,7 @@ impl Supervisor {
     pub fn new(thresholds: Thresholds, now: MonoMs) -> Supervisor {
         Supervisor {
             thresholds,
-            candidates: Vec::new(),
+            candidates: Arc::from(Vec::new()),
             current: None,
             channel: ChannelState::Healthy,
             left_healthy_at: None,
@@ -133,12 +136,15 @@ impl Supervisor {
             self.emit(Event::Skipped(Skip::DirectoryRejected { why }));
             return DirectoryOutcome::Rejected;
         }
-        self.candidates.clear();
+        let mut candidates: Vec<RelayUrl> = Vec::with_capacity(urls.len());
+        let mut seen = BTreeSet::new();
         for url in urls {
-            if !self.candidates.contains(url) {
-                self.candidates.push(url.clone());
+            // A duplicate keeps its first position.
+            if seen.insert(url) {
+                candidates.push(url.clone());
             }
         }
+        self.candidates = Arc::from(candidates);
         let candidates = &self.candidates;
         let current = &self.current;
         let keep = |url: &RelayUrl| candidates.contains(url) || current.as_ref() == Some(url);
@@ -527,7 +533,9 @@ impl Supervisor {
             // The replaced entry may have been the earliest.
             Some(_) => self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min(),
             None => {
-                let bound = self.cooling_expiry_bound.map_or(entry.until, |b| b.min(entry.until));
+                let bound = self
+                    .cooling_expiry_bound
+                    .map_or(entry.until, |b| b.min(entry.until));
                 self.cooling_expiry_bound = Some(bound);
             }
         }
