@@ -8,12 +8,16 @@ use std::time::Duration;
 use futures_util::SinkExt;
 use switchyard_adapters::failover::channel::{self, Channel, ChannelReport};
 use switchyard_adapters::failover::cli::thresholds_from_env_and_flags;
-use switchyard_adapters::failover::directory::{self, DirectoryError, DirectoryPayload, SignedDirectory};
+use switchyard_adapters::failover::directory::DirectoryConfig;
+use switchyard_adapters::failover::directory::{
+    self, DirectoryError, DirectoryPayload, SignedDirectory,
+};
 use switchyard_adapters::failover::drill::{drill_channel, drill_thresholds};
 use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle};
-use switchyard_adapters::failover::directory::DirectoryConfig;
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
-use switchyard_core::failover::{ChannelState, RelayUrl, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_EXEMPT};
+use switchyard_core::failover::{
+    ChannelState, RelayUrl, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_EXEMPT,
+};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -35,7 +39,10 @@ fn payload(relays: &[&str]) -> DirectoryPayload {
 #[test]
 fn fo_r5_directory_good_document_verifies() {
     let (secret, public) = keys();
-    let doc = directory::sign(&secret, &payload(&["wss://a.example/r", "ws://127.0.0.1:1/r"]));
+    let doc = directory::sign(
+        &secret,
+        &payload(&["wss://a.example/r", "ws://127.0.0.1:1/r"]),
+    );
     let bytes = serde_json::to_vec(&doc).unwrap();
     let dir = directory::verify("d.json", &bytes, &public).unwrap();
     assert_eq!(dir.relays.len(), 2);
@@ -51,34 +58,72 @@ fn fo_r5_directory_bad_documents_are_rejected_with_a_named_reason() {
 
     // a signature by another key
     let forged = directory::sign(&other, &payload(&["wss://evil.example/r"]));
-    assert!(matches!(verify(serde_json::to_vec(&forged).unwrap()), DirectoryError::BadSignature { .. }));
+    assert!(matches!(
+        verify(serde_json::to_vec(&forged).unwrap()),
+        DirectoryError::BadSignature { .. }
+    ));
     // a payload altered after signing
     let mut altered = good.clone();
     altered.payload = altered.payload.replace("a.example", "evil.example");
-    assert!(matches!(verify(serde_json::to_vec(&altered).unwrap()), DirectoryError::BadSignature { .. }));
+    assert!(matches!(
+        verify(serde_json::to_vec(&altered).unwrap()),
+        DirectoryError::BadSignature { .. }
+    ));
     // malformed JSON, and a document with a field of the wrong type
-    assert!(matches!(verify(b"{\"payload\": ".to_vec()), DirectoryError::Malformed { .. }));
-    assert!(matches!(verify(br#"{"payload": 5, "signature": "x"}"#.to_vec()), DirectoryError::Malformed { .. }));
-    let not_base64 = SignedDirectory { payload: good.payload.clone(), signature: "!!".into() };
-    assert!(matches!(verify(serde_json::to_vec(&not_base64).unwrap()), DirectoryError::SignatureEncoding { .. }));
+    assert!(matches!(
+        verify(b"{\"payload\": ".to_vec()),
+        DirectoryError::Malformed { .. }
+    ));
+    assert!(matches!(
+        verify(br#"{"payload": 5, "signature": "x"}"#.to_vec()),
+        DirectoryError::Malformed { .. }
+    ));
+    let not_base64 = SignedDirectory {
+        payload: good.payload.clone(),
+        signature: "!!".into(),
+    };
+    assert!(matches!(
+        verify(serde_json::to_vec(&not_base64).unwrap()),
+        DirectoryError::SignatureEncoding { .. }
+    ));
     // signed but semantically bad payloads
-    let wrong_type = sign_raw(&secret, r#"{"relays": "wss://a.example/r", "refresh_after_seconds": 1}"#);
+    let wrong_type = sign_raw(
+        &secret,
+        r#"{"relays": "wss://a.example/r", "refresh_after_seconds": 1}"#,
+    );
     assert!(matches!(verify(wrong_type), DirectoryError::Payload { .. }));
-    let refresh_type = sign_raw(&secret, r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": "soon"}"#);
-    assert!(matches!(verify(refresh_type), DirectoryError::Payload { .. }));
+    let refresh_type = sign_raw(
+        &secret,
+        r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": "soon"}"#,
+    );
+    assert!(matches!(
+        verify(refresh_type),
+        DirectoryError::Payload { .. }
+    ));
     let empty = serde_json::to_vec(&directory::sign(&secret, &payload(&[]))).unwrap();
     assert!(matches!(verify(empty), DirectoryError::Empty { .. }));
-    for url in ["https://a.example/r", "a.example/r", "ws:///nohost", "wss://"] {
+    for url in [
+        "https://a.example/r",
+        "a.example/r",
+        "ws:///nohost",
+        "wss://",
+    ] {
         let bad = serde_json::to_vec(&directory::sign(&secret, &payload(&[url]))).unwrap();
         match verify(bad) {
             DirectoryError::NotWebSocketUrl { url: named, .. } => assert_eq!(named, url),
             other => panic!("{url}: {other}"),
         }
     }
-    let zero = sign_raw(&secret, r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 0}"#);
+    let zero = sign_raw(
+        &secret,
+        r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 0}"#,
+    );
     assert!(matches!(verify(zero), DirectoryError::Refresh { .. }));
     // unknown payload fields are ignored (forward compatible)
-    let extra = sign_raw(&secret, r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "note": 1}"#);
+    let extra = sign_raw(
+        &secret,
+        r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "note": 1}"#,
+    );
     assert!(directory::verify("d.json", &extra, &public).is_ok());
     // every message names the file
     assert!(verify(b"[]".to_vec()).to_string().contains("d.json"));
@@ -103,13 +148,23 @@ fn fo_cfg_1_bad_environment_values_are_named_and_flags_follow_the_same_rules() {
         _ => None,
     };
     let error = thresholds_from_env_and_flags(env, &[]).unwrap_err();
-    assert!(error.contains(VAR_COOLDOWN_MS) && error.contains("20000 (drill)"), "{error}");
-    assert!(error.contains(VAR_CHECK_MS) && error.contains("busy loop"), "{error}");
+    assert!(
+        error.contains(VAR_COOLDOWN_MS) && error.contains("20000 (drill)"),
+        "{error}"
+    );
+    assert!(
+        error.contains(VAR_CHECK_MS) && error.contains("busy loop"),
+        "{error}"
+    );
     let flag = "2".to_owned();
     let error = thresholds_from_env_and_flags(|_| None, &[(VAR_EXEMPT, Some(&flag))]).unwrap_err();
     assert!(error.contains(VAR_EXEMPT), "{error}");
     let ok = "0".to_owned();
-    let t = thresholds_from_env_and_flags(|_| Some("7".to_owned()).filter(|_| false), &[(VAR_EXEMPT, Some(&ok))]).unwrap();
+    let t = thresholds_from_env_and_flags(
+        |_| Some("7".to_owned()).filter(|_| false),
+        &[(VAR_EXEMPT, Some(&ok))],
+    )
+    .unwrap();
     assert!(!t.exempt);
 }
 
@@ -127,7 +182,13 @@ async fn fo_h_1_open_times_out_on_a_relay_that_never_completes_the_handshake() {
     let started = tokio::time::Instant::now();
     let url = RelayUrl::new(format!("ws://{addr}/dshs-relay"));
     let result = channel::open(&url, Duration::from_millis(300)).await;
-    assert!(matches!(result, Err(channel::OpenError::TimedOut { timeout_ms: 300 })), "{result:?}");
+    assert!(
+        matches!(
+            result,
+            Err(channel::OpenError::TimedOut { timeout_ms: 300 })
+        ),
+        "{result:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(2), "the open hung");
     holder.abort();
 }
@@ -141,12 +202,20 @@ async fn fo_h_1_garbage_frames_do_not_kill_the_channel_and_a_broken_peer_means_b
         let (socket, _) = listener.accept().await.unwrap();
         let mut ws = tokio_tungstenite::accept_async(socket).await.unwrap();
         for junk in ["\u{0}\u{1}", "not json", "pong?"] {
-            ws.send(tokio_tungstenite::tungstenite::Message::Text(junk.into())).await.unwrap();
+            ws.send(tokio_tungstenite::tungstenite::Message::Text(junk.into()))
+                .await
+                .unwrap();
         }
-        ws.send(tokio_tungstenite::tungstenite::Message::Binary(vec![0xff; 64].into())).await.unwrap();
+        ws.send(tokio_tungstenite::tungstenite::Message::Binary(
+            vec![0xff; 64].into(),
+        ))
+        .await
+        .unwrap();
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut raw = ws.into_inner();
-        tokio::io::AsyncWriteExt::write_all(&mut raw, &[0x8f, 0xff, 0x00, 0x13, 0x37]).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut raw, &[0x8f, 0xff, 0x00, 0x13, 0x37])
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
     });
     let url = RelayUrl::new(format!("ws://{addr}/dshs-relay"));
@@ -156,9 +225,15 @@ async fn fo_h_1_garbage_frames_do_not_kill_the_channel_and_a_broken_peer_means_b
     let first = rx.recv().await.unwrap();
     assert_eq!(first.state, ChannelState::Healthy);
     // the junk frames are ignored; the invalid raw bytes end the connection: backoff, no panic
-    let next = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await.unwrap().unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(3), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(next.state, ChannelState::Backoff { attempts: 0 });
-    let retry = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await.unwrap().unwrap();
+    let retry = tokio::time::timeout(Duration::from_secs(3), rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(matches!(retry.state, ChannelState::Backoff { attempts: 1 }));
     channel.close();
     server.await.unwrap();
@@ -181,7 +256,10 @@ async fn fo_r5_a_bad_directory_refresh_keeps_the_last_good_list() {
     let client = ClientHandle::start(ClientConfig {
         thresholds: drill_thresholds(),
         channel: drill_channel(),
-        directory: DirectoryConfig::Signed { path: path.clone(), key: public },
+        directory: DirectoryConfig::Signed {
+            path: path.clone(),
+            key: public,
+        },
     });
     let mut attached = false;
     for _ in 0..100 {
@@ -198,8 +276,14 @@ async fn fo_r5_a_bad_directory_refresh_keeps_the_last_good_list() {
     std::fs::write(&path, serde_json::to_vec(&forged).unwrap()).unwrap();
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     let stats = client.stats();
-    assert_eq!(stats.current.as_ref().map(RelayUrl::as_str), Some(url.as_str()));
-    assert_eq!(stats.counters.open_failed, 0, "nothing from the forged list was opened");
+    assert_eq!(
+        stats.current.as_ref().map(RelayUrl::as_str),
+        Some(url.as_str())
+    );
+    assert_eq!(
+        stats.counters.open_failed, 0,
+        "nothing from the forged list was opened"
+    );
     client.stop().await;
     relay.stop().await;
 }

@@ -9,7 +9,10 @@ async fn scene_passes(scene: Scene) {
     assert!(report.count(Verdict::Pass) >= 4, "{text}");
     for timing in report.scenes.iter().flat_map(|s| &s.timings) {
         assert!(timing.took_ms <= timing.deadline_ms, "{text}");
-        assert!(timing.took_ms >= timing.lower_bound_ms, "faster than the rules allow: {text}");
+        assert!(
+            timing.took_ms >= timing.lower_bound_ms,
+            "faster than the rules allow: {text}"
+        );
     }
 }
 

@@ -10,10 +10,14 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use switchyard_adapters::failover::channel::{self, WsStream};
-use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle, HEARTBEAT_PING, HEARTBEAT_PONG};
+use switchyard_adapters::failover::relay::{
+    RelayConfig, RelayHandle, HEARTBEAT_PING, HEARTBEAT_PONG,
+};
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
-use switchyard_spec::failover::{FailoverParams, FoAction, FoProjection, MODEL_CHECK_MS, MODEL_UP_TIMEOUT_MS};
+use switchyard_spec::failover::{
+    FailoverParams, FoAction, FoProjection, MODEL_CHECK_MS, MODEL_UP_TIMEOUT_MS,
+};
 use switchyard_spec::trace::{replay, Replayer, Trace};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -49,12 +53,20 @@ impl SocketReplayer {
             listen: self.addrs[host],
             paths: self.host_paths(host),
         };
-        let relay = self.runtime.block_on(RelayHandle::start(config)).expect("relay restarts");
+        let relay = self
+            .runtime
+            .block_on(RelayHandle::start(config))
+            .expect("relay restarts");
         self.relays[host] = Some(relay);
     }
 
     fn rotated(&self, rotation: usize) -> Vec<RelayUrl> {
-        let mut list: Vec<RelayUrl> = self.params.urls().iter().map(|(u, _)| self.to_real[u.as_str()].clone()).collect();
+        let mut list: Vec<RelayUrl> = self
+            .params
+            .urls()
+            .iter()
+            .map(|(u, _)| self.to_real[u.as_str()].clone())
+            .collect();
         let len = list.len();
         list.rotate_left(rotation % len);
         list
@@ -62,9 +74,15 @@ impl SocketReplayer {
 
     /// Is the current connection alive? A heartbeat that gets its answer says yes.
     fn channel_alive(&mut self) -> bool {
-        let Some(stream) = self.channel.as_mut() else { return false };
+        let Some(stream) = self.channel.as_mut() else {
+            return false;
+        };
         self.runtime.block_on(async {
-            if stream.send(Message::Text(HEARTBEAT_PING.into())).await.is_err() {
+            if stream
+                .send(Message::Text(HEARTBEAT_PING.into()))
+                .await
+                .is_err()
+            {
                 return false;
             }
             let answer = tokio::time::timeout(Duration::from_secs(1), async {
@@ -82,12 +100,16 @@ impl SocketReplayer {
     }
 
     fn open(&self, url: &RelayUrl) -> Option<WsStream> {
-        self.runtime.block_on(channel::open(url, REAL_OPEN_TIMEOUT)).ok()
+        self.runtime
+            .block_on(channel::open(url, REAL_OPEN_TIMEOUT))
+            .ok()
     }
 
     /// The channel's report before a tick, from a real heartbeat or a real reconnect.
     fn report_channel(&mut self) {
-        let Some(current) = self.sup.current().cloned() else { return };
+        let Some(current) = self.sup.current().cloned() else {
+            return;
+        };
         if self.channel_alive() {
             return;
         }
@@ -97,20 +119,28 @@ impl SocketReplayer {
                 self.channel = Some(stream);
                 if self.attempts > 0 {
                     self.attempts = 0;
-                    self.sup.handle_channel_state(self.now, &current, ChannelState::Healthy);
+                    self.sup
+                        .handle_channel_state(self.now, &current, ChannelState::Healthy);
                 }
             }
             None => {
                 let cap = self.sup.thresholds().min_attempts.max(1);
                 self.attempts = (self.attempts + 1).min(cap);
-                let state = ChannelState::Backoff { attempts: self.attempts };
+                let state = ChannelState::Backoff {
+                    attempts: self.attempts,
+                };
                 self.sup.handle_channel_state(self.now, &current, state);
             }
         }
     }
 
     fn resolve_open(&mut self) {
-        let url = self.sup.open_in_flight().expect("an open in flight").url.clone();
+        let url = self
+            .sup
+            .open_in_flight()
+            .expect("an open in flight")
+            .url
+            .clone();
         match self.open(&url) {
             Some(stream) => {
                 if self.sup.handle_open_succeeded(self.now, &url) {
@@ -119,7 +149,8 @@ impl SocketReplayer {
                 }
             }
             None => {
-                self.sup.handle_open_failed(self.now, &url, OpenFailure::Failed);
+                self.sup
+                    .handle_open_failed(self.now, &url, OpenFailure::Failed);
             }
         }
     }
@@ -161,7 +192,10 @@ impl Replayer for SocketReplayer {
         };
         for host in 0..hosts {
             replayer.start_relay(host);
-            replayer.addrs[host] = replayer.relays[host].as_ref().map(RelayHandle::local_addr).expect("started");
+            replayer.addrs[host] = replayer.relays[host]
+                .as_ref()
+                .map(RelayHandle::local_addr)
+                .expect("started");
         }
         for (url, host) in params.urls() {
             let path = &url.as_str()["wss://".len()..];
@@ -171,7 +205,9 @@ impl Replayer for SocketReplayer {
         }
         // As the model's initial state: the directory, and the first channel up.
         let list = replayer.rotated(0);
-        replayer.sup.handle_directory(MonoMs::ZERO, &list, DirectorySource::Signed);
+        replayer
+            .sup
+            .handle_directory(MonoMs::ZERO, &list, DirectorySource::Signed);
         replayer.resolve_open();
         replayer.drain();
         replayer
@@ -180,7 +216,11 @@ impl Replayer for SocketReplayer {
     fn step(&mut self, action: &FoAction) {
         match *action {
             FoAction::Tick => {
-                self.now = self.sup.poll_timeout().unwrap_or(self.now.plus_ms(MODEL_CHECK_MS)).max(self.now);
+                self.now = self
+                    .sup
+                    .poll_timeout()
+                    .unwrap_or(self.now.plus_ms(MODEL_CHECK_MS))
+                    .max(self.now);
                 self.report_channel();
                 self.sup.handle_tick(self.now);
             }
@@ -197,14 +237,20 @@ impl Replayer for SocketReplayer {
             }
             FoAction::DirectoryRefresh { rotation } => {
                 let list = self.rotated(usize::from(rotation));
-                self.sup.handle_directory(self.now, &list, DirectorySource::Signed);
+                self.sup
+                    .handle_directory(self.now, &list, DirectorySource::Signed);
             }
         }
         self.drain();
     }
 
     fn project(&self) -> FoProjection {
-        let model = |url: &RelayUrl| self.to_model.get(url).cloned().unwrap_or_else(|| url.to_string());
+        let model = |url: &RelayUrl| {
+            self.to_model
+                .get(url)
+                .cloned()
+                .unwrap_or_else(|| url.to_string())
+        };
         let mut cooldown: Vec<_> = self
             .sup
             .stats(self.now)
@@ -218,7 +264,10 @@ impl Replayer for SocketReplayer {
             now_ms: self.now.as_ms(),
             host_up: self.relays.iter().map(Option::is_some).collect(),
             current: self.sup.current().map(model),
-            opening: self.sup.open_in_flight().map(|o| (model(&o.url), o.exemption.is_some())),
+            opening: self
+                .sup
+                .open_in_flight()
+                .map(|o| (model(&o.url), o.exemption.is_some())),
             counters: self.sup.counters(),
             cooldown,
         }
@@ -231,12 +280,17 @@ fn fo_replay_checker_traces_against_real_relays() {
     let mut replayed = 0;
     for entry in std::fs::read_dir(&dir).expect("the trace corpus") {
         let path = entry.expect("entry").path();
-        let name = path.file_name().expect("name").to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         if !name.starts_with("failover.") {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("trace");
-        let trace: Trace<FailoverParams, FoAction, FoProjection> = serde_json::from_str(&text).expect("trace JSON");
+        let trace: Trace<FailoverParams, FoAction, FoProjection> =
+            serde_json::from_str(&text).expect("trace JSON");
         if let Err(divergence) = replay::<SocketReplayer>(&trace) {
             panic!(
                 "{name}: real sockets diverged from the model at step {}:\n model {:?}\n real  {:?}",

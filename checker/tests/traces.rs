@@ -19,7 +19,11 @@ fn read_dir(dir: &Path) -> BTreeMap<String, String> {
     for entry in std::fs::read_dir(dir).expect("corpus folder") {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "json") {
-            let name = path.file_name().expect("a file name").to_string_lossy().into_owned();
+            let name = path
+                .file_name()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned();
             files.insert(name, std::fs::read_to_string(&path).expect("trace file"));
         }
     }
