@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use stateright::{Checker, Expectation, Model, Path, UniformChooser};
 use switchyard_spec::failover::{FailoverModel, FailoverParams, FoAction, FoProjection, FoState};
+use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
 
 /// A model the checker can run: names, parameters and the projection its traces record.
@@ -64,6 +65,48 @@ impl CheckedModel for FailoverModel {
             let _ = write!(line, "{sep}{url} {} until {until}", kind.as_str());
         }
         line.push(']');
+        line
+    }
+}
+
+impl CheckedModel for HandoffModel {
+    const NAME: &'static str = "handoff";
+    type Params = HandoffParams;
+    type Projection = HoProjection;
+
+    fn params(&self) -> HandoffParams {
+        self.params.clone()
+    }
+
+    fn project(state: &HoState) -> HoProjection {
+        state.project()
+    }
+
+    fn summary(state: &HoState) -> String {
+        let p = state.project();
+        let mut line = format!(
+            "t={}ms host on cell {} (epoch {} incarnation {} generation {}) reservations={} committed={} fenced={} db={}",
+            p.now_ms,
+            p.assigned_cell,
+            p.epoch,
+            p.incarnation,
+            p.generation,
+            p.reservations,
+            p.committed_ops,
+            p.fenced_ops,
+            if p.db_up { "up" } else { "DOWN" }
+        );
+        if let Some(source) = &p.source {
+            let _ = write!(line, " source={source:?}");
+        }
+        if let Some(old) = &p.old_source {
+            let _ = write!(line, " old_source={old:?}");
+        }
+        let _ = write!(
+            line,
+            " clients={:?} control_op={} director_holds={} db_jobs={:?}",
+            p.clients, p.control_op_in_flight, p.director_holds_request, p.db_jobs
+        );
         line
     }
 }
@@ -428,6 +471,11 @@ pub fn corpus_failover_params() -> FailoverParams {
     }
 }
 
+/// The handoff corpus bound: the pinned small bound of `spec/tests/handoff_model.rs`.
+pub fn corpus_handoff_params() -> HandoffParams {
+    HandoffParams::small()
+}
+
 /// Options for corpus generation: deterministic.
 pub fn corpus_options() -> RunOptions {
     RunOptions {
@@ -453,8 +501,12 @@ impl switchyard_spec::trace::Replayer for FailoverCoreReplayer {
     type Projection = FoProjection;
 
     fn init(params: &FailoverParams, init: usize) -> Self {
+        assert!(
+            init < params.variants.len(),
+            "trace init {init} out of range"
+        );
         let model = FailoverModel::new(params.clone());
-        let variant = params.variants[init.min(params.variants.len().saturating_sub(1))];
+        let variant = params.variants[init];
         let state = model.init_state(variant);
         FailoverCoreReplayer { model, state }
     }
@@ -464,6 +516,35 @@ impl switchyard_spec::trace::Replayer for FailoverCoreReplayer {
     }
 
     fn project(&self) -> FoProjection {
+        self.state.project()
+    }
+}
+
+/// The core replayed through a handoff trace: the real admission gate, attempt machine and
+/// reference store, driven by the model's step function.
+#[derive(Debug)]
+pub struct HandoffCoreReplayer {
+    model: HandoffModel,
+    state: HoState,
+}
+
+impl switchyard_spec::trace::Replayer for HandoffCoreReplayer {
+    type Params = HandoffParams;
+    type Action = HoAction;
+    type Projection = HoProjection;
+
+    fn init(params: &HandoffParams, init: usize) -> Self {
+        assert_eq!(init, 0, "the handoff model has one initial state");
+        let model = HandoffModel::new(params.clone());
+        let state = model.init_state();
+        HandoffCoreReplayer { model, state }
+    }
+
+    fn step(&mut self, action: &HoAction) {
+        self.state = self.model.step(&self.state, *action);
+    }
+
+    fn project(&self) -> HoProjection {
         self.state.project()
     }
 }

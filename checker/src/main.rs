@@ -16,6 +16,7 @@ use serde::Serialize;
 use stateright::Model;
 use switchyard_checker::*;
 use switchyard_spec::failover::{FailoverModel, FailoverParams, Variant};
+use switchyard_spec::handoff::{HandoffModel, HandoffParams};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -83,6 +84,27 @@ struct CheckArgs {
     /// Failover: threshold variants explored (production, exempt-off, cooldown-zero, supervisor-off).
     #[arg(long, value_delimiter = ',', value_enum)]
     variants: Vec<VariantArg>,
+    /// Handoff: relay clients (phone, iPad, …).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
+    clients: u8,
+    /// Handoff: arrivals per client.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    client_visits: u8,
+    /// Handoff: desktop control replacements.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    replacements: u8,
+    /// Handoff: source cell restarts.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    restarts: u8,
+    /// Handoff: emergency drains.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    drains: u8,
+    /// Handoff: times the clock may jump to the next deadline.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
+    time_advances: u8,
+    /// Handoff: faults (lost responses, crashes, DB outages, …) in one run.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
+    faults: u8,
     /// Serve stateright's Explorer on this loopback address (e.g. 127.0.0.1:3000) instead of checking.
     #[arg(long, value_name = "ADDR")]
     explore: Option<SocketAddr>,
@@ -141,8 +163,18 @@ fn check(args: &CheckArgs) -> Result<bool, String> {
             args.urls_per_host
         ));
     }
+    let handoff = HandoffModel::new(HandoffParams {
+        clients: args.clients,
+        client_visits: args.client_visits,
+        replacements: args.replacements,
+        restarts: args.restarts,
+        drains: args.drains,
+        time_advances: args.time_advances,
+        max_faults: args.faults,
+        ..HandoffParams::default()
+    });
     if let Some(address) = args.explore {
-        return explore(args.model, failover, address);
+        return explore(args.model, failover, handoff, address);
     }
     let options = RunOptions {
         strategy: if args.simulate {
@@ -162,7 +194,7 @@ fn check(args: &CheckArgs) -> Result<bool, String> {
         ok &= check_one(failover, &options, args.traces.as_deref())?;
     }
     if matches!(args.model, Which::Handoff | Which::All) {
-        println!("model handoff: not yet specified");
+        ok &= check_one(handoff, &options, args.traces.as_deref())?;
     }
     Ok(ok)
 }
@@ -201,7 +233,12 @@ where
     Ok(!report.failed())
 }
 
-fn explore(which: Which, failover: FailoverModel, address: SocketAddr) -> Result<bool, String> {
+fn explore(
+    which: Which,
+    failover: FailoverModel,
+    handoff: HandoffModel,
+    address: SocketAddr,
+) -> Result<bool, String> {
     if !address.ip().is_loopback() {
         return Err(format!(
             "--explore {address}: the Explorer serves only on a loopback address (127.0.0.1 or [::1])"
@@ -210,14 +247,23 @@ fn explore(which: Which, failover: FailoverModel, address: SocketAddr) -> Result
     // The Explorer's own server panics on a bind error; find out first and say so.
     TcpListener::bind(address).map_err(|e| format!("--explore {address}: cannot listen: {e}"))?;
     match which {
-        Which::Handoff => Err("--explore handoff: not yet specified".to_owned()),
-        Which::Failover | Which::All => {
+        Which::All => Err("--explore needs one model: failover or handoff".to_owned()),
+        Which::Failover => {
             println!("Explorer for the failover model on http://{address}/ (Ctrl-C to stop)");
             let _checker = failover.checker().serve(address);
-            // The Explorer serves from its own threads until the process is stopped.
-            loop {
-                std::thread::park();
-            }
+            park_forever()
         }
+        Which::Handoff => {
+            println!("Explorer for the handoff model on http://{address}/ (Ctrl-C to stop)");
+            let _checker = handoff.checker().serve(address);
+            park_forever()
+        }
+    }
+}
+
+/// The Explorer serves from its own threads until the process is stopped.
+fn park_forever() -> ! {
+    loop {
+        std::thread::park();
     }
 }

@@ -6,58 +6,64 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use switchyard_checker::*;
-use switchyard_spec::failover::{FailoverModel, FailoverParams, FoAction, FoProjection};
-use switchyard_spec::trace::{replay, Trace, TraceKind};
+use switchyard_spec::failover::FailoverModel;
+use switchyard_spec::handoff::HandoffModel;
+use switchyard_spec::trace::{replay, Replayer, Trace, TraceKind};
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces")
 }
 
-fn read_dir(dir: &Path) -> BTreeMap<String, String> {
+fn read_dir(dir: &Path, model: &str) -> BTreeMap<String, String> {
     let mut files = BTreeMap::new();
     for entry in std::fs::read_dir(dir).expect("corpus folder") {
         let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "json") {
-            let name = path
-                .file_name()
-                .expect("a file name")
-                .to_string_lossy()
-                .into_owned();
+        let name = path
+            .file_name()
+            .expect("a file name")
+            .to_string_lossy()
+            .into_owned();
+        if name.starts_with(&format!("{model}.")) && name.ends_with(".json") {
             files.insert(name, std::fs::read_to_string(&path).expect("trace file"));
         }
     }
     files
 }
 
-fn generate(dir: &Path) {
-    let model = FailoverModel::new(corpus_failover_params());
+fn generate<M>(model: M, dir: &Path)
+where
+    M: CheckedModel + Clone,
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync + serde::Serialize + 'static,
+{
     let report = run(model.clone(), &corpus_options());
     assert!(!report.failed(), "{}", render_table(&report));
     write_traces(&model, &report, dir, true).expect("write traces");
 }
 
-#[test]
-fn trace_corpus_matches_what_the_checker_generates() {
+fn check_corpus<M>(model: M, minimum: usize)
+where
+    M: CheckedModel + Clone,
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync + serde::Serialize + 'static,
+{
     let fresh = tempfile::tempdir().expect("temp dir");
-    generate(fresh.path());
+    generate(model.clone(), fresh.path());
     if std::env::var_os("SWITCHYARD_BLESS").is_some() {
-        for (name, _) in read_dir(&corpus_dir()) {
-            if name.starts_with("failover.") {
-                std::fs::remove_file(corpus_dir().join(name)).expect("remove stale trace");
-            }
+        for name in read_dir(&corpus_dir(), M::NAME).keys() {
+            std::fs::remove_file(corpus_dir().join(name)).expect("remove stale trace");
         }
-        generate(&corpus_dir());
+        generate(model, &corpus_dir());
     }
-    let committed: BTreeMap<_, _> = read_dir(&corpus_dir())
-        .into_iter()
-        .filter(|(name, _)| name.starts_with("failover."))
-        .collect();
-    let generated = read_dir(fresh.path());
+    let committed = read_dir(&corpus_dir(), M::NAME);
+    let generated = read_dir(fresh.path(), M::NAME);
     assert_eq!(
         committed.keys().collect::<Vec<_>>(),
         generated.keys().collect::<Vec<_>>(),
-        "the set of traces drifted; re-bless with SWITCHYARD_BLESS=1 if the change is intended"
+        "the set of {} traces drifted; re-bless with SWITCHYARD_BLESS=1 if the change is intended",
+        M::NAME
     );
     for (name, text) in &generated {
         assert_eq!(
@@ -66,25 +72,30 @@ fn trace_corpus_matches_what_the_checker_generates() {
         );
     }
     assert!(
-        generated.len() >= 7,
-        "every failover witness is in the corpus"
+        generated.len() >= minimum,
+        "every {} witness is in the corpus",
+        M::NAME
     );
 }
 
-#[test]
-fn trace_corpus_replays_against_the_core() {
-    let traces = read_dir(&corpus_dir());
+fn replay_corpus<R>(model: &str, minimum: usize)
+where
+    R: Replayer,
+    R::Params: DeserializeOwned,
+    R::Action: DeserializeOwned,
+    R::Projection: DeserializeOwned + Clone,
+{
     let mut replayed = 0;
-    for (name, text) in traces.iter().filter(|(n, _)| n.starts_with("failover.")) {
-        let trace: Trace<FailoverParams, FoAction, FoProjection> =
-            serde_json::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    for (name, text) in read_dir(&corpus_dir(), model) {
+        let trace: Trace<R::Params, R::Action, R::Projection> =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(
             trace.kind,
             TraceKind::Witness,
             "{name}: the corpus holds no violation"
         );
         assert!(!trace.steps.is_empty());
-        if let Err(divergence) = replay::<FailoverCoreReplayer>(&trace) {
+        if let Err(divergence) = replay::<R>(&trace) {
             panic!(
                 "{name}: the core diverged at step {}:\n expected {:?}\n actual   {:?}",
                 divergence.step, divergence.expected, divergence.actual
@@ -92,12 +103,33 @@ fn trace_corpus_replays_against_the_core() {
         }
         replayed += 1;
     }
-    assert!(replayed >= 7);
+    assert!(replayed >= minimum, "{model}: replayed {replayed}");
+}
+
+#[test]
+fn trace_corpus_failover_matches_what_the_checker_generates() {
+    check_corpus(FailoverModel::new(corpus_failover_params()), 7);
+}
+
+#[test]
+fn trace_corpus_handoff_matches_what_the_checker_generates() {
+    check_corpus(HandoffModel::new(corpus_handoff_params()), 20);
+}
+
+#[test]
+fn trace_corpus_failover_replays_against_the_core() {
+    replay_corpus::<FailoverCoreReplayer>("failover", 7);
+}
+
+#[test]
+fn trace_corpus_handoff_replays_against_the_core() {
+    replay_corpus::<HandoffCoreReplayer>("handoff", 20);
 }
 
 #[test]
 fn replay_notices_a_changed_projection() {
-    let traces = read_dir(&corpus_dir());
+    use switchyard_spec::failover::{FailoverParams, FoAction, FoProjection};
+    let traces = read_dir(&corpus_dir(), "failover");
     let (_, text) = traces
         .iter()
         .find(|(n, _)| n.contains("exempt-switch"))

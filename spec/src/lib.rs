@@ -6,4 +6,5 @@
 //! interleaving of the environment around it, and the properties judge.
 
 pub mod failover;
+pub mod handoff;
 pub mod trace;
