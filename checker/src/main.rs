@@ -209,8 +209,22 @@ where
     M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
     M::Action: Clone + std::fmt::Debug + std::fmt::Display + PartialEq + Send + Sync + Serialize,
 {
-    let report = run(model.clone(), options);
+    let mut report = run(model.clone(), options);
     print!("{}", render_table(&report));
+    let violated_any = report
+        .properties
+        .iter()
+        .any(|p| p.verdict == Verdict::Violated);
+    if violated_any && options.threads > 1 && options.strategy == Strategy::Bfs {
+        // Parallel BFS finds *a* counterexample; one thread finds the shortest, which is the
+        // one a reviewer wants to read.
+        println!("re-checking with one thread for the shortest counterexamples ...");
+        let single = RunOptions {
+            threads: 1,
+            ..options.clone()
+        };
+        report = run(model.clone(), &single);
+    }
     let mut violated = false;
     for p in &report.properties {
         if let (Verdict::Violated, Some(path)) = (p.verdict, &p.path) {

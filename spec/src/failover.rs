@@ -180,6 +180,9 @@ pub struct FoState {
     pub env_acted_this_tick: bool,
     /// Host events left in the whole run (`FailoverParams::max_host_events`).
     pub host_events_left: u8,
+    /// The spec's own record for FO-D4: URLs that were given an exemption in their current
+    /// cooldown cycle, where a failed exempt open does not start a new cycle.
+    pub exempted_this_cycle: BTreeSet<RelayUrl>,
     pub last: StepFacts,
 }
 
@@ -364,8 +367,9 @@ impl FailoverModel {
                         exempt,
                         listed: state.sup.candidates().contains(&url),
                         target_was_cooling: before_entry.is_some_and(|e| e.is_cooling(at)),
-                        target_was_exempted_this_cycle: before_entry
-                            .is_some_and(|e| e.is_cooling(at) && e.exempted_this_cycle()),
+                        // Judged by the spec's own record, not by the core's `exempted_at`.
+                        target_was_exempted_this_cycle: exempt
+                            && !state.exempted_this_cycle.insert(url.clone()),
                         clean_candidate_existed: state
                             .sup
                             .candidates()
@@ -380,6 +384,15 @@ impl FailoverModel {
                         Event::Switched(record) => {
                             state.last.exempt_switch = record.exemption.is_some();
                             state.last.directory_switch = record.origin == Origin::Directory;
+                            // Leaving a URL starts a new (switched-away) cycle for it.
+                            state.exempted_this_cycle.remove(&record.from);
+                        }
+                        // A failed normal open starts a new cycle; a failed exempt open does
+                        // not give the URL a new exemption (FO-D4).
+                        Event::Skipped(Skip::OpenFailed {
+                            url, exempt: false, ..
+                        }) => {
+                            state.exempted_this_cycle.remove(url);
                         }
                         Event::Skipped(Skip::StillCooling {
                             origin: Origin::Directory,
@@ -396,6 +409,11 @@ impl FailoverModel {
                 }
             }
         }
+        // A cycle ends when the URL no longer cools (expired, or it is the current channel).
+        let sup = &state.sup;
+        state
+            .exempted_this_cycle
+            .retain(|url| sup.cooldown_entry(url).is_some_and(|e| e.is_cooling(at)));
         let (b, a) = (sup_before.counters(), state.sup.counters());
         state.last.counters_regressed = a.switches < b.switches
             || a.exempt_switches < b.exempt_switches
@@ -445,6 +463,7 @@ impl FailoverModel {
             stall_ticks: 0,
             env_acted_this_tick: false,
             host_events_left: self.params.max_host_events,
+            exempted_this_cycle: BTreeSet::new(),
             last: StepFacts::default(),
         }
     }
