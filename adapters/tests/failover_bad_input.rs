@@ -22,10 +22,10 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 fn keys() -> (ed25519_dalek::SigningKey, ed25519_dalek::VerifyingKey) {
-    let (secret, public) = directory::generate_key_pair().unwrap();
+    let (secret, public) = directory::generate_key_pair().expect("randomness");
     (
-        directory::parse_secret_key("test", &secret).unwrap(),
-        directory::parse_public_key("test", &public).unwrap(),
+        directory::parse_secret_key("test", &secret).expect("secret key"),
+        directory::parse_public_key("test", &public).expect("public key"),
     )
 }
 
@@ -137,7 +137,7 @@ fn sign_raw(secret: &ed25519_dalek::SigningKey, payload: &str) -> Vec<u8> {
         payload: payload.to_owned(),
         signature: base64::engine::general_purpose::STANDARD.encode(signature.to_bytes()),
     })
-    .unwrap()
+    .expect("serialize")
 }
 
 #[test]

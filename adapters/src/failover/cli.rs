@@ -196,9 +196,11 @@ async fn client(args: ClientArgs) -> Result<(), String> {
     )?;
     let directory = match (args.url, args.directory, args.public_key) {
         (Some(url), _, _) => {
-            directory::check_ws_url(&url).map_err(|()| {
-                format!("--url / DSHS_RELAY_URL {url:?}: not a ws:// or wss:// URL with a host")
-            })?;
+            if !directory::is_ws_url(&url) {
+                return Err(format!(
+                    "--url / DSHS_RELAY_URL {url:?}: not a ws:// or wss:// URL with a host"
+                ));
+            }
             DirectoryConfig::Pinned(RelayUrl::new(url))
         }
         (None, Some(path), Some(key)) => {
@@ -295,8 +297,11 @@ fn sign_directory(args: SignArgs) -> Result<(), String> {
     let what = format!("--secret-key {}", args.secret_key.display());
     let key = directory::parse_secret_key(&what, &secret).map_err(|e| e.to_string())?;
     for url in &args.relays {
-        directory::check_ws_url(url)
-            .map_err(|()| format!("--relay {url:?}: not a ws:// or wss:// URL with a host"))?;
+        if !directory::is_ws_url(url) {
+            return Err(format!(
+                "--relay {url:?}: not a ws:// or wss:// URL with a host"
+            ));
+        }
     }
     if !(directory::MIN_REFRESH_SECONDS..=directory::MAX_REFRESH_SECONDS)
         .contains(&args.refresh_after_seconds)

@@ -159,10 +159,12 @@ fn validate(path: &str, payload: DirectoryPayload) -> Result<Directory, Director
     }
     let mut relays = Vec::with_capacity(payload.relays.len());
     for url in &payload.relays {
-        check_ws_url(url).map_err(|()| DirectoryError::NotWebSocketUrl {
-            path: path.clone(),
-            url: url.clone(),
-        })?;
+        if !is_ws_url(url) {
+            return Err(DirectoryError::NotWebSocketUrl {
+                path: path.clone(),
+                url: url.clone(),
+            });
+        }
         relays.push(RelayUrl::new(url));
     }
     let seconds = payload.refresh_after_seconds;
@@ -179,15 +181,12 @@ fn validate(path: &str, payload: DirectoryPayload) -> Result<Directory, Director
 }
 
 /// A relay URL must be `ws://` or `wss://` with a host.
-pub fn check_ws_url(url: &str) -> Result<(), ()> {
-    let uri: Uri = url.parse().map_err(|_| ())?;
-    let scheme_ok = matches!(uri.scheme_str(), Some("ws") | Some("wss"));
-    let host_ok = uri.host().is_some_and(|h| !h.is_empty());
-    if scheme_ok && host_ok {
-        Ok(())
-    } else {
-        Err(())
-    }
+pub fn is_ws_url(url: &str) -> bool {
+    let Ok(uri) = url.parse::<Uri>() else {
+        return false;
+    };
+    matches!(uri.scheme_str(), Some("ws") | Some("wss"))
+        && uri.host().is_some_and(|h| !h.is_empty())
 }
 
 /// Reads and verifies the file at `path`.

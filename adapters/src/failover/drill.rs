@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchyard_core::failover::{RelayUrl, Thresholds, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX};
+use switchyard_core::MonoMs;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
@@ -351,19 +352,26 @@ impl Stage {
         lines
     }
 
-    /// Waits for the next `[relay-switch]` line, up to `limit`; returns it and how long it took.
-    async fn wait_switch(&mut self, limit: Duration) -> Option<(String, u64)> {
+    /// Waits for the next `[relay-switch]` line, up to `limit`; returns it, how long it took,
+    /// and when (on the client's clock) it was decided.
+    async fn wait_switch_at(&mut self, limit: Duration) -> Option<(String, u64, MonoMs)> {
         let started = Instant::now();
         while started.elapsed() < limit {
             for line in self.collect() {
                 if line.line.starts_with(SWITCH_PREFIX) {
                     let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                    return Some((line.line, took));
+                    return Some((line.line, took, line.at));
                 }
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         None
+    }
+
+    async fn wait_switch(&mut self, limit: Duration) -> Option<(String, u64)> {
+        self.wait_switch_at(limit)
+            .await
+            .map(|(line, took, _)| (line, took))
     }
 
     async fn stop_a(&mut self) {
@@ -590,27 +598,28 @@ async fn script(
             }
             stage.restore_a().await?;
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let killed_at = Instant::now();
             stage.stop_b().await;
-            let cooldown_left_ms = stage
+            // When the first of A's URLs stops cooling, on the client's clock.
+            let cooled_at = stage
                 .client
                 .stats()
                 .cooldown
                 .iter()
                 .filter(|c| c.url != stage.urls[2])
-                .map(|c| c.left_ms)
+                .map(|c| c.until)
                 .min()
-                .unwrap_or(0);
+                .unwrap_or(MonoMs::ZERO);
+            let cooldown_left_ms = cooled_at.since_ms(stage.client.now());
             let limit = if scene == Scene::S4 {
                 stage.deadline() * 3
             } else {
                 Duration::from_millis(cooldown_left_ms) + stage.deadline() * 3
             };
-            let switched = stage.wait_switch(limit).await;
+            let switched = stage.wait_switch_at(limit).await;
             let on_a = stage
                 .current()
                 .is_some_and(|u| u == stage.urls[0] || u == stage.urls[1]);
-            let Some((line, took_ms)) = switched else {
+            let Some((line, took_ms, switched_at)) = switched else {
                 stage.step(
                     &id("B"),
                     Verdict::Fail,
@@ -646,11 +655,10 @@ async fn script(
                     verdict(skipped),
                     "the no-candidate skip line while A cooled (exemption off)",
                 );
-                let waited = u64::try_from(killed_at.elapsed().as_millis()).unwrap_or(u64::MAX);
                 stage.step(
                     &id("C"),
-                    verdict(on_a && !marked && waited + 50 >= cooldown_left_ms),
-                    format!("no switch until the cooldown ended ({cooldown_left_ms} ms left at the kill; switched after {took_ms} ms), no exemption marker={}", !marked),
+                    verdict(on_a && !marked && switched_at >= cooled_at),
+                    format!("no switch until the cooldown ended (A cooled until {cooled_at}, {cooldown_left_ms} ms after the kill; switched at {switched_at}, {took_ms} ms after the kill), no exemption marker={}", !marked),
                 );
             }
             stage.step(&id("line"), Verdict::Pass, line);

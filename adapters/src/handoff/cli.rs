@@ -1,17 +1,390 @@
-//! The handoff subcommands of `switchyard`.
+//! The handoff subcommands of `switchyard`: `cell`, `director`, `desktop`, `mobile`,
+//! `desktop-token`. All take flags or env; all start on an SQLite file with no set-up
+//! (`--db postgres://…` for production).
 
+use std::io::Write;
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
+use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
+use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::policy::PolicyConfig;
+use switchyard_core::handoff::store::StoreConfig;
+use tokio::sync::watch;
+use tracing::{error, info};
+
+use super::auth::Secret;
+use super::cell::{start_cell, CellConfig};
+use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
+use super::clock::Clock;
+use super::director::{Director, DirectorConfig};
+use super::store::{SqlStore, StoreOptions};
+
+const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
 
 #[derive(Subcommand, Debug)]
 pub enum HandoffCommand {
-    /// Run a relay cell.
-    Cell,
+    /// Run a relay cell (client and desktop WebSockets, internal handoff endpoint).
+    Cell(CellArgs),
+    /// Run the idle-handoff director (read-only selection, signed requests).
+    Director(DirectorArgs),
+    /// Run a small desktop host (control socket; applies relayed mutations).
+    Desktop(DesktopArgs),
+    /// Run a small mobile client (sends mutations; prints a JSON report).
+    Mobile(MobileArgs),
+    /// Print the control-socket token of a desktop host.
+    DesktopToken(TokenArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DbArgs {
+    /// Assignment store: `sqlite://FILE` (embedded default) or `postgres://…` (production;
+    /// several cells and directors share one).
+    #[arg(long, env = "SWITCHYARD_DB", default_value = DEFAULT_DB)]
+    db: String,
+    /// Client-side bound of one store transaction (also the server statement timeout).
+    #[arg(long, env = "SWITCHYARD_DB_TXN_TIMEOUT_MS", default_value_t = 3_000)]
+    db_txn_timeout_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct CellArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    #[arg(long, env = "SWITCHYARD_CELL_ID")]
+    cell_id: u32,
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:7400")]
+    listen: SocketAddr,
+    /// What clients and desktops dial (default http://<listen address>).
+    #[arg(long, env = "SWITCHYARD_PUBLIC_URL")]
+    public_url: Option<String>,
+    #[arg(long, env = "SWITCHYARD_CAPACITY", default_value_t = 1_000)]
+    capacity: u32,
+    /// HO-C1: do not advertise (or take part in) idle handoff.
+    #[arg(long)]
+    no_handoff_capability: bool,
+    /// Shared secret of the internal endpoint (>= 16 bytes).
+    #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
+    secret: String,
+    /// Secret desktop tokens derive from (>= 16 bytes).
+    #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
+    desktop_secret: String,
+    #[arg(long, default_value_t = 5_000)]
+    request_timeout_ms: u64,
+    #[arg(long, default_value_t = 4_000)]
+    reconcile_timeout_ms: u64,
+    #[arg(long, default_value_t = 5_000)]
+    quarantine_retry_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct DirectorArgs {
+    #[command(flatten)]
+    db: DbArgs,
+    #[arg(long, env = "SWITCHYARD_DIRECTOR_ID", default_value = "director")]
+    id: String,
+    #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
+    secret: String,
+    #[arg(long, default_value_t = 10_000)]
+    interval_ms: u64,
+    /// HO-3: cohort percentage (0..=100), carried in every request.
+    #[arg(long, default_value_t = 100)]
+    cohort_percent: u8,
+    /// HO-A5: stop new attempts (in-flight ones still reconcile at the cells).
+    #[arg(long)]
+    disabled: bool,
+    #[arg(long, default_value_t = 600_000)]
+    freshness_window_ms: u64,
+    #[arg(long, default_value_t = 3_600_000)]
+    host_cooldown_ms: u64,
+    #[arg(long, default_value_t = 100)]
+    page_size: u32,
+    #[arg(long, default_value_t = 10)]
+    max_pages: u32,
+    #[arg(long, default_value_t = 50)]
+    max_dispatch: u32,
+    #[arg(long, default_value_t = 5)]
+    max_failures: u32,
+    #[arg(long, default_value_t = 8_000)]
+    request_timeout_ms: u64,
+    #[arg(long, default_value_t = 2)]
+    retries: usize,
+    /// Run one pass, print its JSON report, exit.
+    #[arg(long)]
+    once: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DesktopArgs {
+    /// Any cell's URL (repeatable): used to resolve where the host is assigned.
+    #[arg(
+        long = "resolver",
+        env = "SWITCHYARD_RESOLVERS",
+        value_delimiter = ',',
+        required = true
+    )]
+    resolvers: Vec<String>,
+    #[arg(long)]
+    host: u64,
+    /// The control token; or give `--desktop-secret` to derive it.
+    #[arg(long, env = "SWITCHYARD_DESKTOP_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
+    desktop_secret: Option<String>,
+    /// HO-C1: an old desktop without the idle-handoff capability.
+    #[arg(long)]
+    no_capability: bool,
+    /// HO-3: report `TARGET:CURRENT_RTT_MS:TARGET_RTT_MS` after registering.
+    #[arg(long)]
+    measure: Option<String>,
+    /// Stop after this long (default: until Ctrl-C); then print the JSON state.
+    #[arg(long)]
+    for_ms: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct MobileArgs {
+    #[arg(
+        long = "resolver",
+        env = "SWITCHYARD_RESOLVERS",
+        value_delimiter = ',',
+        required = true
+    )]
+    resolvers: Vec<String>,
+    #[arg(long)]
+    host: u64,
+    #[arg(long, default_value_t = 3)]
+    mutations: u32,
+    /// Mutation ids are `<prefix>-<n>` (make it unique per client).
+    #[arg(long, default_value = "m")]
+    prefix: String,
+    /// Stay attached this long after the last ack.
+    #[arg(long, default_value_t = 0)]
+    hold_ms: u64,
+    /// Behave like an old mobile: retry the same address (paced) before re-resolving.
+    #[arg(long)]
+    old_client: bool,
+    #[arg(long, default_value_t = 60)]
+    max_attempts: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct TokenArgs {
+    #[arg(long)]
+    host: u64,
+    #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
+    desktop_secret: String,
+}
+
+/// The settings a fresh store starts with (an existing row is never overwritten).
+#[must_use]
+pub fn default_store_config() -> StoreConfig {
+    StoreConfig {
+        enabled: true,
+        policy: PolicyConfig {
+            freshness_window_ms: 600_000,
+            host_cooldown_ms: 3_600_000,
+        },
+        max_in_flight_migrations: 16,
+        rate_window_ms: 60_000,
+        max_commits_per_window: 30,
+        registration_timeout_ms: 120_000,
+    }
+}
+
+async fn open_store(db: &DbArgs) -> Result<SqlStore, String> {
+    let opts = StoreOptions {
+        txn_timeout: Duration::from_millis(db.db_txn_timeout_ms),
+        ..StoreOptions::default()
+    };
+    let store = SqlStore::connect(&db.db, opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    store
+        .put_settings(&default_store_config(), false)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(store)
+}
+
+fn secret(value: &str, what: &str) -> Result<Secret, String> {
+    Secret::new(value.as_bytes(), what)
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    if let Ok(text) = serde_json::to_string(v) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}");
+    }
+}
+
+async fn ctrl_c_or(duration: Option<Duration>) {
+    match duration {
+        Some(d) => {
+            tokio::select! {
+                _ = tokio::time::sleep(d) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 pub async fn run(command: HandoffCommand) -> ExitCode {
-    match command {
-        HandoffCommand::Cell => ExitCode::from(2),
+    let result = match command {
+        HandoffCommand::Cell(a) => run_cell(a).await,
+        HandoffCommand::Director(a) => run_director(a).await,
+        HandoffCommand::Desktop(a) => run_desktop(a).await,
+        HandoffCommand::Mobile(a) => run_mobile_cmd(a).await,
+        HandoffCommand::DesktopToken(a) => secret(&a.desktop_secret, "--desktop-secret").map(|s| {
+            print_json(&s.desktop_token(a.host));
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run_cell(a: CellArgs) -> Result<(), String> {
+    let internal = secret(&a.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
+    let desktop = secret(
+        &a.desktop_secret,
+        "--desktop-secret / SWITCHYARD_DESKTOP_SECRET",
+    )?;
+    let store = open_store(&a.db).await?;
+    let mut cfg = CellConfig::new(CellId(a.cell_id), a.listen, internal, desktop);
+    cfg.public_url = a.public_url;
+    cfg.capacity = a.capacity;
+    cfg.handoff_capable = !a.no_handoff_capability;
+    cfg.request_timeout = Duration::from_millis(a.request_timeout_ms);
+    cfg.reconcile_timeout = Duration::from_millis(a.reconcile_timeout_ms);
+    cfg.quarantine_retry = Duration::from_millis(a.quarantine_retry_ms);
+    let cell = start_cell(cfg, store, Clock::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; Ctrl-C stops it");
+    ctrl_c_or(None).await;
+    cell.kill();
+    Ok(())
+}
+
+async fn run_director(a: DirectorArgs) -> Result<(), String> {
+    let secret = secret(&a.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
+    let store = open_store(&a.db).await?;
+    let limits = ScanLimits {
+        page_size: a.page_size,
+        max_pages: a.max_pages,
+        max_dispatch: a.max_dispatch,
+    };
+    limits.validate().map_err(|e| {
+        format!("invalid scan limits ({e:?}): --page-size/--max-pages/--max-dispatch")
+    })?;
+    if a.cohort_percent > 100 {
+        return Err("--cohort-percent must be 0..=100".into());
+    }
+    let cfg = DirectorConfig {
+        id: a.id,
+        policy: DirectorPolicy {
+            enabled: !a.disabled,
+            cohort_percent: a.cohort_percent,
+            policy: PolicyConfig {
+                freshness_window_ms: a.freshness_window_ms,
+                host_cooldown_ms: a.host_cooldown_ms,
+            },
+        },
+        limits,
+        max_failures: a.max_failures,
+        request_timeout: Duration::from_millis(a.request_timeout_ms),
+        retries: a.retries,
+        secret,
+        interval: Duration::from_millis(a.interval_ms.max(100)),
+    };
+    let director = Director::new(cfg, store, Clock::default());
+    if a.once {
+        let report = director.pass().await.map_err(|e| e.to_string())?;
+        print_json(&report);
+        return Ok(());
+    }
+    let (stop, stop_rx) = watch::channel(false);
+    let task = tokio::spawn(director.run(stop_rx));
+    ctrl_c_or(None).await;
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    Ok(())
+}
+
+fn parse_measure(m: &str) -> Result<(u32, u32, u32), String> {
+    let parts: Vec<&str> = m.split(':').collect();
+    let bad = || format!("--measure {m:?}: expected TARGET:CURRENT_RTT_MS:TARGET_RTT_MS");
+    match parts.as_slice() {
+        [t, c, g] => Ok((
+            t.parse().map_err(|_| bad())?,
+            c.parse().map_err(|_| bad())?,
+            g.parse().map_err(|_| bad())?,
+        )),
+        _ => Err(bad()),
+    }
+}
+
+async fn run_desktop(a: DesktopArgs) -> Result<(), String> {
+    let token = match (a.token, a.desktop_secret) {
+        (Some(t), _) => t,
+        (None, Some(s)) => secret(&s, "--desktop-secret")?.desktop_token(a.host),
+        (None, None) => return Err("give --token or --desktop-secret".into()),
+    };
+    let measure = a.measure.as_deref().map(parse_measure).transpose()?;
+    let handle = spawn_desktop(DesktopConfig {
+        resolvers: a.resolvers,
+        host: a.host,
+        token,
+        capable: !a.no_capability,
+        measure,
+        pace_min: Duration::from_millis(100),
+        pace_max: Duration::from_secs(5),
+        ping_every: Duration::from_secs(15),
+    });
+    ctrl_c_or(a.for_ms.map(Duration::from_millis)).await;
+    let state = handle.state();
+    handle.stop().await;
+    print_json(&state);
+    Ok(())
+}
+
+async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
+    let mutations = (0..a.mutations)
+        .map(|n| format!("{}-{n}", a.prefix))
+        .collect();
+    let mut cfg = MobileConfig::new(a.resolvers, a.host, mutations);
+    cfg.hold = Duration::from_millis(a.hold_ms);
+    cfg.old_client = a.old_client;
+    cfg.max_attempts = a.max_attempts;
+    let (_stop, stop_rx) = watch::channel(false);
+    let report = run_mobile(cfg, stop_rx).await;
+    let done = report.done;
+    print_json(&report);
+    if done {
+        Ok(())
+    } else {
+        Err("mobile did not finish its mutations".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_measure;
+
+    #[test]
+    fn measure_flag_is_validated() {
+        assert_eq!(parse_measure("2:120:60"), Ok((2, 120, 60)));
+        assert!(parse_measure("2:120").is_err());
+        assert!(parse_measure("x:1:2").is_err());
     }
 }

@@ -1,3 +1,21 @@
-//! Idle handoff over real sockets and a real database.
+//! Idle handoff over real sockets and a real database (see `docs/HANDOFF.md`).
+//!
+//! - [`store`]: the SQL assignment store (PostgreSQL, embedded SQLite).
+//! - [`cell`]: the relay cell (client and desktop WebSockets, internal endpoint).
+//! - [`director`]: periodic read-only selection and dispatch.
+//! - [`client`]: small desktop and mobile clients (tests and demos).
+//! - [`cli`]: the `cell`, `director`, `desktop` and `mobile` subcommands.
+//!
+//! The adapters decide nothing: admission, attempt outcomes, eligibility and op ids are
+//! `switchyard_core::handoff`'s; these modules run its actions and feed results back.
 
+pub mod auth;
+pub mod cell;
 pub mod cli;
+pub mod client;
+pub mod clock;
+pub mod director;
+pub mod hooks;
+pub mod http;
+pub mod proto;
+pub mod store;

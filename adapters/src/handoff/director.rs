@@ -1,0 +1,250 @@
+//! The director: a periodic, read-only selection pass with the core's policy and rotating
+//! page offset (HO-S1, HO-S2), then signed requests to the source cells. It decides nothing
+//! itself: eligibility is `director::evaluate` (inside `SelectionPass`), the op id is the
+//! request's UUIDv5, and `DispatchBudget` classifies answers (busy is a deferral, never a
+//! failure). A lost response is retried with the very same request (same op id).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use hyper::Method;
+use serde::{Deserialize, Serialize};
+use switchyard_core::handoff::attempt::HandoffReply;
+use switchyard_core::handoff::director::{
+    DirectorPolicy, DispatchBudget, DispatchClass, DispatchOutcome, PageCursor, ScanLimits,
+    SelectionPass,
+};
+use switchyard_core::handoff::ids::{CellId, OpId};
+use switchyard_core::handoff::policy::HandoffRequest;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::auth::{Secret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use super::clock::Clock;
+use super::http::{self, HttpError};
+use super::proto::{HandoffAnswer, HANDOFF_PATH};
+use super::store::{SqlStore, StoreFailure};
+
+#[derive(Debug, Clone)]
+pub struct DirectorConfig {
+    /// Names this director's persisted page cursor.
+    pub id: String,
+    pub policy: DirectorPolicy,
+    pub limits: ScanLimits,
+    /// Transport failures one pass may spend before it stops dispatching.
+    pub max_failures: u32,
+    /// Bound of one request (the cell waits up to its `result_wait` for the durable result).
+    pub request_timeout: Duration,
+    /// Re-sends of the same request after a lost response.
+    pub retries: usize,
+    pub secret: Secret,
+    pub interval: Duration,
+}
+
+/// What one pass did.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassReport {
+    pub examined: u32,
+    pub dispatched: u32,
+    pub deferred: u32,
+    pub finished: u32,
+    pub committed: u32,
+    pub skipped: u32,
+    pub failed: u32,
+    pub ineligible: BTreeMap<String, u32>,
+    pub expired_migrations: u32,
+    pub budget_exhausted: bool,
+    pub sent: Vec<OpId>,
+    pub answers: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Director {
+    cfg: DirectorConfig,
+    store: SqlStore,
+    clock: Clock,
+}
+
+/// Send one signed request; transport failures (lost responses) are retried with the same
+/// body, so the same op id, at most `retries` times.
+pub async fn send_request(
+    base: &str,
+    secret: &Secret,
+    req: &HandoffRequest,
+    timeout: Duration,
+    retries: usize,
+    clock: &Clock,
+) -> DispatchOutcome {
+    let Ok(body) = serde_json::to_vec(req) else {
+        return DispatchOutcome::TransportFailed;
+    };
+    let once = || async {
+        let ts = clock.now().0;
+        let headers = [
+            (TIMESTAMP_HEADER, ts.to_string()),
+            (SIGNATURE_HEADER, secret.sign(ts, &body)),
+        ];
+        let resp = http::request(
+            Method::POST,
+            base,
+            HANDOFF_PATH,
+            &headers,
+            body.clone(),
+            timeout,
+        )
+        .await?;
+        if !resp.status.is_success() {
+            return Err(HttpError::Transport {
+                url: base.to_owned(),
+                detail: format!("HTTP {}", resp.status),
+            });
+        }
+        serde_json::from_slice::<HandoffAnswer>(&resp.body).map_err(|e| HttpError::Transport {
+            url: base.to_owned(),
+            detail: format!("malformed answer: {e}"),
+        })
+    };
+    let policy = ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(1))
+        .with_max_times(retries)
+        .with_jitter();
+    match once
+        .retry(policy)
+        .sleep(tokio::time::sleep)
+        .notify(|e, d| debug!(error = %e, retry_in = ?d, "handoff request retried (same op id)"))
+        .await
+    {
+        Ok(answer) => DispatchOutcome::Answered(answer.reply),
+        Err(e) => {
+            warn!(op = %req.op_id, error = %e, "handoff request failed");
+            DispatchOutcome::TransportFailed
+        }
+    }
+}
+
+impl Director {
+    #[must_use]
+    pub fn new(cfg: DirectorConfig, store: SqlStore, clock: Clock) -> Director {
+        Director { cfg, store, clock }
+    }
+
+    /// One pass: HO-A6 recovery of expired migrations, then the read-only selection over
+    /// pages from the persisted cursor, dispatching each eligible request.
+    pub async fn pass(&self) -> Result<PassReport, StoreFailure> {
+        let mut report = PassReport::default();
+        let now = self.clock.now();
+        let expired = self.store.expire_migrations(now).await?;
+        report.expired_migrations = u32::try_from(expired.len()).unwrap_or(u32::MAX);
+        let total = self.store.count_hosts().await?;
+        let cursor = PageCursor {
+            offset: self.store.load_cursor(&self.cfg.id).await?,
+        };
+        let mut pass = match SelectionPass::begin(cursor, total, self.cfg.limits) {
+            Ok(p) => p,
+            Err(e) => {
+                return Err(StoreFailure::BadRow(format!("invalid scan limits: {e:?}")));
+            }
+        };
+        let mut budget = DispatchBudget::new(self.cfg.max_failures);
+        let mut urls: BTreeMap<CellId, Option<String>> = BTreeMap::new();
+        while let Some(q) = pass.next_query() {
+            let rows = self.store.candidate_page(q.offset, q.limit).await?;
+            let decisions = pass.take_page(self.clock.now(), &self.cfg.policy, &rows);
+            for d in decisions {
+                report.examined += 1;
+                let req = match d.verdict {
+                    Ok(req) => req,
+                    Err(why) => {
+                        *report.ineligible.entry(format!("{why:?}")).or_default() += 1;
+                        continue;
+                    }
+                };
+                if budget.exhausted() {
+                    report.budget_exhausted = true;
+                    continue;
+                }
+                let cell = req.source.cell;
+                let url = match urls.get(&cell) {
+                    Some(u) => u.clone(),
+                    None => {
+                        let u = self
+                            .store
+                            .cell_info(cell)
+                            .await?
+                            .map(|c| c.internal_url)
+                            .filter(|u| !u.is_empty());
+                        urls.insert(cell, u.clone());
+                        u
+                    }
+                };
+                let outcome = match url {
+                    Some(url) => {
+                        report.dispatched += 1;
+                        report.sent.push(req.op_id);
+                        send_request(
+                            &url,
+                            &self.cfg.secret,
+                            &req,
+                            self.cfg.request_timeout,
+                            self.cfg.retries,
+                            &self.clock,
+                        )
+                        .await
+                    }
+                    None => DispatchOutcome::TransportFailed,
+                };
+                if let DispatchOutcome::Answered(reply) = &outcome {
+                    report.answers.push(answer_word(reply));
+                    if let HandoffReply::Result(r) = reply {
+                        if r.outcome.is_committed() {
+                            report.committed += 1;
+                        }
+                    }
+                }
+                match budget.record(&outcome) {
+                    DispatchClass::Deferred => report.deferred += 1,
+                    DispatchClass::Finished => report.finished += 1,
+                    DispatchClass::Skipped => report.skipped += 1,
+                    DispatchClass::Failed => report.failed += 1,
+                }
+            }
+        }
+        self.store
+            .save_cursor(&self.cfg.id, pass.finish().offset)
+            .await?;
+        Ok(report)
+    }
+
+    /// Run passes every `interval` until `stop` is set.
+    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.cfg.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                stopped = async { stop.wait_for(|s| *s).await.is_ok() } => {
+                    if stopped { return; }
+                    std::future::pending::<()>().await;
+                }
+            }
+            match self.pass().await {
+                Ok(r) => info!(
+                    examined = r.examined,
+                    dispatched = r.dispatched,
+                    deferred = r.deferred,
+                    committed = r.committed,
+                    failed = r.failed,
+                    expired = r.expired_migrations,
+                    "director pass"
+                ),
+                Err(e) => warn!(error = %e, "director pass failed (store)"),
+            }
+        }
+    }
+}
+
+fn answer_word(reply: &HandoffReply) -> String {
+    HandoffAnswer::of(*reply).status
+}

@@ -1,0 +1,629 @@
+//! Seed tests 4, 5 and 7 (`ho_t4_*`, `ho_t5_*`, `ho_t7_*`) and the internal endpoint's
+//! authentication, over real sockets, each on the SQLite and the PostgreSQL store. Every
+//! injected fault is counted in the rig's ledger (printed per test).
+
+mod handoff_rig;
+
+use std::time::Duration;
+
+use handoff_rig::*;
+use switchyard_core::handoff::admission::{ClosedReason, GateState};
+use switchyard_core::handoff::attempt::{HandoffReply, Phase};
+use switchyard_core::handoff::ids::{AuthorityField, HostId};
+use switchyard_core::handoff::store::{AbortReason, AttemptOutcome, Registration, TxnOutcome};
+
+fn outcome(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> Option<TxnOutcome> {
+    match a.reply {
+        HandoffReply::Result(r) => Some(r.outcome),
+        _ => None,
+    }
+}
+
+fn committed(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> bool {
+    outcome(a).is_some_and(|o| o.is_committed())
+}
+
+async fn setup(
+    backend: Backend,
+    tag: &str,
+) -> (Rig, switchyard_adapters::handoff::client::DesktopHandle) {
+    let mut rig = Rig::new(backend, tag).await;
+    rig.start(SRC).await;
+    rig.start(TGT).await;
+    let desk = rig.desktop_at(7, SRC).await;
+    (rig, desk)
+}
+
+async fn attempts_for(rig: &Rig, op: switchyard_core::handoff::ids::OpId) -> usize {
+    rig.store
+        .rows()
+        .await
+        .expect("rows")
+        .attempts
+        .keys()
+        .filter(|k| **k == op)
+        .count()
+}
+
+// ---- 4 ----------------------------------------------------------------------------------------
+
+async fn t4_lost_db_response_reconciles_to_the_commit(backend: Backend, tag: &str) {
+    let (rig, mut desk) = setup(backend, tag).await;
+    rig.store.faults().lose_next_commit_result();
+    fault_injected();
+    let req = rig.request(7, TGT).await;
+    let ans = rig.send(SRC, &req, WAIT).await.expect("answer");
+    assert!(
+        committed(&ans),
+        "the locked reconciliation established the commit: {ans:?}"
+    );
+    assert!(rig.cell(SRC).stats().reconciliations_run >= 1);
+    assert_eq!(
+        rig.cell(SRC).stats().reopened,
+        0,
+        "never reopened on a lost result"
+    );
+    desk.wait_registered(TGT.0, WAIT)
+        .await
+        .expect("desktop at target");
+    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_t4_lost_db_response_reconciles_to_the_commit,
+    t4_lost_db_response_reconciles_to_the_commit
+);
+
+async fn t4_lost_http_response_duplicates_and_director_restart(backend: Backend, tag: &str) {
+    let (rig, mut desk) = setup(backend, tag).await;
+    let held = rig.store.faults().arm_pause_after_lock();
+    let req = rig.request(7, TGT).await;
+    // The director's request times out: its response is lost (HO-A3).
+    let (lost, ()) = tokio::join!(rig.send(SRC, &req, Duration::from_millis(200)), async {
+        held.reached.await.expect("in transaction");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = held.resume.send(());
+    });
+    assert!(lost.is_err(), "the first response was lost");
+    fault_injected();
+    // A restarted director derives the same request (UUIDv5 of the exact authority).
+    let again = rig.request(7, TGT).await;
+    assert_eq!(again.op_id, req.op_id);
+    let ans = rig.send(SRC, &again, WAIT).await.expect("answer");
+    assert!(
+        committed(&ans),
+        "retry sees the same, completed operation: {ans:?}"
+    );
+    // Duplicate workers: more re-deliveries never migrate twice.
+    for _ in 0..3 {
+        assert!(committed(
+            &rig.send(SRC, &again, WAIT).await.expect("answer")
+        ));
+    }
+    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    assert_eq!(
+        rig.cell(SRC).stats().transactions_run,
+        1,
+        "one transaction only"
+    );
+    desk.wait_registered(TGT.0, WAIT)
+        .await
+        .expect("desktop at target");
+    // Even at the retired source, a duplicate answers the durable result.
+    assert!(committed(
+        &rig.send(SRC, &again, WAIT).await.expect("answer")
+    ));
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_t4_lost_http_response_duplicates_and_director_restart,
+    t4_lost_http_response_duplicates_and_director_restart
+);
+
+async fn t4_timeout_during_transaction_never_reopens_alone(backend: Backend, tag: &str) {
+    let (rig, desk) = setup(backend, tag).await;
+    let held = rig.store.faults().arm_pause_after_lock();
+    fault_injected();
+    let req = rig.request(7, TGT).await;
+    let started = tokio::time::Instant::now();
+    let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
+        held.reached.await.expect("in transaction");
+        // The transaction hangs under the lock until its own timeout (1 s) abandons it: the
+        // source stays gated the whole time.
+        for _ in 0..9 {
+            assert!(rig.gated(SRC, 7), "no timer reopens admission");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        eventually("reconciled", WAIT, || !rig.gated(SRC, 7)).await;
+        drop(held.resume);
+    });
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert!(rig.cell(SRC).stats().reconciliations_run >= 1);
+    assert_eq!(
+        outcome(&ans.expect("answer")),
+        Some(TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        }),
+        "the outcome came from the locked reconciliation's fence"
+    );
+    assert!(
+        rig.open(SRC, 7),
+        "reopened by the reconciliation, not by the timeout"
+    );
+    // The original transaction, replayed late, fails its re-check on the fence.
+    let late = rig
+        .store
+        .run_transaction(rig.clock.now(), &req)
+        .await
+        .expect("late");
+    assert_eq!(
+        late,
+        TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        }
+    );
+    assert_eq!(rig.assigned(7).await, SRC);
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_t4_timeout_during_transaction_never_reopens_alone,
+    t4_timeout_during_transaction_never_reopens_alone
+);
+
+async fn t4_db_outage_mid_transaction_quarantines_then_reconciles(backend: Backend, tag: &str) {
+    let (rig, mut desk) = setup(backend, tag).await;
+    let held = rig.store.faults().arm_pause_after_lock();
+    if backend == Backend::Sqlite {
+        // An embedded file cannot be taken away: lose the commit's result, then refuse access.
+        rig.store.faults().lose_next_commit_result();
+    }
+    let req = rig.request(7, TGT).await;
+    let send = rig.send(SRC, &req, Duration::from_millis(500));
+    let (first, ()) = tokio::join!(send, async {
+        held.reached.await.expect("in transaction");
+        match backend {
+            Backend::Postgres => {
+                // Real outage: no new connections, every backend (ours holds the lock) killed.
+                support_pg::outage_begin(&rig.url).await;
+            }
+            Backend::Sqlite => rig.store.faults().fail_next_begins(u32::MAX),
+        }
+        fault_injected();
+        let _ = held.resume.send(());
+    });
+    assert!(first.is_err() || first.is_ok_and(|a| a.status == "in_progress"));
+    eventually("quarantined", WAIT, || {
+        matches!(
+            rig.view(SRC, 7).and_then(|v| v.phase),
+            Some(Phase::Quarantined { .. })
+        )
+    })
+    .await;
+    // The outage lasts: the barrier holds through several quarantine retries.
+    let (_, arrival) = RawClient::dial(&rig.cell(SRC).url, 7).await;
+    assert_eq!(arrival, Arrival::Closed(Some(4409)));
+    for _ in 0..10 {
+        assert!(
+            rig.gated(SRC, 7),
+            "never reopened while durable access is unavailable"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        rig.cell(SRC).stats().quarantined >= 2,
+        "retried reconciliation"
+    );
+    match backend {
+        Backend::Postgres => support_pg::outage_end(&rig.url).await,
+        Backend::Sqlite => rig.store.faults().fail_next_begins(0),
+    }
+    eventually("reconciled after recovery", WAIT, || !rig.gated(SRC, 7)).await;
+    let moved = rig.assigned(7).await == TGT;
+    let view = rig.view(SRC, 7).expect("host");
+    if moved {
+        assert!(matches!(
+            view.gate,
+            GateState::Closed(ClosedReason::Committed)
+        ));
+        desk.wait_registered(TGT.0, WAIT)
+            .await
+            .expect("desktop follows the commit");
+    } else {
+        assert_eq!(view.gate, GateState::Open);
+        assert_eq!(
+            view.last_result.map(|r| r.outcome),
+            Some(TxnOutcome::RolledBack {
+                reason: AbortReason::Fenced
+            })
+        );
+    }
+    // Either way the durable record and the source agree, and one attempt row exists.
+    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    let ans = rig.send(SRC, &req, WAIT).await.expect("answer");
+    assert_eq!(
+        committed(&ans),
+        moved,
+        "the duplicate answers the durable result"
+    );
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_t4_db_outage_mid_transaction_quarantines_then_reconciles,
+    t4_db_outage_mid_transaction_quarantines_then_reconciles
+);
+
+async fn t4_commit_wins_race_with_replacement_control(backend: Backend, tag: &str) {
+    let (rig, first) = setup(backend, tag).await;
+    let held = rig.store.faults().arm_pause_after_lock();
+    let req = rig.request(7, TGT).await;
+    let (ans, mut second) = tokio::join!(rig.send(SRC, &req, WAIT), async {
+        held.reached.await.expect("in transaction");
+        // A replacement control arrives while the transaction holds the host lock: refused
+        // (retryable) at the gated source; it retries and ends at the target.
+        let second = rig.desktop(7);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let _ = held.resume.send(());
+        second
+    });
+    assert!(committed(&ans.expect("answer")));
+    second
+        .wait_registered(TGT.0, WAIT)
+        .await
+        .expect("replacement lands at the target");
+    assert!(matches!(
+        rig.view(SRC, 7).expect("host").gate,
+        GateState::Closed(ClosedReason::Committed)
+    ));
+    // The old ownership is refused by the store.
+    let refused = rig
+        .store
+        .register_control(
+            rig.clock.now(),
+            HostId(7),
+            SRC,
+            rig.cell(SRC).incarnation,
+            true,
+        )
+        .await
+        .expect("store");
+    assert!(refused.is_err());
+    first.stop().await;
+    second.stop().await;
+}
+both_stores!(
+    ho_t4_commit_wins_race_with_replacement_control,
+    t4_commit_wins_race_with_replacement_control
+);
+
+async fn t4_replacement_wins_and_the_old_transaction_fails_its_recheck(
+    backend: Backend,
+    tag: &str,
+) {
+    let (rig, mut desk) = setup(backend, tag).await;
+    let before = rig.view(SRC, 7).expect("host").authority;
+    let held = rig.store.faults().before_begin.arm();
+    let req = rig.request(7, TGT).await;
+    let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
+        held.reached
+            .await
+            .expect("barrier up, transaction not begun");
+        // The replacement control registers first (under the host lock in the store).
+        let newer = rig
+            .store
+            .register_control(rig.clock.now(), HostId(7), SRC, before.incarnation, true)
+            .await
+            .expect("store")
+            .expect("replacement registered");
+        assert!(newer.generation > before.generation);
+        let _ = held.resume.send(());
+    });
+    assert!(matches!(
+        outcome(&ans.expect("answer")),
+        Some(TxnOutcome::AuthorityChanged { .. })
+    ));
+    assert_eq!(rig.assigned(7).await, SRC, "no move");
+    assert!(rig
+        .store
+        .rows()
+        .await
+        .expect("rows")
+        .reservations
+        .is_empty());
+    assert_eq!(
+        rig.cell(SRC).stats().reopened,
+        0,
+        "a stale source is retired, not reopened"
+    );
+    // The desktop follows the DRAINING path and registers again at the source.
+    eventually("desktop drained", WAIT, || {
+        !desk.state().drainings.is_empty()
+    })
+    .await;
+    desk.wait_registered(SRC.0, WAIT)
+        .await
+        .expect("re-registered");
+    eventually("fresh source machine", WAIT, || rig.open(SRC, 7)).await;
+    desk.stop().await;
+}
+both_stores!(
+    ho_t4_replacement_wins_and_the_old_transaction_fails_its_recheck,
+    t4_replacement_wins_and_the_old_transaction_fails_its_recheck
+);
+
+async fn t4_source_restart_and_stale_authority(backend: Backend, tag: &str) {
+    let (mut rig, mut desk) = setup(backend, tag).await;
+    let held = rig.store.faults().before_begin.arm();
+    let req = rig.request(7, TGT).await;
+    let (_lost, ()) = tokio::join!(rig.send(SRC, &req, Duration::from_millis(300)), async {
+        held.reached.await.expect("barrier up");
+    });
+    // The source process dies with its attempt; a new process (incarnation + 1) starts.
+    fault_injected();
+    let old_inc = rig.cell(SRC).incarnation;
+    rig.kill(SRC);
+    rig.start(SRC).await;
+    assert!(rig.cell(SRC).incarnation > old_inc);
+    desk.wait_registered(SRC.0, WAIT)
+        .await
+        .expect("desktop re-registers at the new process");
+    // The old process's transaction runs late: it fails the incarnation/generation re-check.
+    let _ = held.resume.send(());
+    let late = rig
+        .store
+        .run_transaction(rig.clock.now(), &req)
+        .await
+        .expect("late");
+    assert!(
+        matches!(late, TxnOutcome::AuthorityChanged { .. }),
+        "{late:?}"
+    );
+    assert_eq!(rig.assigned(7).await, SRC);
+    // The stale request is superseded at the new process; a fresh one commits.
+    let ans = rig.send(SRC, &req, WAIT).await.expect("answer");
+    assert!(
+        matches!(
+            ans.reply,
+            HandoffReply::Superseded {
+                field: AuthorityField::Incarnation | AuthorityField::Generation,
+                ..
+            }
+        ),
+        "{ans:?}"
+    );
+    let fresh = rig.request(7, TGT).await;
+    assert_ne!(fresh.op_id, req.op_id);
+    assert!(committed(
+        &rig.send(SRC, &fresh, WAIT).await.expect("answer")
+    ));
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_t4_source_restart_and_stale_authority,
+    t4_source_restart_and_stale_authority
+);
+
+// ---- 5 ----------------------------------------------------------------------------------------
+
+async fn t5_target_failure_before_and_after_registration(backend: Backend, tag: &str) {
+    let (mut rig, mut desk) = setup(backend, tag).await;
+    // The target dies before the desktop can register there.
+    rig.kill(TGT);
+    fault_injected();
+    let req = rig.request(7, TGT).await;
+    assert!(committed(&rig.send(SRC, &req, WAIT).await.expect("answer")));
+    // The source released its empty control even though nothing could register.
+    eventually("source control released", WAIT, || {
+        rig.view(SRC, 7).is_some_and(|v| !v.control_connected)
+    })
+    .await;
+    let mut released = false;
+    for _ in 0..100 {
+        if rig
+            .store
+            .activity(HostId(7))
+            .await
+            .expect("activity")
+            .is_none()
+        {
+            released = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(released, "the source's activity was released");
+    // Ordinary bounded recovery: the reservation expires; the source is not kept.
+    rig.clock.advance(31_000);
+    let expired = rig
+        .store
+        .expire_migrations(rig.clock.now())
+        .await
+        .expect("expire");
+    assert_eq!(expired, vec![req.op_id]);
+    let rows = rig.store.rows().await.expect("rows");
+    assert!(matches!(
+        rows.attempts[&req.op_id].outcome,
+        AttemptOutcome::Committed {
+            registration: Registration::RecoveryStarted,
+            ..
+        }
+    ));
+    assert_eq!(rig.assigned(7).await, TGT, "assignment stays at the target");
+    let (_, arrival) = RawClient::dial(&rig.cell(SRC).url, 7).await;
+    assert_eq!(
+        arrival,
+        Arrival::Closed(Some(4409)),
+        "the source never reopens"
+    );
+    // The target comes back (new incarnation); the desktop registers; clients attach there.
+    rig.start(TGT).await;
+    desk.wait_registered(TGT.0, WAIT)
+        .await
+        .expect("registered at the restarted target");
+    let (client, arrival) = RawClient::dial(&rig.cell(TGT).url, 7).await;
+    assert_eq!(arrival, Arrival::Attached(TGT.0));
+    let mut client = client.expect("client");
+    client
+        .mutate("at-target")
+        .await
+        .expect("relayed at the target");
+    // The target fails again after clients attached: they lose it, the source stays retired.
+    fault_injected();
+    rig.kill(TGT);
+    assert!(client.mutate("after-failure").await.is_err());
+    assert!(!rig.open(SRC, 7));
+    assert_eq!(rig.assigned(7).await, TGT);
+    fault_survived();
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_t5_target_failure_before_and_after_registration,
+    t5_target_failure_before_and_after_registration
+);
+
+// ---- 7 ----------------------------------------------------------------------------------------
+
+async fn t7_emergency_drain_before_the_transaction_fences_it(backend: Backend, tag: &str) {
+    let (rig, desk) = setup(backend, tag).await;
+    let (client, _) = RawClient::dial(&rig.cell(SRC).url, 7).await;
+    let client = client.expect("client");
+    // Busy first (the client), so drain a host with an attempt: let the client leave.
+    client.leave().await;
+    eventually("idle", WAIT, || {
+        rig.view(SRC, 7).is_some_and(|v| v.counters.is_zero())
+    })
+    .await;
+    let held = rig.store.faults().before_begin.arm();
+    let req = rig.request(7, TGT).await;
+    let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
+        held.reached.await.expect("barrier up");
+        let d = rig.drain(SRC, 7).await;
+        assert!(d.applied);
+        // The fence joins the host-lock serialisation before the transaction.
+        eventually("fence written", WAIT, || {
+            rig.cell(SRC).stats().fences_written == 1
+        })
+        .await;
+        let _ = held.resume.send(());
+    });
+    assert!(matches!(
+        outcome(&ans.expect("answer")),
+        Some(TxnOutcome::AuthorityChanged { .. })
+    ));
+    assert_eq!(rig.assigned(7).await, SRC);
+    let view = rig.view(SRC, 7).expect("host");
+    assert!(
+        matches!(view.gate, GateState::Closed(ClosedReason::Drained)),
+        "{view:?}"
+    );
+    assert_eq!(
+        rig.cell(SRC).stats().reopened,
+        0,
+        "a drained source never reopens"
+    );
+    let (_, arrival) = RawClient::dial(&rig.cell(SRC).url, 7).await;
+    assert_eq!(arrival, Arrival::Closed(Some(1012)), "hard drain unchanged");
+    desk.stop().await;
+}
+both_stores!(
+    ho_t7_emergency_drain_before_the_transaction_fences_it,
+    t7_emergency_drain_before_the_transaction_fences_it
+);
+
+async fn t7_drain_during_a_committing_transaction_follows_the_commit(backend: Backend, tag: &str) {
+    let (rig, mut desk) = setup(backend, tag).await;
+    let held = rig.store.faults().arm_pause_after_lock();
+    let req = rig.request(7, TGT).await;
+    let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
+        held.reached.await.expect("in transaction");
+        assert!(rig.drain(SRC, 7).await.applied);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = held.resume.send(());
+    });
+    assert!(
+        committed(&ans.expect("answer")),
+        "the committed handoff follows its result"
+    );
+    assert!(matches!(
+        rig.view(SRC, 7).expect("host").gate,
+        GateState::Closed(_)
+    ));
+    assert_eq!(rig.cell(SRC).stats().reopened, 0);
+    desk.wait_registered(TGT.0, WAIT)
+        .await
+        .expect("desktop at target");
+    desk.stop().await;
+}
+both_stores!(
+    ho_t7_drain_during_a_committing_transaction_follows_the_commit,
+    t7_drain_during_a_committing_transaction_follows_the_commit
+);
+
+// ---- internal endpoint authentication ------------------------------------------------------------
+
+async fn internal_endpoint_refuses_unauthenticated_and_malformed(backend: Backend, tag: &str) {
+    let (rig, desk) = setup(backend, tag).await;
+    let before = rig.store.rows().await.expect("rows");
+    let req = rig.request(7, TGT).await;
+    let body = serde_json::to_vec(&req).expect("json");
+    let r = rig
+        .post(
+            SRC,
+            switchyard_adapters::handoff::proto::HANDOFF_PATH,
+            body.clone(),
+            false,
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(r.status.as_u16(), 401);
+    let r = rig
+        .post(
+            SRC,
+            switchyard_adapters::handoff::proto::DRAIN_PATH,
+            b"{\"host\":7}".to_vec(),
+            false,
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(r.status.as_u16(), 401);
+    let r = rig
+        .post(
+            SRC,
+            switchyard_adapters::handoff::proto::HANDOFF_PATH,
+            b"{not json".to_vec(),
+            true,
+            WAIT,
+        )
+        .await
+        .expect("answered");
+    assert_eq!(r.status.as_u16(), 400);
+    // A forged op id is refused by the core (nothing held).
+    let mut forged = req;
+    forged.op_id = switchyard_core::handoff::ids::OpId(uuid::Uuid::from_u128(7));
+    let ans = rig.send(SRC, &forged, WAIT).await.expect("answer");
+    assert_eq!(ans.status, "refused");
+    assert_eq!(
+        rig.store.rows().await.expect("rows"),
+        before,
+        "nothing changed"
+    );
+    assert!(rig.open(SRC, 7));
+    desk.stop().await;
+}
+both_stores!(
+    internal_endpoint_refuses_unauthenticated_and_malformed,
+    internal_endpoint_refuses_unauthenticated_and_malformed
+);

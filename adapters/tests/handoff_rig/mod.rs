@@ -1,0 +1,392 @@
+//! Shared rig of the adapters' handoff tests: a store (SQLite file or a fresh PostgreSQL
+//! database), cells on 127.0.0.1:0, desktops and mobiles over real TCP WebSockets, signed
+//! requests to the internal endpoint, and a fault ledger (injected / survived / ops lost).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use hyper::Method;
+use switchyard_adapters::handoff::auth::{Secret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellHandle, HostView};
+use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
+use switchyard_adapters::handoff::clock::Clock;
+use switchyard_adapters::handoff::http;
+use switchyard_adapters::handoff::proto::*;
+use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
+use switchyard_core::handoff::admission::GateState;
+use switchyard_core::handoff::ids::{CellId, HostId};
+use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
+use switchyard_core::handoff::store::StoreConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+#[path = "../support_pg/mod.rs"]
+pub mod support_pg;
+
+pub const SRC: CellId = CellId(1);
+pub const TGT: CellId = CellId(2);
+pub const INTERNAL_SECRET: &[u8] = b"internal-secret-for-tests-0123456789";
+pub const DESKTOP_SECRET: &[u8] = b"desktop-secret-for-tests-0123456789";
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// Faults injected and survived, ops lost, across the tests of one binary.
+pub static FAULTS_INJECTED: AtomicU64 = AtomicU64::new(0);
+pub static FAULTS_SURVIVED: AtomicU64 = AtomicU64::new(0);
+
+pub fn fault_injected() {
+    FAULTS_INJECTED.fetch_add(1, Ordering::SeqCst);
+}
+pub fn fault_survived() {
+    FAULTS_SURVIVED.fetch_add(1, Ordering::SeqCst);
+}
+pub fn ledger(test: &str, lost_ops: usize) {
+    eprintln!(
+        "[fault-ledger] {test}: injected={} survived={} ops_lost={lost_ops}",
+        FAULTS_INJECTED.load(Ordering::SeqCst),
+        FAULTS_SURVIVED.load(Ordering::SeqCst)
+    );
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub fn store_config() -> StoreConfig {
+    StoreConfig {
+        enabled: true,
+        policy: PolicyConfig {
+            freshness_window_ms: 600_000,
+            host_cooldown_ms: 3_600_000,
+        },
+        max_in_flight_migrations: 8,
+        rate_window_ms: 60_000,
+        max_commits_per_window: 50,
+        registration_timeout_ms: 30_000,
+    }
+}
+
+pub struct Rig {
+    pub backend: Backend,
+    pub url: String,
+    pub store: SqlStore,
+    pub clock: Clock,
+    pub cells: BTreeMap<u32, CellHandle>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Rig {
+    pub async fn new(backend: Backend, tag: &str) -> Rig {
+        let (url, tmp) = match backend {
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().expect("temp dir");
+                let url = format!("sqlite://{}", dir.path().join("ho.db").display());
+                (url, Some(dir))
+            }
+            Backend::Postgres => (support_pg::fresh_db(tag).await, None),
+        };
+        let opts = StoreOptions {
+            txn_timeout: Duration::from_millis(1_000),
+            acquire_timeout: Duration::from_millis(500),
+            ..StoreOptions::default()
+        };
+        let store = SqlStore::connect(&url, opts).await.expect("store");
+        store
+            .put_settings(&store_config(), true)
+            .await
+            .expect("settings");
+        Rig {
+            backend,
+            url,
+            store,
+            clock: Clock::default(),
+            cells: BTreeMap::new(),
+            _tmp: tmp,
+        }
+    }
+
+    pub fn cell_config(&self, cell: CellId, capable: bool) -> CellConfig {
+        let mut cfg = CellConfig::new(
+            cell,
+            "127.0.0.1:0".parse().expect("addr"),
+            Secret::new(INTERNAL_SECRET, "internal").expect("secret"),
+            Secret::new(DESKTOP_SECRET, "desktop").expect("secret"),
+        );
+        cfg.handoff_capable = capable;
+        cfg.request_timeout = Duration::from_millis(1_500);
+        cfg.reconcile_timeout = Duration::from_millis(1_200);
+        cfg.quarantine_retry = Duration::from_millis(300);
+        cfg.result_wait = Duration::from_millis(4_000);
+        cfg.hard_drain_deadline = Duration::from_millis(500);
+        cfg
+    }
+
+    pub async fn start(&mut self, cell: CellId) -> &CellHandle {
+        self.start_with(self.cell_config(cell, true)).await
+    }
+
+    pub async fn start_with(&mut self, cfg: CellConfig) -> &CellHandle {
+        let id = cfg.cell.0;
+        let handle = start_cell(cfg, self.store.clone(), self.clock.clone())
+            .await
+            .expect("cell starts");
+        self.cells.insert(id, handle);
+        &self.cells[&id]
+    }
+
+    pub fn cell(&self, cell: CellId) -> &CellHandle {
+        &self.cells[&cell.0]
+    }
+
+    pub fn kill(&mut self, cell: CellId) {
+        if let Some(c) = self.cells.remove(&cell.0) {
+            c.kill();
+        }
+    }
+
+    pub fn resolvers(&self) -> Vec<String> {
+        self.cells.values().map(|c| c.url.clone()).collect()
+    }
+
+    pub fn desktop_token(host: u64) -> String {
+        Secret::new(DESKTOP_SECRET, "desktop")
+            .expect("secret")
+            .desktop_token(host)
+    }
+
+    pub fn desktop(&self, host: u64) -> DesktopHandle {
+        spawn_desktop(DesktopConfig {
+            resolvers: self.resolvers(),
+            host,
+            token: Self::desktop_token(host),
+            capable: true,
+            measure: Some((TGT.0, 120, 60)),
+            pace_min: Duration::from_millis(50),
+            pace_max: Duration::from_millis(400),
+            ping_every: Duration::from_millis(200),
+        })
+    }
+
+    /// Start a desktop and wait until it is registered at `cell`.
+    pub async fn desktop_at(&self, host: u64, cell: CellId) -> DesktopHandle {
+        let mut d = self.desktop(host);
+        d.wait_registered(cell.0, WAIT).await.expect("registered");
+        d
+    }
+
+    /// The director's request for the host's current authority, to `target`.
+    pub async fn request(&self, host: u64, target: CellId) -> HandoffRequest {
+        let auth = self
+            .store
+            .authority(HostId(host))
+            .await
+            .expect("store")
+            .expect("host known");
+        HandoffRequest::new(
+            auth,
+            target,
+            100,
+            Measurement {
+                measured_at: self.clock.now(),
+                current_rtt_ms: 120,
+                target_rtt_ms: 60,
+            },
+        )
+    }
+
+    /// Send a signed request to `cell`'s internal endpoint (timeout: `within`).
+    pub async fn send(
+        &self,
+        cell: CellId,
+        req: &HandoffRequest,
+        within: Duration,
+    ) -> Result<HandoffAnswer, String> {
+        let body = serde_json::to_vec(req).expect("json");
+        let resp = self.post(cell, HANDOFF_PATH, body, true, within).await?;
+        if !resp.status.is_success() {
+            return Err(format!("HTTP {}", resp.status));
+        }
+        serde_json::from_slice(&resp.body).map_err(|e| e.to_string())
+    }
+
+    pub async fn post(
+        &self,
+        cell: CellId,
+        path: &str,
+        body: Vec<u8>,
+        signed: bool,
+        within: Duration,
+    ) -> Result<http::HttpResponse, String> {
+        let secret = Secret::new(INTERNAL_SECRET, "internal").expect("secret");
+        let ts = self.clock.now().0;
+        let headers = if signed {
+            vec![
+                (TIMESTAMP_HEADER, ts.to_string()),
+                (SIGNATURE_HEADER, secret.sign(ts, &body)),
+            ]
+        } else {
+            Vec::new()
+        };
+        http::request(
+            Method::POST,
+            &self.cell(cell).url,
+            path,
+            &headers,
+            body,
+            within,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    pub async fn drain(&self, cell: CellId, host: u64) -> DrainAnswer {
+        let body = serde_json::to_vec(&DrainRequest {
+            host,
+            reason: switchyard_core::handoff::attempt::DrainReason::Emergency,
+        })
+        .expect("json");
+        let resp = self
+            .post(cell, DRAIN_PATH, body, true, WAIT)
+            .await
+            .expect("drain answered");
+        serde_json::from_slice(&resp.body).expect("drain answer")
+    }
+
+    pub fn view(&self, cell: CellId, host: u64) -> Option<HostView> {
+        self.cell(cell).host(HostId(host))
+    }
+
+    pub fn gated(&self, cell: CellId, host: u64) -> bool {
+        self.view(cell, host)
+            .is_some_and(|v| matches!(v.gate, GateState::Gated(_)))
+    }
+
+    pub fn open(&self, cell: CellId, host: u64) -> bool {
+        self.view(cell, host)
+            .is_some_and(|v| matches!(v.gate, GateState::Open))
+    }
+
+    pub async fn assigned(&self, host: u64) -> CellId {
+        self.store
+            .authority(HostId(host))
+            .await
+            .expect("store")
+            .expect("host")
+            .cell
+    }
+}
+
+/// Poll `f` until true (bounded).
+pub async fn eventually(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A raw mobile client socket, for fine-grained admission tests.
+pub struct RawClient {
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    Attached(u32),
+    Closed(Option<u16>),
+}
+
+impl RawClient {
+    /// Dial `cell` for `host` and read the first answer: attached, or closed (with its code).
+    pub async fn dial(url: &str, host: u64) -> (Option<RawClient>, Arrival) {
+        let ws_url = format!(
+            "{}{CLIENT_PATH}?host={host}",
+            url.replacen("http://", "ws://", 1)
+        );
+        let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(ws_url))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        let first = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("answer in time");
+        match first {
+            Some(Ok(Message::Text(t))) => match serde_json::from_str::<CellToClient>(&t) {
+                Ok(CellToClient::Attached { cell }) => {
+                    (Some(RawClient { ws }), Arrival::Attached(cell))
+                }
+                other => panic!("unexpected first frame {other:?}"),
+            },
+            Some(Ok(Message::Close(f))) => (None, Arrival::Closed(f.map(|f| u16::from(f.code)))),
+            other => (None, Arrival::Closed(other.and(None))),
+        }
+    }
+
+    /// Send a mutation and wait for its ack.
+    pub async fn mutate(&mut self, id: &str) -> Result<(), String> {
+        use futures_util::SinkExt;
+        let frame = serde_json::to_string(&ClientFrame::Mutation {
+            id: id.to_owned(),
+            body: String::new(),
+        })
+        .expect("json");
+        self.ws
+            .send(Message::text(frame))
+            .await
+            .map_err(|e| e.to_string())?;
+        loop {
+            match tokio::time::timeout(WAIT, self.ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => match serde_json::from_str::<CellToClient>(&t) {
+                    Ok(CellToClient::Ack { id: got }) if got == id => return Ok(()),
+                    Ok(CellToClient::Undelivered { why, .. }) => return Err(why),
+                    _ => {}
+                },
+                Ok(Some(Ok(Message::Close(f)))) => return Err(format!("closed {f:?}")),
+                Ok(Some(Ok(_))) => {}
+                other => return Err(format!("{other:?}")),
+            }
+        }
+    }
+
+    /// Wait for the socket to be closed by the cell; returns the close code.
+    pub async fn closed(mut self, within: Duration) -> Option<u16> {
+        loop {
+            match tokio::time::timeout(within, self.ws.next()).await {
+                Ok(Some(Ok(Message::Close(f)))) => return f.map(|f| u16::from(f.code)),
+                Ok(Some(Ok(_))) => {}
+                Ok(_) => return None,
+                Err(_) => panic!("socket still open after {within:?}"),
+            }
+        }
+    }
+
+    pub async fn leave(mut self) {
+        let _ = self.ws.close(None).await;
+    }
+}
+
+/// Instantiate a test body for both stores.
+#[macro_export]
+macro_rules! both_stores {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            use super::*;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                $body(Backend::Sqlite, stringify!($name)).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                $body(Backend::Postgres, stringify!($name)).await;
+            }
+        }
+    };
+}
