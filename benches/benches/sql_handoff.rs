@@ -26,11 +26,10 @@ use std::time::{Duration, Instant};
 
 use sqlx::Row;
 use switchyard_adapters::handoff::store::{SqlStore, StoreFailure, StoreOptions};
-use switchyard_benches::handoff::{measurement, store_config, SOURCE, TARGET};
+use switchyard_benches::handoff::{cell_row, measurement, store_config, SOURCE, TARGET};
 use switchyard_core::handoff::ids::HostId;
-use switchyard_core::handoff::ids::Incarnation;
 use switchyard_core::handoff::policy::HandoffRequest;
-use switchyard_core::handoff::store::{CellRow, TxnOutcome};
+use switchyard_core::handoff::store::TxnOutcome;
 use switchyard_core::MonoMs;
 
 const HOSTS: u64 = 1_000;
@@ -275,14 +274,7 @@ async fn seed(store: &SqlStore) -> Vec<HandoffRequest> {
     let capacity = u32::try_from(HOSTS * 2).expect("capacity");
     for cell in [SOURCE, TARGET] {
         store
-            .upsert_cell(
-                cell,
-                CellRow {
-                    capacity,
-                    handoff_capable: true,
-                    incarnation: Incarnation(1),
-                },
-            )
+            .upsert_cell(cell, cell_row(capacity))
             .await
             .expect("cell write")
             .expect("cell accepted");

@@ -119,16 +119,7 @@ pub mod handoff {
         let mut store = AssignmentStore::new(store_config());
         let capacity = u32::try_from(hosts * 2).unwrap_or(u32::MAX);
         for cell in [SOURCE, TARGET] {
-            store
-                .upsert_cell(
-                    cell,
-                    CellRow {
-                        capacity,
-                        handoff_capable: true,
-                        incarnation: Incarnation(1),
-                    },
-                )
-                .expect("cell");
+            store.upsert_cell(cell, cell_row(capacity)).expect("cell");
         }
         let requests = (0..hosts)
             .map(|h| {
@@ -137,6 +128,15 @@ pub mod handoff {
             })
             .collect();
         (store, requests)
+    }
+
+    /// A capable cell of the given capacity, as every bench store seeds it.
+    pub fn cell_row(capacity: u32) -> CellRow {
+        CellRow {
+            capacity,
+            handoff_capable: true,
+            incarnation: Incarnation(1),
+        }
     }
 
     pub fn measurement() -> Measurement {
