@@ -78,6 +78,8 @@ use switchyard_core::handoff::store::{
 };
 use switchyard_core::MonoMs;
 
+use crate::store_calls::{StoreCall, StoreJournal};
+
 /// The source cell, the target cell and the host.
 pub const SRC: CellId = CellId(1);
 pub const TGT: CellId = CellId(2);
@@ -602,21 +604,35 @@ impl HandoffModel {
     }
 
     pub fn init_state(&self) -> HoState {
-        let mut store = AssignmentStore::new(StoreConfig {
+        self.init_state_journaled(&mut ())
+    }
+
+    /// [`Self::init_state`], recording the store calls that set the store up.
+    pub fn init_state_journaled<J: StoreJournal>(&self, journal: &mut J) -> HoState {
+        let config = StoreConfig {
             enabled: true,
             policy: Self::policy_config(),
             max_in_flight_migrations: 4,
             rate_window_ms: 60_000,
             max_commits_per_window: 10,
             registration_timeout_ms: MODEL_REGISTRATION_TIMEOUT_MS,
+        };
+        journal.record(StoreCall::Configure { config });
+        let mut store = AssignmentStore::new(config);
+        for (cell, capacity) in [(SRC, 10), (TGT, 1)] {
+            let row = Self::cell_row(capacity, Incarnation(1));
+            let answer = store.upsert_cell(cell, row);
+            journal.record(StoreCall::UpsertCell { cell, row, answer });
+            answer.expect("model cell");
+        }
+        let answer = store.insert_host(HOST, SRC, true);
+        journal.record(StoreCall::InsertHost {
+            host: HOST,
+            cell: SRC,
+            desktop_capable: true,
+            answer,
         });
-        store
-            .upsert_cell(SRC, Self::cell_row(10, Incarnation(1)))
-            .expect("source cell");
-        store
-            .upsert_cell(TGT, Self::cell_row(1, Incarnation(1)))
-            .expect("target cell");
-        let auth = store.insert_host(HOST, SRC, true).expect("host");
+        let auth = answer.expect("host");
         let p = &self.params;
         HoState {
             now: MonoMs(MODEL_START_MS),
@@ -717,6 +733,17 @@ impl HandoffModel {
 
     /// The step function: the real core, fed the action, outputs drained and judged.
     pub fn step(&self, before: &HoState, action: HoAction) -> HoState {
+        self.step_journaled(before, action, &mut ())
+    }
+
+    /// [`Self::step`], recording every call into the store and its answer (trace replay
+    /// against another store).
+    pub fn step_journaled<J: StoreJournal>(
+        &self,
+        before: &HoState,
+        action: HoAction,
+        journal: &mut J,
+    ) -> HoState {
         let mut state = before.clone();
         state.last = StepFacts::default();
         match action {
@@ -758,7 +785,7 @@ impl HandoffModel {
                     }
                 }
             }
-            HoAction::ControlRebinds => Self::control_rebinds(&mut state),
+            HoAction::ControlRebinds => Self::control_rebinds(&mut state, journal),
             HoAction::ControlCloses => {
                 state.budget.faults -= 1;
                 if let Some(src) = state.src.as_mut() {
@@ -767,10 +794,10 @@ impl HandoffModel {
                 }
             }
             HoAction::SourceRestart { old_lingers } => {
-                Self::source_restart(&mut state, old_lingers)
+                Self::source_restart(&mut state, old_lingers, journal)
             }
             HoAction::DbRuns { job, delivery } | HoAction::LateCallback { job, delivery } => {
-                Self::db_runs(&mut state, usize::from(job), delivery);
+                Self::db_runs(&mut state, usize::from(job), delivery, journal);
             }
             HoAction::DbOutage => {
                 state.budget.faults -= 1;
@@ -778,11 +805,11 @@ impl HandoffModel {
             }
             HoAction::DbRecovers => state.db_up = true,
             HoAction::FenceWrites => {
-                if let Some(auth) = state.pending_fence.take() {
-                    state.last.events.fence_landed_first = matches!(
-                        state.store.emergency_drain(&auth),
-                        DrainWrite::Fenced { .. }
-                    );
+                if let Some(authority) = state.pending_fence.take() {
+                    let answer = state.store.emergency_drain(&authority);
+                    journal.record(StoreCall::EmergencyDrain { authority, answer });
+                    state.last.events.fence_landed_first =
+                        matches!(answer, DrainWrite::Fenced { .. });
                 }
             }
             HoAction::EmergencyDrain => {
@@ -799,6 +826,7 @@ impl HandoffModel {
                 state.budget.faults -= 1;
                 state.disabled = true;
                 state.store.set_enabled(false);
+                journal.record(StoreCall::SetEnabled { enabled: false });
                 if let Some(src) = state.src.as_mut() {
                     let _ = src.handle_set_enabled(state.now, false);
                 }
@@ -811,17 +839,31 @@ impl HandoffModel {
                     .cell(TGT)
                     .map_or(Incarnation(1), |c| c.incarnation);
                 let row = Self::cell_row(u32::from(!full), inc);
-                state.store.upsert_cell(TGT, row).expect("known cell");
+                let answer = state.store.upsert_cell(TGT, row);
+                journal.record(StoreCall::UpsertCell {
+                    cell: TGT,
+                    row,
+                    answer,
+                });
+                answer.expect("known cell");
             }
             HoAction::TargetRegisters => {
                 let inc = state
                     .store
                     .cell(TGT)
                     .map_or(Incarnation(1), |c| c.incarnation);
-                state.last.events.target_registered = state
+                let answer = state
                     .store
-                    .register_control(state.now, HOST, TGT, inc, true)
-                    .is_ok();
+                    .register_control(state.now, HOST, TGT, inc, true);
+                journal.record(StoreCall::RegisterControl {
+                    now: state.now,
+                    host: HOST,
+                    cell: TGT,
+                    incarnation: inc,
+                    desktop_capable: true,
+                    answer,
+                });
+                state.last.events.target_registered = answer.is_ok();
             }
             HoAction::TimeAdvances => {
                 state.budget.time_advances -= 1;
@@ -846,8 +888,14 @@ impl HandoffModel {
                     let _ = m.handle_timeout(now);
                     let _ = Self::drain(&mut state, inst, from_quarantine);
                 }
-                state.last.events.registration_recovered =
-                    !state.store.expire_migrations(state.now).is_empty();
+                let expired = state.store.expire_migrations(state.now);
+                state.last.events.registration_recovered = !expired.is_empty();
+                if J::RECORDS {
+                    journal.record(StoreCall::ExpireMigrations {
+                        now: state.now,
+                        answer: expired,
+                    });
+                }
             }
         }
         Self::judge_transition(before, &mut state, action);
@@ -992,7 +1040,7 @@ impl HandoffModel {
         }
     }
 
-    fn control_rebinds(state: &mut HoState) {
+    fn control_rebinds<J: StoreJournal>(state: &mut HoState, journal: &mut J) {
         let Some(ticket) = state.control.take() else {
             return;
         };
@@ -1005,10 +1053,18 @@ impl HandoffModel {
             return;
         }
         let inc = src.authority().incarnation;
-        match state
+        let answer = state
             .store
-            .register_control(state.now, HOST, SRC, inc, true)
-        {
+            .register_control(state.now, HOST, SRC, inc, true);
+        journal.record(StoreCall::RegisterControl {
+            now: state.now,
+            host: HOST,
+            cell: SRC,
+            incarnation: inc,
+            desktop_capable: true,
+            answer,
+        });
+        match answer {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
                 let rebound = src.handle_rebind(state.now, ticket, auth, true).is_ok();
@@ -1023,7 +1079,7 @@ impl HandoffModel {
         let _ = src.release(ticket);
     }
 
-    fn source_restart(state: &mut HoState, old_lingers: bool) {
+    fn source_restart<J: StoreJournal>(state: &mut HoState, old_lingers: bool, journal: &mut J) {
         state.budget.faults -= 1;
         state.budget.restarts -= 1;
         let moved = state.moved();
@@ -1038,10 +1094,18 @@ impl HandoffModel {
         state.control = None;
         state.old_src = if old_lingers { state.src.take() } else { None };
         state.inst += 1;
-        match state
+        let answer = state
             .store
-            .register_control(state.now, HOST, SRC, inc, true)
-        {
+            .register_control(state.now, HOST, SRC, inc, true);
+        journal.record(StoreCall::RegisterControl {
+            now: state.now,
+            host: HOST,
+            cell: SRC,
+            incarnation: inc,
+            desktop_capable: true,
+            answer,
+        });
+        match answer {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
                 let mut src = SourceHandoff::new(Self::source_config(), auth, true);
@@ -1058,7 +1122,12 @@ impl HandoffModel {
         }
     }
 
-    fn db_runs(state: &mut HoState, index: usize, delivery: Delivery) {
+    fn db_runs<J: StoreJournal>(
+        state: &mut HoState,
+        index: usize,
+        delivery: Delivery,
+        journal: &mut J,
+    ) {
         let job = state.jobs.remove(index);
         let late = !state.is_current_job(&job);
         let auth_before = state.store.authority(HOST);
@@ -1066,11 +1135,26 @@ impl HandoffModel {
         let result = match delivery {
             Delivery::Unavailable => DurableResult::StoreUnavailable,
             Delivery::Delivered | Delivery::Lost => {
+                let (now, request) = (state.now, job.request);
                 let outcome = match job.kind {
                     JobKind::Transaction => {
-                        Some(state.store.run_transaction(state.now, &job.request))
+                        let answer = state.store.run_transaction(now, &request);
+                        journal.record(StoreCall::RunTransaction {
+                            now,
+                            request,
+                            answer,
+                        });
+                        Some(answer)
                     }
-                    JobKind::Reconcile => state.store.reconcile(state.now, &job.request),
+                    JobKind::Reconcile => {
+                        let answer = state.store.reconcile(now, &request);
+                        journal.record(StoreCall::Reconcile {
+                            now,
+                            request,
+                            answer,
+                        });
+                        answer
+                    }
                 };
                 state.last.events.stale_txn_rejected = job.inst != state.inst
                     && job.kind == JobKind::Transaction

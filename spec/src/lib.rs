@@ -7,4 +7,5 @@
 
 pub mod failover;
 pub mod handoff;
+pub mod store_calls;
 pub mod trace;
