@@ -1,7 +1,7 @@
 //! proptest: random input sequences against the failover machine, invariants after every step
 //! (FO-D1, FO-D2, FO-D3, FO-D4, FO-D7, FO-R5, one open in flight, counters monotone).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
 use switchyard_core::failover::*;
@@ -72,7 +72,13 @@ struct World {
     live: [bool; URLS.len()],
     attempts: u32,
     switch_lines: u64,
-    exemptions: BTreeSet<(RelayUrl, MonoMs)>,
+    /// FO-D4's oracle, kept outside the core: the exemptions granted, by URL and cycle.
+    exemptions: BTreeSet<(RelayUrl, u64)>,
+    /// Per URL, which cooldown cycle it is in. A cycle starts when the URL is cooled while it
+    /// was not cooling (never cooled, current, or expired). A failed exempt open re-cools a
+    /// URL that is still cooling: the same cycle. (Not `since`: two cycles can start at the
+    /// same instant.)
+    cycles: BTreeMap<RelayUrl, u64>,
 }
 
 fn idx(url: &RelayUrl) -> usize {
@@ -82,6 +88,24 @@ fn idx(url: &RelayUrl) -> usize {
 }
 
 impl World {
+    fn new(thresholds: Thresholds) -> World {
+        let mut world = World {
+            sup: Supervisor::new(thresholds, MonoMs::ZERO),
+            now: MonoMs::ZERO,
+            live: [true; URLS.len()],
+            attempts: 0,
+            switch_lines: 0,
+            exemptions: BTreeSet::new(),
+            cycles: BTreeMap::new(),
+        };
+        let first: Vec<RelayUrl> = URLS[..3].iter().map(|u| RelayUrl::new(*u)).collect();
+        world
+            .sup
+            .handle_directory(MonoMs::ZERO, &first, DirectorySource::Signed);
+        while world.sup.poll_output().is_some() {}
+        world
+    }
+
     fn apply(&mut self, input: &Input) {
         let now = self.now;
         match input {
@@ -137,8 +161,17 @@ impl World {
 
     fn step(&mut self, input: &Input) -> Result<(), TestCaseError> {
         let before = self.sup.clone();
+        let before_now = self.now;
         self.apply(input);
         let now = self.now;
+        for url in self.sup.cooldown_table().keys() {
+            let was_cooling = before
+                .cooldown_entry(url)
+                .is_some_and(|e| e.is_cooling(before_now));
+            if !was_cooling && before.cooldown_entry(url) != self.sup.cooldown_entry(url) {
+                *self.cycles.entry(url.clone()).or_default() += 1;
+            }
+        }
         let mut opens = Vec::new();
         while let Some(output) = self.sup.poll_output() {
             match output {
@@ -179,10 +212,12 @@ impl World {
                     .collect();
                 prop_assert!(clean.is_empty(), "FO-D3: exempted with clean {clean:?}");
                 // FO-D4: at most one exemption per URL per cooldown cycle.
+                let cycle = self.cycles.get(&url).copied().unwrap_or_default();
                 prop_assert!(
-                    self.exemptions.insert((url.clone(), entry.since)),
-                    "FO-D4: second exemption of {} in the cycle since {}",
+                    self.exemptions.insert((url.clone(), cycle)),
+                    "FO-D4: second exemption of {} in its cycle {} (since {})",
                     url,
+                    cycle,
                     entry.since
                 );
             }
@@ -225,19 +260,62 @@ proptest! {
         thresholds in thresholds(),
         inputs in prop::collection::vec(input(), 1..200),
     ) {
-        let mut world = World {
-            sup: Supervisor::new(thresholds, MonoMs::ZERO),
-            now: MonoMs::ZERO,
-            live: [true; URLS.len()],
-            attempts: 0,
-            switch_lines: 0,
-            exemptions: BTreeSet::new(),
-        };
-        let first: Vec<RelayUrl> = URLS[..3].iter().map(|u| RelayUrl::new(*u)).collect();
-        world.sup.handle_directory(MonoMs::ZERO, &first, DirectorySource::Signed);
-        while world.sup.poll_output().is_some() {}
+        let mut world = World::new(thresholds);
         for input in &inputs {
             world.step(input)?;
         }
     }
+}
+
+/// FO-D4, found by the property above: an exempt switch to a URL succeeds, the directory
+/// switches away from it at the same instant (a new cooldown cycle that starts at the same
+/// `since`), and the pool drains again: the URL may be exempted once more in its new cycle.
+#[test]
+fn fo_d4_a_new_cycle_starting_at_the_same_instant_allows_a_new_exemption() {
+    use Input::*;
+    let thresholds = Thresholds {
+        cooldown_ms: 300_000,
+        grace_ms: 0,
+        min_attempts: 1,
+        exempt: true,
+        ..Thresholds::default()
+    };
+    let ok = ResolveOpen {
+        spurious_failure: false,
+        timed_out: false,
+    };
+    let inputs = [
+        ResolveOpen {
+            spurious_failure: true,
+            timed_out: false,
+        },
+        Tick,
+        ok.clone(),
+        Directory(vec![2, 1]),
+        ok.clone(),
+        Flip(2),
+        ReportChannel,
+        Tick,
+        ok.clone(),
+        Directory(vec![4, 1]),
+        ok.clone(),
+        Flip(4),
+        ReportChannel,
+        Tick,
+    ];
+    let mut world = World::new(thresholds);
+    for input in &inputs {
+        world.step(input).expect("invariants hold");
+    }
+    let a_direct = RelayUrl::new(URLS[1]);
+    assert_eq!(world.sup.counters().exempt_switches, 1);
+    let open = world.sup.open_in_flight().expect("the second exempt open");
+    assert_eq!(open.url, a_direct);
+    assert!(open.exemption.is_some());
+    assert_eq!(
+        world.now,
+        MonoMs::ZERO,
+        "both cycles start at the same instant"
+    );
+    assert_eq!(world.cycles.get(&a_direct), Some(&2));
 }
