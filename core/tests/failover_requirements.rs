@@ -632,7 +632,8 @@ fn fo_d11_core_has_no_endpoint_network_or_clock_dependency() {
         .map(str::trim)
         .filter(|n| !n.is_empty())
         .collect();
-    assert_eq!(names, vec!["serde", "thiserror", "uuid"]);
+    // `sha1`: pure hashing for the UUIDv5 op id (no IO; it only reads the CPU's features).
+    assert_eq!(names, vec!["serde", "thiserror", "uuid", "sha1"]);
 }
 
 // ---- FO-X1 / FO-X2 ----------------------------------------------------------------------

@@ -865,3 +865,29 @@ fn ho_s2_restarting_at_offset_zero_would_starve() {
     let (rotating, _) = simulate(&busy, limits, 20, false);
     assert!(rotating[3].is_some());
 }
+
+proptest! {
+    /// HO-S1: the op id is exactly the UUIDv5 of the documented name layout, for any authority
+    /// (the derivation uses a faster SHA-1; ids from old and new directors must agree).
+    #[test]
+    fn ho_s1_op_id_is_exactly_uuid_v5(
+        cell in any::<u32>(), host in any::<u64>(), epoch in any::<u64>(),
+        incarnation in any::<u64>(), generation in any::<u64>(), target in any::<u32>(),
+    ) {
+        let source = SourceAuthority {
+            cell: CellId(cell),
+            host: HostId(host),
+            epoch: Epoch(epoch),
+            incarnation: Incarnation(incarnation),
+            generation: Generation(generation),
+        };
+        let mut name = vec![1u8];
+        name.extend_from_slice(&cell.to_be_bytes());
+        for field in [host, epoch, incarnation, generation] {
+            name.extend_from_slice(&field.to_be_bytes());
+        }
+        name.extend_from_slice(&target.to_be_bytes());
+        let expected = uuid::Uuid::new_v5(&OP_ID_NAMESPACE, &name);
+        prop_assert_eq!(OpId::derive(&source, CellId(target)), OpId(expected));
+    }
+}

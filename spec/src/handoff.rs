@@ -465,7 +465,8 @@ pub struct HoState {
     pub inst: u8,
     /// The previous process's machine (instance `inst - 1`) while it finishes its attempt after
     /// a rolling restart.
-    pub old_src: Option<SourceHandoff>,
+    /// Boxed: it is rarely there, and every explored state carries this field.
+    pub old_src: Option<Box<SourceHandoff>>,
     pub clients: Vec<Client>,
     /// A replacement control's activation in flight.
     pub control: Option<Ticket>,
@@ -511,14 +512,14 @@ impl HoState {
         self.src
             .iter()
             .map(move |m| (self.inst, m))
-            .chain(self.old_src.iter().map(move |m| (old, m)))
+            .chain(self.old_src.as_deref().map(move |m| (old, m)))
     }
 
     pub fn machine(&self, inst: u8) -> Option<&SourceHandoff> {
         if inst == self.inst {
             self.src.as_ref()
         } else if inst.wrapping_add(1) == self.inst {
-            self.old_src.as_ref()
+            self.old_src.as_deref()
         } else {
             None
         }
@@ -528,7 +529,7 @@ impl HoState {
         if inst == self.inst {
             self.src.as_mut()
         } else if inst.wrapping_add(1) == self.inst {
-            self.old_src.as_mut()
+            self.old_src.as_deref_mut()
         } else {
             None
         }
@@ -1092,7 +1093,11 @@ impl HandoffModel {
             c.phase = ClientPhase::Away;
         }
         state.control = None;
-        state.old_src = if old_lingers { state.src.take() } else { None };
+        state.old_src = if old_lingers {
+            state.src.take().map(Box::new)
+        } else {
+            None
+        };
         state.inst += 1;
         let answer = state
             .store
@@ -1824,7 +1829,7 @@ impl HoState {
             committed_ops: count(true),
             fenced_ops: count(false),
             source: self.src.as_ref().map(SourceProjection::of),
-            old_source: self.old_src.as_ref().map(SourceProjection::of),
+            old_source: self.old_src.as_deref().map(SourceProjection::of),
             clients: self
                 .clients
                 .iter()
