@@ -149,8 +149,8 @@ impl OpId {
         name[29..37].copy_from_slice(&source.generation.0.to_be_bytes());
         name[37..41].copy_from_slice(&target.0.to_be_bytes());
         // `Uuid::new_v5`, computed with `sha1` (hardware SHA extensions where the CPU has
-        // them): 4x faster than uuid's portable SHA-1, and this runs on every request the
-        // source checks. `ho_s1_op_id_is_exactly_uuid_v5` holds the two equal.
+        // them; uuid's own SHA-1 is portable code): the source re-derives the id of every
+        // request it gets. `ho_s1_op_id_is_exactly_uuid_v5` holds the two equal.
         let digest = Sha1::new()
             .chain_update(OP_ID_NAMESPACE.as_bytes())
             .chain_update(name)
