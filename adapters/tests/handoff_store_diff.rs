@@ -24,6 +24,7 @@ use switchyard_spec::handoff::{
 };
 use switchyard_spec::store_calls::StoreCall;
 use switchyard_spec::trace::Trace;
+use tempfile::TempDir;
 
 const CELLS: [(CellId, u32, bool); 4] = [
     (CellId(1), 10, true),
@@ -523,23 +524,32 @@ async fn run_case(
     Ok(())
 }
 
-#[test]
-fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
+/// A runtime, and an empty SQLite store (in the returned temp dir) and PostgreSQL store, each
+/// with its URL.
+fn open_stores(name: &str) -> (tokio::runtime::Runtime, TempDir, [(String, SqlStore); 2]) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .expect("runtime");
     let dir = tempfile::tempdir().expect("tmp");
-    let sqlite_url = format!("sqlite://{}", dir.path().join("diff.db").display());
-    let pg_url = rt.block_on(support_pg::fresh_db("diff"));
-    let (sqlite, pg) = rt.block_on(async {
+    let sqlite_url = format!(
+        "sqlite://{}",
+        dir.path().join(format!("{name}.db")).display()
+    );
+    let pg_url = rt.block_on(support_pg::fresh_db(name));
+    let stores = rt.block_on(async {
         let opts = StoreOptions::default();
-        (
-            SqlStore::connect(&sqlite_url, opts).await.expect("sqlite"),
-            SqlStore::connect(&pg_url, opts).await.expect("postgres"),
-        )
+        let sqlite = SqlStore::connect(&sqlite_url, opts).await.expect("sqlite");
+        let pg = SqlStore::connect(&pg_url, opts).await.expect("postgres");
+        [(sqlite_url, sqlite), (pg_url, pg)]
     });
+    (rt, dir, stores)
+}
+
+#[test]
+fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
+    let (rt, _dir, stores) = open_stores("diff");
     let cases = std::env::var("SWITCHYARD_DIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -561,7 +571,7 @@ fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
     };
     let stats_cell = std::cell::RefCell::new(&mut stats);
     let result = runner.run(&proptest::collection::vec(op(), 10..40), |ops| {
-        let stores = [(sqlite_url.as_str(), &sqlite), (pg_url.as_str(), &pg)];
+        let stores = stores.each_ref().map(|(url, store)| (url.as_str(), store));
         let mut s = stats_cell.borrow_mut();
         rt.block_on(run_case(&stores, &ops, &mut s))
     });
@@ -680,27 +690,7 @@ fn call_kind(call: &StoreCall) -> String {
 /// answers and all rows must equal the reference's.
 #[test]
 fn ho_store_diff_checker_traces_replayed_on_sqlite_and_postgres() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let dir = tempfile::tempdir().expect("tmp");
-    let sqlite_url = format!("sqlite://{}", dir.path().join("traces.db").display());
-    let pg_url = rt.block_on(support_pg::fresh_db("traces"));
-    let stores = rt.block_on(async {
-        let opts = StoreOptions::default();
-        [
-            (
-                sqlite_url.clone(),
-                SqlStore::connect(&sqlite_url, opts).await.expect("sqlite"),
-            ),
-            (
-                pg_url.clone(),
-                SqlStore::connect(&pg_url, opts).await.expect("postgres"),
-            ),
-        ]
-    });
+    let (rt, _dir, stores) = open_stores("traces");
     let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../checker/tests/traces");
     let mut names: Vec<_> = std::fs::read_dir(&corpus)
         .expect("the checker's trace corpus")

@@ -853,18 +853,8 @@ impl HandoffModel {
                     .store
                     .cell(TGT)
                     .map_or(Incarnation(1), |c| c.incarnation);
-                let answer = state
-                    .store
-                    .register_control(state.now, HOST, TGT, inc, true);
-                journal.record(StoreCall::RegisterControl {
-                    now: state.now,
-                    host: HOST,
-                    cell: TGT,
-                    incarnation: inc,
-                    desktop_capable: true,
-                    answer,
-                });
-                state.last.events.target_registered = answer.is_ok();
+                state.last.events.target_registered =
+                    Self::register(&mut state.store, state.now, TGT, inc, journal).is_ok();
             }
             HoAction::TimeAdvances => {
                 state.budget.time_advances -= 1;
@@ -1054,18 +1044,7 @@ impl HandoffModel {
             return;
         }
         let inc = src.authority().incarnation;
-        let answer = state
-            .store
-            .register_control(state.now, HOST, SRC, inc, true);
-        journal.record(StoreCall::RegisterControl {
-            now: state.now,
-            host: HOST,
-            cell: SRC,
-            incarnation: inc,
-            desktop_capable: true,
-            answer,
-        });
-        match answer {
+        match Self::register(&mut state.store, state.now, SRC, inc, journal) {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
                 let rebound = src.handle_rebind(state.now, ticket, auth, true).is_ok();
@@ -1078,6 +1057,26 @@ impl HandoffModel {
             Err(_) => {}
         }
         let _ = src.release(ticket);
+    }
+
+    /// The desktop's control registers at `cell` (journaled).
+    fn register<J: StoreJournal>(
+        store: &mut AssignmentStore,
+        now: MonoMs,
+        cell: CellId,
+        incarnation: Incarnation,
+        journal: &mut J,
+    ) -> Result<SourceAuthority, RegisterRefusal> {
+        let answer = store.register_control(now, HOST, cell, incarnation, true);
+        journal.record(StoreCall::RegisterControl {
+            now,
+            host: HOST,
+            cell,
+            incarnation,
+            desktop_capable: true,
+            answer,
+        });
+        answer
     }
 
     fn source_restart<J: StoreJournal>(state: &mut HoState, old_lingers: bool, journal: &mut J) {
@@ -1099,18 +1098,7 @@ impl HandoffModel {
             None
         };
         state.inst += 1;
-        let answer = state
-            .store
-            .register_control(state.now, HOST, SRC, inc, true);
-        journal.record(StoreCall::RegisterControl {
-            now: state.now,
-            host: HOST,
-            cell: SRC,
-            incarnation: inc,
-            desktop_capable: true,
-            answer,
-        });
-        match answer {
+        match Self::register(&mut state.store, state.now, SRC, inc, journal) {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
                 let mut src = SourceHandoff::new(Self::source_config(), auth, true);
