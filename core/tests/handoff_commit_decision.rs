@@ -1,5 +1,6 @@
 //! HO-S4: the pure commit decision that the reference store and the SQL stores share
-//! (`commit_precheck`, `decide_commit`, `RateRow::effective`), over arbitrary facts.
+//! (`commit_precheck`, `decide_commit`, `commit_writes`, `RateRow::effective`), over arbitrary
+//! facts.
 
 use std::collections::BTreeSet;
 
@@ -178,6 +179,8 @@ fn a_commit_keeps_the_limits_and_writes_the_move(
                 | AbortReason::StoreFull
         )),
         Ok(w) => {
+            // The rows a store may write before it decides are the rows decided.
+            prop_assert_eq!(commit_writes(NOW, req, host, limits.rate, config), Some(w));
             let target = host.target_cell.expect("committed to a known target");
             prop_assert!(config.enabled && !host.migration_pending);
             prop_assert!(limits.target_load < target.capacity);

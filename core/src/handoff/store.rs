@@ -7,9 +7,9 @@
 //! of its rows or none (every check runs before the first write).
 //!
 //! The decisions of the assignment transaction are pure functions over the facts a store
-//! read ([`recorded_outcome`], [`claim_check`], [`commit_precheck`], [`decide_commit`]): this
-//! store and the SQL stores call the same functions, so the check order and the rows written
-//! are defined once.
+//! read ([`recorded_outcome`], [`claim_check`], [`commit_precheck`], [`decide_commit`],
+//! [`commit_writes`]): this store and the SQL stores call the same functions, so the check
+//! order and the rows written are defined once.
 
 use std::collections::BTreeMap;
 
@@ -342,11 +342,10 @@ pub fn decide_commit(
     facts: &CommitFacts,
     config: &StoreConfig,
 ) -> Result<CommitWrites, AbortReason> {
-    let host = req.source.host;
-    let current = facts.host.assignment;
     debug_assert!(req.op_id_is_consistent(), "op id checked by the caller");
     debug_assert_eq!(
-        req.source.check_against(&authority_of(host, &current)),
+        req.source
+            .check_against(&authority_of(req.source.host, &facts.host.assignment)),
         AuthorityCheck::Exact,
         "authority checked by the caller"
     );
@@ -374,8 +373,26 @@ pub fn decide_commit(
     debug_assert!(limits.target_load < target.capacity);
     debug_assert!(limits.in_flight < u64::from(config.max_in_flight_migrations));
     debug_assert!(rate.commits < config.max_commits_per_window);
+    commit_writes(now, req, &facts.host, limits.rate, config)
+        .ok_or(AbortReason::Policy(Ineligible::UnknownTarget))
+}
+
+/// HO-S4: the rows a commit of `req` writes. They depend on the host's facts and the stored
+/// rate window, not on the counts, so a store may write them before [`decide_commit`] ran
+/// (and roll back if it refuses). `None`: the target is unknown (the precheck refuses it).
+#[must_use]
+pub fn commit_writes(
+    now: MonoMs,
+    req: &HandoffRequest,
+    host: &HostFacts,
+    rate: RateRow,
+    config: &StoreConfig,
+) -> Option<CommitWrites> {
+    let target = host.target_cell?;
+    let current = host.assignment;
     let new_epoch = current.epoch.next();
-    Ok(CommitWrites {
+    let rate = rate.effective(now, config.rate_window_ms);
+    Some(CommitWrites {
         assignment: AssignmentRow {
             cell: req.target,
             epoch: new_epoch,
@@ -383,7 +400,7 @@ pub fn decide_commit(
             ..current
         },
         reservation: ReservationRow {
-            host,
+            host: req.source.host,
             cell: req.target,
             expires_at: now.plus_ms(config.registration_timeout_ms),
         },
