@@ -1,13 +1,17 @@
 //! The SQL assignment store (HO-S4, HO-A1, HO-A2, HO-A4..A6): PostgreSQL in production, SQLite
-//! in a file as the embedded default, through one sqlx `Any` code path so both backends run the
-//! very same statements.
+//! in a file as the embedded default, through one sqlx `Any` code path; the statements are the
+//! same on both backends except where one data-modifying statement (PostgreSQL) replaces a
+//! statement per table (SQLite, which has no round trips to save).
 //!
-//! Every write method is one bounded transaction that mirrors the reference
-//! `switchyard_core::handoff::store::AssignmentStore` method of the same name: the same checks
-//! in the same order (the checks themselves are the core's pure `policy` functions and
-//! `SourceAuthority::check_against`), then every write. The differential test
-//! (`tests/handoff_store_diff.rs`) replays generated sequences against the reference, SQLite
-//! and PostgreSQL and compares outcomes and rows after every step.
+//! Every write method is one bounded transaction with the outcome and rows of the reference
+//! `switchyard_core::handoff::store::AssignmentStore` method of the same name. The assignment
+//! transaction reads its facts and lets the core decide: `claim_check`, `recorded_outcome`,
+//! `commit_precheck`, `decide_commit` and `commit_writes` are the very functions the reference
+//! calls, so the check order and the rows written are defined once, in the core. The
+//! differential test (`tests/handoff_store_diff.rs`) replays generated sequences against the
+//! reference, SQLite and PostgreSQL and compares outcomes and rows after every step; the
+//! concurrency test (`tests/handoff_store_concurrency.rs`) queues PostgreSQL transactions on
+//! the host lock and on the limits lock.
 //!
 //! Serialisation: PostgreSQL takes `SELECT … FOR UPDATE` on the host's `ho_assignments` row
 //! first, then (where needed) the `ho_cells` row, then the global `ho_limits` row — one fixed
@@ -15,6 +19,16 @@
 //! `idle_in_transaction_session_timeout` bound the server side, a tokio timeout the client
 //! side. SQLite uses `BEGIN IMMEDIATE` (the single writer lock) with a busy timeout. No network
 //! call other than the transaction's own statements happens while a lock is held.
+//!
+//! A commit holds `ho_limits` (which every commit and fence takes, so commits serialise on it)
+//! for three round trips only: the lock, one statement that writes the commit's rows and
+//! counts the target's hosts and the live reservations, and COMMIT. Everything about the
+//! request's own host is read before, under the host lock alone; a request refused by those
+//! facts never takes the global lock. Values that other commits change are read only in a
+//! statement that started after `ho_limits` was granted: under READ COMMITTED a statement that
+//! waited for a row lock reads the rest of the database with the snapshot it started with.
+//! For the same reason the facts are read in a statement of their own after the host lock (a
+//! duplicate of the op id that held the host lock just before must be seen).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -33,11 +47,12 @@ use switchyard_core::handoff::ids::{
     AuthorityCheck, AuthorityField, CellId, Epoch, Generation, HostId, Incarnation, OpId,
     SourceAuthority,
 };
-use switchyard_core::handoff::policy::{self, HandoffRequest, Ineligible, Measurement};
+use switchyard_core::handoff::policy::{self, HandoffRequest, Measurement};
 use switchyard_core::handoff::store::{
-    AbortReason, AssignmentRow, AssignmentStore, AttemptOutcome, AttemptRow, CellRow, DrainWrite,
-    RateRow, RegisterRefusal, Registration, ReservationRow, StoreConfig,
-    StoreError as SetupRefusal, TxnOutcome, MAX_ATTEMPT_ROWS, MAX_EXPIRED_PER_CALL,
+    claim_check, commit_precheck, commit_writes, decide_commit, recorded_outcome, AbortReason,
+    AssignmentRow, AssignmentStore, AttemptOutcome, AttemptRow, CellRow, CommitFacts, CommitWrites,
+    DrainWrite, HostFacts, LimitFacts, RateRow, RegisterRefusal, Registration, ReservationRow,
+    StoreConfig, StoreError as SetupRefusal, TxnOutcome, MAX_ATTEMPT_ROWS, MAX_EXPIRED_PER_CALL,
     MAX_STORE_CELLS, MAX_STORE_HOSTS,
 };
 use switchyard_core::MonoMs;
@@ -335,18 +350,28 @@ struct Embedded(Dialect);
 
 impl MigrationSource<'static> for Embedded {
     fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
-        let sql = match self.0 {
-            Dialect::Postgres => include_str!("../../migrations/postgres/0001_handoff.sql"),
-            Dialect::Sqlite => include_str!("../../migrations/sqlite/0001_handoff.sql"),
+        let migration = |version: i64, name: &'static str, sql: &'static str| {
+            Migration::new(
+                version,
+                Cow::Borrowed(name),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )
         };
-        let migration = Migration::new(
-            1,
-            Cow::Borrowed("handoff"),
-            MigrationType::Simple,
-            Cow::Borrowed(sql),
-            false,
-        );
-        Box::pin(async move { Ok(vec![migration]) })
+        let migrations = match self.0 {
+            Dialect::Postgres => vec![migration(
+                1,
+                "handoff",
+                include_str!("../../migrations/postgres/0001_handoff.sql"),
+            )],
+            Dialect::Sqlite => vec![migration(
+                1,
+                "handoff",
+                include_str!("../../migrations/sqlite/0001_handoff.sql"),
+            )],
+        };
+        Box::pin(async move { Ok(migrations) })
     }
 }
 
@@ -521,18 +546,8 @@ impl SqlStore {
         .fetch_optional(&mut *conn)
         .await
         .map_err(in_txn)?
-        .ok_or_else(|| StoreFailure::BadRow("ho_settings has no row (put_settings)".into()))?;
-        Ok(StoreConfig {
-            enabled: flag(get(&row, "enabled")?, "enabled")?,
-            policy: policy::PolicyConfig {
-                freshness_window_ms: u(get(&row, "freshness_window_ms")?, "freshness")?,
-                host_cooldown_ms: u(get(&row, "host_cooldown_ms")?, "cooldown")?,
-            },
-            max_in_flight_migrations: u32_of(get(&row, "max_in_flight_migrations")?, "in-flight")?,
-            rate_window_ms: u(get(&row, "rate_window_ms")?, "rate_window_ms")?,
-            max_commits_per_window: u32_of(get(&row, "max_commits_per_window")?, "commits")?,
-            registration_timeout_ms: u(get(&row, "registration_timeout_ms")?, "registration")?,
-        })
+        .ok_or_else(no_settings)?;
+        config_of(&row)
     }
 
     pub async fn settings(&self) -> Result<StoreConfig, StoreFailure> {
@@ -733,6 +748,8 @@ impl SqlStore {
         row.map(|r| cell_row_of(&r)).transpose()
     }
 
+    /// HO-S4: the global limits lock, the last lock of a commit or a fence. Returns the row
+    /// as locked (PostgreSQL returns the newest version of a row it waited for).
     async fn lock_limits(tx: &mut Txn, dialect: Dialect) -> Result<(RateRow, u64), StoreFailure> {
         let sql = format!(
             "SELECT window_start_ms, commits, attempt_rows FROM ho_limits WHERE id = 1{}",
@@ -751,6 +768,23 @@ impl SqlStore {
         ))
     }
 
+    /// HO-S4: the counts every commit changes (hosts on the target, live reservations). Only
+    /// under the limits lock, in a statement that started after the lock was granted: under
+    /// READ COMMITTED a statement that waited for a row lock reads everything but that row
+    /// with the snapshot it started with, so counting in the locking statement would miss the
+    /// commit it waited for.
+    async fn limit_counts_in(tx: &mut Txn, target: CellId) -> Result<(u32, u64), StoreFailure> {
+        let row = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM ho_assignments WHERE cell = $1) AS target_load, \
+             (SELECT COUNT(*) FROM ho_reservations) AS in_flight",
+        )
+        .bind(i64::from(target.0))
+        .fetch_one(&mut **tx)
+        .await
+        .map_err(in_txn)?;
+        counts_of(&row)
+    }
+
     async fn attempt_in(tx: &mut Txn, op: OpId) -> Result<Option<AttemptRow>, StoreFailure> {
         let row = sqlx::query(
             "SELECT host, src_cell, src_epoch, src_incarnation, src_generation, target, outcome, \
@@ -763,67 +797,228 @@ impl SqlStore {
         row.map(|r| attempt_of(&r)).transpose()
     }
 
+    /// HO-S4 / HO-A1: everything `run_transaction` reads under the host lock, in one statement
+    /// that starts after the lock was granted (so it sees every transaction that held the lock
+    /// before): the attempt recorded for the op id, the settings, the target and source cells,
+    /// the host's cooldown and its pending reservation. `host` is `None` for an id no row can
+    /// have.
+    async fn txn_facts_in(
+        tx: &mut Txn,
+        req: &HandoffRequest,
+        host: Option<i64>,
+    ) -> Result<TxnFacts, StoreFailure> {
+        let row = sqlx::query(
+            "SELECT s.enabled, s.freshness_window_ms, s.host_cooldown_ms, \
+             s.max_in_flight_migrations, s.rate_window_ms, s.max_commits_per_window, \
+             s.registration_timeout_ms, \
+             t.op_id AS attempt_op, t.host, t.src_cell, t.src_epoch, t.src_incarnation, \
+             t.src_generation, t.target, t.outcome, t.new_epoch, t.registration, \
+             t.recorded_at_ms, \
+             tc.capacity, tc.handoff_capable, tc.incarnation, \
+             sc.handoff_capable AS src_capable, cd.until_ms, r.op_id AS pending_op \
+             FROM ho_settings s \
+             LEFT JOIN ho_attempts t ON t.op_id = $1 \
+             LEFT JOIN ho_cells tc ON tc.cell = $2 \
+             LEFT JOIN ho_cells sc ON sc.cell = $3 \
+             LEFT JOIN ho_cooldowns cd ON cd.host = $4 \
+             LEFT JOIN ho_reservations r ON r.host = $4 \
+             WHERE s.id = 1",
+        )
+        .bind(op_text(req.op_id))
+        .bind(i64::from(req.target.0))
+        .bind(i64::from(req.source.cell.0))
+        .bind(host)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(in_txn)?
+        .ok_or_else(no_settings)?;
+        let recorded = match get::<Option<String>>(&row, "attempt_op")? {
+            Some(_) => Some(attempt_of(&row)?),
+            None => None,
+        };
+        let target_cell = match get::<Option<i64>>(&row, "capacity")? {
+            Some(_) => Some(cell_row_of(&row)?),
+            None => None,
+        };
+        let source_cell_capable = match get::<Option<i64>>(&row, "src_capable")? {
+            Some(v) => flag(v, "src_capable")?,
+            None => false,
+        };
+        let cooldown_until = get::<Option<i64>>(&row, "until_ms")?
+            .map(|v| u(v, "until_ms").map(MonoMs))
+            .transpose()?;
+        Ok(TxnFacts {
+            recorded,
+            config: config_of(&row)?,
+            target_cell,
+            source_cell_capable,
+            cooldown_until,
+            migration_pending: get::<Option<String>>(&row, "pending_op")?.is_some(),
+        })
+    }
+
+    /// HO-A1: record an attempt and count it (`attempt_rows` is the new count): one statement
+    /// on PostgreSQL, two on SQLite.
     async fn insert_attempt(
         tx: &mut Txn,
+        dialect: Dialect,
         op: OpId,
         row: &AttemptRow,
         attempt_rows: u64,
     ) -> Result<(), StoreFailure> {
-        let (outcome, new_epoch, registration) = match row.outcome {
-            AttemptOutcome::Committed {
-                new_epoch,
-                registration,
-            } => (
-                "committed",
-                Some(i(new_epoch.0, "new_epoch")?),
-                Some(registration_text(registration)),
-            ),
-            AttemptOutcome::FencedAbort => ("fenced", None, None),
-        };
-        sqlx::query(
-            "INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, src_incarnation, \
-             src_generation, target, outcome, new_epoch, registration, recorded_at_ms) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(op_text(op))
-        .bind(i(row.source.host.0, "host")?)
-        .bind(i64::from(row.source.cell.0))
-        .bind(i(row.source.epoch.0, "epoch")?)
-        .bind(i(row.source.incarnation.0, "incarnation")?)
-        .bind(i(row.source.generation.0, "generation")?)
-        .bind(i64::from(row.target.0))
-        .bind(outcome)
-        .bind(new_epoch)
-        .bind(registration)
-        .bind(i(row.recorded_at.0, "recorded_at")?)
-        .execute(&mut **tx)
-        .await
-        .map_err(in_txn)?;
-        sqlx::query("UPDATE ho_limits SET attempt_rows = $1 WHERE id = 1")
-            .bind(i(attempt_rows.saturating_add(1), "attempt_rows")?)
-            .execute(&mut **tx)
-            .await
-            .map_err(in_txn)?;
-        Ok(())
+        let a = AttemptBinds::of(op, row)?;
+        let n = i(attempt_rows, "attempt_rows")?;
+        match dialect {
+            Dialect::Postgres => {
+                let q = sqlx::query(
+                    "WITH recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
+                     src_incarnation, src_generation, target, outcome, new_epoch, registration, \
+                     recorded_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     RETURNING op_id) \
+                     UPDATE ho_limits SET attempt_rows = $12 WHERE id = 1 \
+                     AND EXISTS (SELECT 1 FROM recorded)",
+                );
+                let done = a.bind(q).bind(n).execute(&mut **tx).await.map_err(in_txn)?;
+                one_row(done.rows_affected(), "attempt write")
+            }
+            Dialect::Sqlite => {
+                let q = sqlx::query(
+                    "INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, src_incarnation, \
+                     src_generation, target, outcome, new_epoch, registration, recorded_at_ms) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                );
+                let done = a.bind(q).execute(&mut **tx).await.map_err(in_txn)?;
+                one_row(done.rows_affected(), "attempt insert")?;
+                let done = sqlx::query("UPDATE ho_limits SET attempt_rows = $1 WHERE id = 1")
+                    .bind(n)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(in_txn)?;
+                one_row(done.rows_affected(), "attempt count")
+            }
+        }
     }
 
-    /// Reference `recorded_outcome`, against the locked host row.
-    fn recorded_outcome(
-        req: &HandoffRequest,
-        locked: Option<&Locked>,
-        row: &AttemptRow,
-    ) -> TxnOutcome {
-        match row.outcome {
-            AttemptOutcome::Committed { new_epoch, .. } => TxnOutcome::Committed {
-                target: row.target,
-                new_epoch,
-            },
-            AttemptOutcome::FencedAbort => match check_authority(req, locked) {
-                AuthorityCheck::Exact => TxnOutcome::RolledBack {
-                    reason: AbortReason::Fenced,
-                },
-                check => TxnOutcome::AuthorityChanged { check },
-            },
+    /// HO-S4: write every row of a commit (`commit_writes`) and the attempt count, and return
+    /// the counts of [`Self::limit_counts_in`] as they were before these writes. PostgreSQL:
+    /// one data-modifying statement (the host and limits rows are locked already; its counting
+    /// subqueries share the statement's snapshot, which started after the limits lock and does
+    /// not see the statement's own writes). SQLite: the counts, then a statement per table
+    /// (embedded: no round trips). Only under the limits lock; the caller decides afterwards
+    /// and drops the transaction (rolls the writes back) if `decide_commit` refuses.
+    async fn write_commit(
+        tx: &mut Txn,
+        dialect: Dialect,
+        op: OpId,
+        w: &CommitWrites,
+        attempt_rows: u64,
+    ) -> Result<(u32, u64), StoreFailure> {
+        let host = i(w.reservation.host.0, "host")?;
+        let a = AttemptBinds::of(op, &w.attempt)?;
+        let assignment = |q: AnyQuery<'static>| -> Result<AnyQuery<'static>, StoreFailure> {
+            Ok(q.bind(i64::from(w.assignment.cell.0))
+                .bind(i(w.assignment.epoch.0, "epoch")?)
+                .bind(i(w.assignment.incarnation.0, "incarnation")?)
+                .bind(i(w.assignment.generation.0, "generation")?)
+                .bind(i64::from(w.assignment.desktop_capable))
+                .bind(host))
+        };
+        let reservation = |q: AnyQuery<'static>| -> Result<AnyQuery<'static>, StoreFailure> {
+            Ok(q.bind(op_text(op))
+                .bind(host)
+                .bind(i64::from(w.reservation.cell.0))
+                .bind(i(w.reservation.expires_at.0, "expires_at")?))
+        };
+        let cooldown = i(w.cooldown_until.0, "cooldown")?;
+        let limits = |q: AnyQuery<'static>| -> Result<AnyQuery<'static>, StoreFailure> {
+            Ok(q.bind(i(w.rate.window_start.0, "window_start")?)
+                .bind(i64::from(w.rate.commits))
+                .bind(i(attempt_rows, "attempt_rows")?))
+        };
+        match dialect {
+            Dialect::Postgres => {
+                let q = sqlx::query(
+                    "WITH moved AS (UPDATE ho_assignments SET cell = $1, epoch = $2, \
+                     incarnation = $3, generation = $4, desktop_capable = $5 WHERE host = $6 \
+                     RETURNING host), \
+                     reserved AS (INSERT INTO ho_reservations (op_id, host, cell, expires_at_ms) \
+                     VALUES ($7, $8, $9, $10) RETURNING op_id), \
+                     recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
+                     src_incarnation, src_generation, target, outcome, new_epoch, registration, \
+                     recorded_at_ms) VALUES ($11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
+                     $21) RETURNING op_id), \
+                     cooled AS (INSERT INTO ho_cooldowns (host, until_ms) VALUES ($22, $23) \
+                     ON CONFLICT (host) DO UPDATE SET until_ms = excluded.until_ms \
+                     RETURNING host), \
+                     limited AS (UPDATE ho_limits SET window_start_ms = $24, commits = $25, \
+                     attempt_rows = $26 WHERE id = 1 RETURNING id) \
+                     SELECT (SELECT COUNT(*) FROM ho_assignments WHERE cell = $27) AS target_load, \
+                     (SELECT COUNT(*) FROM ho_reservations) AS in_flight, \
+                     (SELECT COUNT(*) FROM moved) + (SELECT COUNT(*) FROM reserved) \
+                     + (SELECT COUNT(*) FROM recorded) + (SELECT COUNT(*) FROM cooled) \
+                     + (SELECT COUNT(*) FROM limited) AS written",
+                );
+                let q = a.bind(reservation(assignment(q)?)?);
+                let q = limits(q.bind(host).bind(cooldown))?.bind(i64::from(w.assignment.cell.0));
+                let row = q.fetch_one(&mut **tx).await.map_err(in_txn)?;
+                let written: i64 = get(&row, "written")?;
+                if written != 5 {
+                    return Err(StoreFailure::Ambiguous {
+                        kind: Ambiguity::TransportError,
+                        detail: format!("commit wrote {written} of 5 rows"),
+                    });
+                }
+                counts_of(&row)
+            }
+            Dialect::Sqlite => {
+                let counts = Self::limit_counts_in(tx, w.assignment.cell).await?;
+                let statements: [(&str, AnyQuery<'static>); 5] = [
+                    (
+                        "assignment update",
+                        assignment(sqlx::query(
+                            "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3, \
+                             generation = $4, desktop_capable = $5 WHERE host = $6",
+                        ))?,
+                    ),
+                    (
+                        "reservation insert",
+                        reservation(sqlx::query(
+                            "INSERT INTO ho_reservations (op_id, host, cell, expires_at_ms) \
+                             VALUES ($1, $2, $3, $4)",
+                        ))?,
+                    ),
+                    (
+                        "attempt insert",
+                        a.bind(sqlx::query(
+                            "INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
+                             src_incarnation, src_generation, target, outcome, new_epoch, \
+                             registration, recorded_at_ms) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                        )),
+                    ),
+                    (
+                        "cooldown upsert",
+                        sqlx::query(
+                            "INSERT INTO ho_cooldowns (host, until_ms) VALUES ($1, $2) \
+                             ON CONFLICT (host) DO UPDATE SET until_ms = excluded.until_ms",
+                        )
+                        .bind(host)
+                        .bind(cooldown),
+                    ),
+                    (
+                        "limits update",
+                        limits(sqlx::query(
+                            "UPDATE ho_limits SET window_start_ms = $1, commits = $2, \
+                             attempt_rows = $3 WHERE id = 1",
+                        ))?,
+                    ),
+                ];
+                for (what, q) in statements {
+                    let done = q.execute(&mut **tx).await.map_err(in_txn)?;
+                    one_row(done.rows_affected(), what)?;
+                }
+                Ok(counts)
+            }
         }
     }
 
@@ -855,6 +1050,20 @@ impl SqlStore {
         }
     }
 
+    /// The statements of one assignment transaction, one round trip each on PostgreSQL:
+    ///
+    /// 1. BEGIN;
+    /// 2. lock the host row (the first lock; alone in its statement);
+    /// 3. the host's facts ([`Self::txn_facts_in`]) in a statement that starts after the host
+    ///    lock. A recorded op id, a changed authority or a failed `commit_precheck` is answered
+    ///    here: nothing written, the global lock never taken;
+    /// 4. lock `ho_limits` (the rate window and the attempt count, newest version);
+    /// 5. write the commit's rows and read the counts as they were before them
+    ///    ([`Self::write_commit`]); `decide_commit` over all facts; a refusal drops the
+    ///    transaction (its writes roll back);
+    /// 6. COMMIT.
+    ///
+    /// Under the global lock: 4, 5 and 6.
     async fn transaction_body(
         &self,
         now: MonoMs,
@@ -869,10 +1078,13 @@ impl SqlStore {
             // Held under the lock until the test lets go (or the transaction timeout fires).
             let _ = resume.await;
         }
-        if let Some(row) = Self::attempt_in(&mut tx, req.op_id).await? {
-            return Ok(Self::recorded_outcome(req, locked.as_ref(), &row));
+        let facts = Self::txn_facts_in(&mut tx, req, i64::try_from(host.0).ok()).await?;
+        let current = locked.map(|l| authority_of(host, &l.row));
+        // Every early answer below wrote nothing: dropping the transaction rolls it back.
+        if let Some(row) = facts.recorded {
+            return Ok(recorded_outcome(req, current.as_ref(), &row));
         }
-        let check = check_authority(req, locked.as_ref());
+        let check = claim_check(&req.source, current.as_ref());
         if check != AuthorityCheck::Exact {
             return Ok(TxnOutcome::AuthorityChanged { check });
         }
@@ -881,177 +1093,55 @@ impl SqlStore {
                 check: AuthorityCheck::Mismatch(AuthorityField::Host),
             });
         };
-        let (rate, attempt_rows) = Self::lock_limits(&mut tx, d).await?;
-        let config = Self::settings_in(&mut tx).await?;
-        if let Err(reason) = self
-            .check_commit(&mut tx, now, req, &locked, &config, rate, attempt_rows)
-            .await?
-        {
-            // Nothing written: dropping the transaction rolls it back.
+        let host_facts = HostFacts {
+            assignment: locked.row,
+            source_cell_capable: facts.source_cell_capable,
+            target_cell: facts.target_cell,
+            cooldown_until: facts.cooldown_until,
+            migration_pending: facts.migration_pending,
+        };
+        if let Err(reason) = commit_precheck(now, req, &host_facts, &facts.config) {
             return Ok(TxnOutcome::RolledBack { reason });
         }
-        let target_incarnation = Self::cell_in(&mut tx, d, req.target, false)
-            .await?
-            .map_or(Incarnation::default(), |c| c.incarnation);
-        let new_epoch = locked.row.epoch.next();
-        let h = i(host.0, "host")?;
-        sqlx::query(
-            "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3 WHERE host = $4",
-        )
-        .bind(i64::from(req.target.0))
-        .bind(i(new_epoch.0, "epoch")?)
-        .bind(i(target_incarnation.0, "incarnation")?)
-        .bind(h)
-        .execute(&mut *tx)
-        .await
-        .map_err(in_txn)?;
-        sqlx::query(
-            "INSERT INTO ho_reservations (op_id, host, cell, expires_at_ms) \
-             VALUES ($1, $2, $3, $4)",
-        )
-        .bind(op_text(req.op_id))
-        .bind(h)
-        .bind(i64::from(req.target.0))
-        .bind(i(
-            now.plus_ms(config.registration_timeout_ms).0,
-            "expires_at",
-        )?)
-        .execute(&mut *tx)
-        .await
-        .map_err(in_txn)?;
-        let attempt = AttemptRow {
-            source: req.source,
-            target: req.target,
-            outcome: AttemptOutcome::Committed {
-                new_epoch,
-                registration: Registration::Pending,
-            },
-            recorded_at: now,
+        let (rate, attempt_rows) = Self::lock_limits(&mut tx, d).await?;
+        // The commit's rows do not depend on the counts: write them in the statement that
+        // reads the counts (as they were before these writes), then decide. A refusal drops
+        // the transaction, so what it wrote is rolled back and never seen. With a pending
+        // migration the reservation cannot be written (one per host) and the decision is a
+        // refusal anyway (the capacity check or the pending move): only count.
+        let written = commit_writes(now, req, &host_facts, rate, &facts.config)
+            .filter(|_| !host_facts.migration_pending);
+        let (target_load, in_flight) = match &written {
+            Some(w) => {
+                Self::write_commit(&mut tx, d, req.op_id, w, attempt_rows.saturating_add(1)).await?
+            }
+            None => Self::limit_counts_in(&mut tx, req.target).await?,
         };
-        Self::insert_attempt(&mut tx, req.op_id, &attempt, attempt_rows).await?;
-        sqlx::query(
-            "INSERT INTO ho_cooldowns (host, until_ms) VALUES ($1, $2) \
-             ON CONFLICT (host) DO UPDATE SET until_ms = excluded.until_ms",
-        )
-        .bind(h)
-        .bind(i(
-            now.plus_ms(config.policy.host_cooldown_ms).0,
-            "cooldown",
-        )?)
-        .execute(&mut *tx)
-        .await
-        .map_err(in_txn)?;
-        let mut next_rate = effective_rate(&config, rate, now);
-        next_rate.commits = next_rate.commits.saturating_add(1);
-        sqlx::query("UPDATE ho_limits SET window_start_ms = $1, commits = $2 WHERE id = 1")
-            .bind(i(next_rate.window_start.0, "window_start")?)
-            .bind(i64::from(next_rate.commits))
-            .execute(&mut *tx)
-            .await
-            .map_err(in_txn)?;
+        let commit_facts = CommitFacts {
+            host: host_facts,
+            limits: LimitFacts {
+                target_load,
+                in_flight,
+                rate,
+                attempt_rows,
+            },
+        };
+        let writes = match decide_commit(now, req, &commit_facts, &facts.config) {
+            Ok(writes) => writes,
+            Err(reason) => return Ok(TxnOutcome::RolledBack { reason }),
+        };
+        if written != Some(writes) {
+            // Unreachable: `decide_commit` returns `commit_writes` of the same facts.
+            return Err(StoreFailure::Ambiguous {
+                kind: Ambiguity::TransportError,
+                detail: "commit decided other rows than were written".into(),
+            });
+        }
         Self::commit(tx).await?;
         Ok(TxnOutcome::Committed {
             target: req.target,
-            new_epoch,
+            new_epoch: writes.assignment.epoch,
         })
-    }
-
-    /// Reference `check_commit`: every commit-time check, in the same order, without writing.
-    #[allow(clippy::too_many_arguments)]
-    async fn check_commit(
-        &self,
-        tx: &mut Txn,
-        now: MonoMs,
-        req: &HandoffRequest,
-        locked: &Locked,
-        config: &StoreConfig,
-        rate: RateRow,
-        attempt_rows: u64,
-    ) -> Result<Result<(), AbortReason>, StoreFailure> {
-        let d = self.dialect;
-        let p = |e: Ineligible| Err(AbortReason::Policy(e));
-        if !config.enabled {
-            return Ok(p(Ineligible::Disabled));
-        }
-        if req.target == req.source.cell {
-            return Ok(p(Ineligible::SameCell));
-        }
-        let Some(target) = Self::cell_in(tx, d, req.target, false).await? else {
-            return Ok(p(Ineligible::UnknownTarget));
-        };
-        let source_capable = Self::cell_in(tx, d, req.source.cell, false)
-            .await?
-            .is_some_and(|c| c.handoff_capable);
-        if let Err(e) = policy::check_capabilities(
-            source_capable,
-            target.handoff_capable,
-            locked.row.desktop_capable,
-        ) {
-            return Ok(p(e));
-        }
-        if let Err(e) = policy::check_cohort(req.source.host, req.cohort_percent) {
-            return Ok(p(e));
-        }
-        if let Err(e) =
-            policy::check_freshness(now, &req.measurement, config.policy.freshness_window_ms)
-        {
-            return Ok(p(e));
-        }
-        if let Err(e) = policy::check_improvement(
-            req.measurement.current_rtt_ms,
-            req.measurement.target_rtt_ms,
-        ) {
-            return Ok(p(e));
-        }
-        let h = i(req.source.host.0, "host")?;
-        let cooldown = sqlx::query("SELECT until_ms FROM ho_cooldowns WHERE host = $1")
-            .bind(h)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(in_txn)?
-            .map(|r| get::<i64>(&r, "until_ms").and_then(|v| u(v, "until_ms")))
-            .transpose()?
-            .map(MonoMs);
-        if let Err(e) = policy::check_cooldown(now, cooldown) {
-            return Ok(p(e));
-        }
-        let load: i64 = get(
-            &sqlx::query("SELECT COUNT(*) AS n FROM ho_assignments WHERE cell = $1")
-                .bind(i64::from(req.target.0))
-                .fetch_one(&mut **tx)
-                .await
-                .map_err(in_txn)?,
-            "n",
-        )?;
-        let load = u32::try_from(load).unwrap_or(u32::MAX);
-        if let Err(e) = policy::check_capacity(load, target.capacity) {
-            return Ok(p(e));
-        }
-        let pending = sqlx::query("SELECT op_id FROM ho_reservations WHERE host = $1")
-            .bind(h)
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(in_txn)?;
-        if pending.is_some() {
-            return Ok(Err(AbortReason::MigrationPending));
-        }
-        let in_flight: i64 = get(
-            &sqlx::query("SELECT COUNT(*) AS n FROM ho_reservations")
-                .fetch_one(&mut **tx)
-                .await
-                .map_err(in_txn)?,
-            "n",
-        )?;
-        if u(in_flight, "in-flight")? >= u64::from(config.max_in_flight_migrations) {
-            return Ok(Err(AbortReason::ConcurrencyLimited));
-        }
-        if effective_rate(config, rate, now).commits >= config.max_commits_per_window {
-            return Ok(Err(AbortReason::RateLimited));
-        }
-        if attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
-            return Ok(Err(AbortReason::StoreFull));
-        }
-        Ok(Ok(()))
     }
 
     // ----- HO-A1 / HO-A2: locked reconciliation -----
@@ -1075,9 +1165,11 @@ impl SqlStore {
         self.bounded(async {
             let d = self.dialect;
             let mut tx = self.begin().await?;
-            let locked = Self::lock_host(&mut tx, d, req.source.host).await?;
+            let host = req.source.host;
+            let locked = Self::lock_host(&mut tx, d, host).await?;
+            let current = locked.map(|l| authority_of(host, &l.row));
             if let Some(row) = Self::attempt_in(&mut tx, req.op_id).await? {
-                return Ok(Some(Self::recorded_outcome(req, locked.as_ref(), &row)));
+                return Ok(Some(recorded_outcome(req, current.as_ref(), &row)));
             }
             let (_, attempt_rows) = Self::lock_limits(&mut tx, d).await?;
             if attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
@@ -1089,9 +1181,10 @@ impl SqlStore {
                 outcome: AttemptOutcome::FencedAbort,
                 recorded_at: now,
             };
-            Self::insert_attempt(&mut tx, req.op_id, &row, attempt_rows).await?;
+            Self::insert_attempt(&mut tx, d, req.op_id, &row, attempt_rows.saturating_add(1))
+                .await?;
             Self::commit(tx).await?;
-            Ok(Some(Self::recorded_outcome(req, locked.as_ref(), &row)))
+            Ok(Some(recorded_outcome(req, current.as_ref(), &row)))
         })
         .await
     }
@@ -1598,25 +1691,116 @@ fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
     }
 }
 
-fn check_authority(req: &HandoffRequest, locked: Option<&Locked>) -> AuthorityCheck {
-    match locked {
-        Some(l) => req
-            .source
-            .check_against(&authority_of(req.source.host, &l.row)),
-        None => AuthorityCheck::Mismatch(AuthorityField::Host),
+/// What `run_transaction` read in its facts statement.
+#[derive(Debug, Clone, Copy)]
+struct TxnFacts {
+    recorded: Option<AttemptRow>,
+    config: StoreConfig,
+    target_cell: Option<CellRow>,
+    source_cell_capable: bool,
+    cooldown_until: Option<MonoMs>,
+    migration_pending: bool,
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// The bind values of an attempt row, in `ho_attempts` column order (op id first).
+#[derive(Debug, Clone)]
+struct AttemptBinds {
+    op: String,
+    host: i64,
+    src_cell: i64,
+    src_epoch: i64,
+    src_incarnation: i64,
+    src_generation: i64,
+    target: i64,
+    outcome: &'static str,
+    new_epoch: Option<i64>,
+    registration: Option<&'static str>,
+    recorded_at: i64,
+}
+
+impl AttemptBinds {
+    fn of(op: OpId, row: &AttemptRow) -> Result<AttemptBinds, StoreFailure> {
+        let (outcome, new_epoch, registration) = match row.outcome {
+            AttemptOutcome::Committed {
+                new_epoch,
+                registration,
+            } => (
+                "committed",
+                Some(i(new_epoch.0, "new_epoch")?),
+                Some(registration_text(registration)),
+            ),
+            AttemptOutcome::FencedAbort => ("fenced", None, None),
+        };
+        Ok(AttemptBinds {
+            op: op_text(op),
+            host: i(row.source.host.0, "host")?,
+            src_cell: i64::from(row.source.cell.0),
+            src_epoch: i(row.source.epoch.0, "epoch")?,
+            src_incarnation: i(row.source.incarnation.0, "incarnation")?,
+            src_generation: i(row.source.generation.0, "generation")?,
+            target: i64::from(row.target.0),
+            outcome,
+            new_epoch,
+            registration,
+            recorded_at: i(row.recorded_at.0, "recorded_at")?,
+        })
+    }
+
+    /// Bind the eleven values as the next parameters of `q`.
+    fn bind<'q>(&self, q: AnyQuery<'q>) -> AnyQuery<'q> {
+        q.bind(self.op.clone())
+            .bind(self.host)
+            .bind(self.src_cell)
+            .bind(self.src_epoch)
+            .bind(self.src_incarnation)
+            .bind(self.src_generation)
+            .bind(self.target)
+            .bind(self.outcome)
+            .bind(self.new_epoch)
+            .bind(self.registration)
+            .bind(self.recorded_at)
     }
 }
 
-/// Reference `effective_rate`.
-fn effective_rate(config: &StoreConfig, rate: RateRow, now: MonoMs) -> RateRow {
-    if now.since_ms(rate.window_start) >= config.rate_window_ms || now < rate.window_start {
-        RateRow {
-            window_start: now,
-            commits: 0,
-        }
+/// A write that must touch exactly one row. Anything else fails the transaction (it is dropped,
+/// so rolled back; reported as ambiguous like every error inside a transaction).
+fn one_row(rows: u64, what: &str) -> Result<(), StoreFailure> {
+    if rows == 1 {
+        Ok(())
     } else {
-        rate
+        Err(StoreFailure::Ambiguous {
+            kind: Ambiguity::TransportError,
+            detail: format!("{what} touched {rows} rows, expected 1"),
+        })
     }
+}
+
+fn counts_of(row: &AnyRow) -> Result<(u32, u64), StoreFailure> {
+    let load: i64 = get(row, "target_load")?;
+    Ok((
+        u32::try_from(u(load, "target_load")?).unwrap_or(u32::MAX),
+        u(get(row, "in_flight")?, "in_flight")?,
+    ))
+}
+
+fn no_settings() -> StoreFailure {
+    StoreFailure::BadRow("ho_settings has no row (put_settings)".into())
+}
+
+fn config_of(row: &AnyRow) -> Result<StoreConfig, StoreFailure> {
+    Ok(StoreConfig {
+        enabled: flag(get(row, "enabled")?, "enabled")?,
+        policy: policy::PolicyConfig {
+            freshness_window_ms: u(get(row, "freshness_window_ms")?, "freshness")?,
+            host_cooldown_ms: u(get(row, "host_cooldown_ms")?, "cooldown")?,
+        },
+        max_in_flight_migrations: u32_of(get(row, "max_in_flight_migrations")?, "in-flight")?,
+        rate_window_ms: u(get(row, "rate_window_ms")?, "rate_window_ms")?,
+        max_commits_per_window: u32_of(get(row, "max_commits_per_window")?, "commits")?,
+        registration_timeout_ms: u(get(row, "registration_timeout_ms")?, "registration")?,
+    })
 }
 
 fn registration_text(r: Registration) -> &'static str {

@@ -5,6 +5,11 @@
 //! Each `&mut self` method is one transaction under the host lock: the in-memory store is
 //! the serialisation point that SQL stores must match row for row. A method either writes all
 //! of its rows or none (every check runs before the first write).
+//!
+//! The decisions of the assignment transaction are pure functions over the facts a store
+//! read ([`recorded_outcome`], [`claim_check`], [`commit_precheck`], [`decide_commit`],
+//! [`commit_writes`]): this store and the SQL stores call the same functions, so the check
+//! order and the rows written are defined once.
 
 use std::collections::BTreeMap;
 
@@ -106,6 +111,22 @@ pub struct RateRow {
     pub commits: u32,
 }
 
+impl RateRow {
+    /// HO-S4: the window as of `now`: a window that ended (or starts in the future: a clock
+    /// step back) is replaced by an empty one starting at `now`.
+    #[must_use]
+    pub fn effective(self, now: MonoMs, rate_window_ms: u64) -> RateRow {
+        if now.since_ms(self.window_start) >= rate_window_ms || now < self.window_start {
+            RateRow {
+                window_start: now,
+                commits: 0,
+            }
+        } else {
+            self
+        }
+    }
+}
+
 /// Why a transaction rolled back while the exact source authority still held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum AbortReason {
@@ -189,6 +210,215 @@ pub enum StoreViolation {
     TooManyReservations,
     AssignmentToUnknownCell(HostId),
     CommitEpochAhead(OpId),
+}
+
+/// HO-S4: what the commit-time checks read about the request's own host, read under the host
+/// lock. The assignment, cooldown and reservation of a host change only under its lock; the
+/// cell rows are configuration (a commit never locks them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HostFacts {
+    /// The host's current assignment row; the claimed authority was found exact against it.
+    pub assignment: AssignmentRow,
+    /// The claimed source cell advertises the capability (`false` when the cell is unknown).
+    pub source_cell_capable: bool,
+    /// The target cell's row (`None`: unknown target).
+    pub target_cell: Option<CellRow>,
+    pub cooldown_until: Option<MonoMs>,
+    /// The host holds a reservation: an earlier move still waits for its registration.
+    pub migration_pending: bool,
+}
+
+/// HO-S4: the values every commit changes, so two commits must not read them concurrently: a
+/// SQL store reads them only after it took the global limits lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LimitFacts {
+    /// Hosts assigned to the target cell (committed moves count at once).
+    pub target_load: u32,
+    /// Live reservations (all hosts).
+    pub in_flight: u64,
+    /// The stored rate window (not yet rolled over to `now`).
+    pub rate: RateRow,
+    /// Attempt rows recorded (bounded by `MAX_ATTEMPT_ROWS`).
+    pub attempt_rows: u64,
+}
+
+/// Everything the commit-time checks read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommitFacts {
+    pub host: HostFacts,
+    pub limits: LimitFacts,
+}
+
+/// HO-S4: every row a commit writes. The reference applies them to its maps; a SQL store
+/// writes them as they are (plus its attempt-row counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CommitWrites {
+    /// The host's new assignment: the target, epoch + 1, the target's incarnation.
+    pub assignment: AssignmentRow,
+    pub reservation: ReservationRow,
+    pub attempt: AttemptRow,
+    pub cooldown_until: MonoMs,
+    /// The rate window with this commit counted.
+    pub rate: RateRow,
+}
+
+/// The authority check of a claim against the host's current authority (`None`: no such
+/// host).
+#[must_use]
+pub fn claim_check(claim: &SourceAuthority, current: Option<&SourceAuthority>) -> AuthorityCheck {
+    match current {
+        Some(current) => {
+            debug_assert_eq!(current.host, claim.host, "authority of another host");
+            claim.check_against(current)
+        }
+        None => AuthorityCheck::Mismatch(AuthorityField::Host),
+    }
+}
+
+/// HO-A1: the answer to an op id that is already recorded: its commit, or (fenced) a rollback
+/// if the claimed authority still holds, else the authority change.
+#[must_use]
+pub fn recorded_outcome(
+    req: &HandoffRequest,
+    current: Option<&SourceAuthority>,
+    row: &AttemptRow,
+) -> TxnOutcome {
+    match row.outcome {
+        AttemptOutcome::Committed { new_epoch, .. } => TxnOutcome::Committed {
+            target: row.target,
+            new_epoch,
+        },
+        AttemptOutcome::FencedAbort => match claim_check(&req.source, current) {
+            AuthorityCheck::Exact => TxnOutcome::RolledBack {
+                reason: AbortReason::Fenced,
+            },
+            check => TxnOutcome::AuthorityChanged { check },
+        },
+    }
+}
+
+/// HO-S4 / HO-3 / HO-C1: the leading commit-time checks, which read no [`LimitFacts`]. If
+/// this fails, [`decide_commit`] fails with the same reason whatever the limits are, so a
+/// store may answer without taking its global lock.
+pub fn commit_precheck(
+    now: MonoMs,
+    req: &HandoffRequest,
+    host: &HostFacts,
+    config: &StoreConfig,
+) -> Result<(), AbortReason> {
+    let p = AbortReason::Policy;
+    if !config.enabled {
+        return Err(p(Ineligible::Disabled));
+    }
+    if req.target == req.source.cell {
+        return Err(p(Ineligible::SameCell));
+    }
+    let Some(target) = host.target_cell else {
+        return Err(p(Ineligible::UnknownTarget));
+    };
+    policy::check_capabilities(
+        host.source_cell_capable,
+        target.handoff_capable,
+        host.assignment.desktop_capable,
+    )
+    .map_err(p)?;
+    policy::check_cohort(req.source.host, req.cohort_percent).map_err(p)?;
+    policy::check_freshness(now, &req.measurement, config.policy.freshness_window_ms).map_err(p)?;
+    policy::check_improvement(
+        req.measurement.current_rtt_ms,
+        req.measurement.target_rtt_ms,
+    )
+    .map_err(p)?;
+    policy::check_cooldown(now, host.cooldown_until).map_err(p)?;
+    Ok(())
+}
+
+/// HO-S4 / HO-3 / HO-C1: every commit-time check, in the one order both stores apply, and on
+/// success the rows to write. The caller has checked the op id and found the claimed
+/// authority exact against `facts.host.assignment`, with no attempt recorded for the op id.
+pub fn decide_commit(
+    now: MonoMs,
+    req: &HandoffRequest,
+    facts: &CommitFacts,
+    config: &StoreConfig,
+) -> Result<CommitWrites, AbortReason> {
+    debug_assert!(req.op_id_is_consistent(), "op id checked by the caller");
+    debug_assert_eq!(
+        req.source
+            .check_against(&authority_of(req.source.host, &facts.host.assignment)),
+        AuthorityCheck::Exact,
+        "authority checked by the caller"
+    );
+    commit_precheck(now, req, &facts.host, config)?;
+    let Some(target) = facts.host.target_cell else {
+        // Unreachable: the precheck refused an unknown target.
+        return Err(AbortReason::Policy(Ineligible::UnknownTarget));
+    };
+    let limits = facts.limits;
+    policy::check_capacity(limits.target_load, target.capacity).map_err(AbortReason::Policy)?;
+    if facts.host.migration_pending {
+        return Err(AbortReason::MigrationPending);
+    }
+    if limits.in_flight >= u64::from(config.max_in_flight_migrations) {
+        return Err(AbortReason::ConcurrencyLimited);
+    }
+    let rate = limits.rate.effective(now, config.rate_window_ms);
+    if rate.commits >= config.max_commits_per_window {
+        return Err(AbortReason::RateLimited);
+    }
+    if limits.attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
+        return Err(AbortReason::StoreFull);
+    }
+    // Every limit had room, so the commit below keeps each one (HO-S4 never overshoots).
+    debug_assert!(limits.target_load < target.capacity);
+    debug_assert!(limits.in_flight < u64::from(config.max_in_flight_migrations));
+    debug_assert!(rate.commits < config.max_commits_per_window);
+    commit_writes(now, req, &facts.host, limits.rate, config)
+        .ok_or(AbortReason::Policy(Ineligible::UnknownTarget))
+}
+
+/// HO-S4: the rows a commit of `req` writes. They depend on the host's facts and the stored
+/// rate window, not on the counts, so a store may write them before [`decide_commit`] ran
+/// (and roll back if it refuses). `None`: the target is unknown (the precheck refuses it).
+#[must_use]
+pub fn commit_writes(
+    now: MonoMs,
+    req: &HandoffRequest,
+    host: &HostFacts,
+    rate: RateRow,
+    config: &StoreConfig,
+) -> Option<CommitWrites> {
+    let target = host.target_cell?;
+    let current = host.assignment;
+    let new_epoch = current.epoch.next();
+    let rate = rate.effective(now, config.rate_window_ms);
+    Some(CommitWrites {
+        assignment: AssignmentRow {
+            cell: req.target,
+            epoch: new_epoch,
+            incarnation: target.incarnation,
+            ..current
+        },
+        reservation: ReservationRow {
+            host: req.source.host,
+            cell: req.target,
+            expires_at: now.plus_ms(config.registration_timeout_ms),
+        },
+        attempt: AttemptRow {
+            source: req.source,
+            target: req.target,
+            outcome: AttemptOutcome::Committed {
+                new_epoch,
+                registration: Registration::Pending,
+            },
+            recorded_at: now,
+        },
+        cooldown_until: now.plus_ms(config.policy.host_cooldown_ms),
+        rate: RateRow {
+            commits: rate.commits.saturating_add(1),
+            ..rate
+        },
+    })
 }
 
 /// The reference assignment store.
@@ -327,31 +557,17 @@ impl AssignmentStore {
 
     /// The recorded outcome of an op id, with the authority check for fenced aborts.
     fn recorded_outcome(&self, req: &HandoffRequest, row: &AttemptRow) -> TxnOutcome {
-        match row.outcome {
-            AttemptOutcome::Committed { new_epoch, .. } => TxnOutcome::Committed {
-                target: row.target,
-                new_epoch,
-            },
-            AttemptOutcome::FencedAbort => match self.check_authority(&req.source) {
-                AuthorityCheck::Exact => TxnOutcome::RolledBack {
-                    reason: AbortReason::Fenced,
-                },
-                check => TxnOutcome::AuthorityChanged { check },
-            },
-        }
-    }
-
-    fn check_authority(&self, claim: &SourceAuthority) -> AuthorityCheck {
-        match self.authority(claim.host) {
-            Some(current) => claim.check_against(&current),
-            None => AuthorityCheck::Mismatch(AuthorityField::Host),
-        }
+        recorded_outcome(req, self.authority(req.source.host).as_ref(), row)
     }
 
     /// HO-S4: the bounded assignment transaction. Re-checks the op id, the exact authority and
     /// the director's policy; then, atomically, reserves the target, moves the assignment
     /// (epoch + 1), starts the host cooldown, counts the rate window and records the attempt.
     /// HO-A1: an op id already recorded returns the recorded result and never migrates twice.
+    ///
+    /// The steps are the ones a SQL store runs: the host's facts, [`commit_precheck`], the
+    /// global [`LimitFacts`] (read last: a SQL store reads them under its global lock), then
+    /// [`decide_commit`] and its rows.
     pub fn run_transaction(&mut self, now: MonoMs, req: &HandoffRequest) -> TxnOutcome {
         if !req.op_id_is_consistent() {
             return TxnOutcome::RolledBack {
@@ -361,124 +577,55 @@ impl AssignmentStore {
         if let Some(row) = self.attempts.get(&req.op_id) {
             return self.recorded_outcome(req, row);
         }
-        let check = self.check_authority(&req.source);
+        let host = req.source.host;
+        let current = self.authority(host);
+        let check = claim_check(&req.source, current.as_ref());
         if check != AuthorityCheck::Exact {
             return TxnOutcome::AuthorityChanged { check };
         }
-        let host = req.source.host;
-        if let Err(reason) = self.check_commit(now, req) {
-            return TxnOutcome::RolledBack { reason };
-        }
-        // All checks passed: write every row (nothing above wrote).
-        let target_incarnation = self
-            .cells
-            .get(&req.target)
-            .map_or(Incarnation::default(), |c| c.incarnation);
-        let Some(row) = self.assignments.get_mut(&host) else {
+        let Some(assignment) = self.assignments.get(&host).copied() else {
             debug_assert!(false, "authority check passed for an unknown host");
             return TxnOutcome::AuthorityChanged {
                 check: AuthorityCheck::Mismatch(AuthorityField::Host),
             };
         };
-        let new_epoch = row.epoch.next();
-        row.cell = req.target;
-        row.epoch = new_epoch;
-        row.incarnation = target_incarnation;
-        self.reservations.insert(
-            req.op_id,
-            ReservationRow {
-                host,
-                cell: req.target,
-                expires_at: now.plus_ms(self.config.registration_timeout_ms),
+        let host_facts = HostFacts {
+            assignment,
+            source_cell_capable: self
+                .cells
+                .get(&req.source.cell)
+                .is_some_and(|c| c.handoff_capable),
+            target_cell: self.cells.get(&req.target).copied(),
+            cooldown_until: self.cooldowns.get(&host).copied(),
+            migration_pending: self.reservations.values().any(|r| r.host == host),
+        };
+        if let Err(reason) = commit_precheck(now, req, &host_facts, &self.config) {
+            return TxnOutcome::RolledBack { reason };
+        }
+        let facts = CommitFacts {
+            host: host_facts,
+            limits: LimitFacts {
+                target_load: self.cell_load(req.target),
+                in_flight: u64::try_from(self.reservations.len()).unwrap_or(u64::MAX),
+                rate: self.rate,
+                attempt_rows: u64::try_from(self.attempts.len()).unwrap_or(u64::MAX),
             },
-        );
-        self.attempts.insert(
-            req.op_id,
-            AttemptRow {
-                source: req.source,
-                target: req.target,
-                outcome: AttemptOutcome::Committed {
-                    new_epoch,
-                    registration: Registration::Pending,
-                },
-                recorded_at: now,
-            },
-        );
-        self.cooldowns
-            .insert(host, now.plus_ms(self.config.policy.host_cooldown_ms));
-        self.rate = self.effective_rate(now);
-        self.rate.commits = self.rate.commits.saturating_add(1);
+        };
+        let writes = match decide_commit(now, req, &facts, &self.config) {
+            Ok(writes) => writes,
+            Err(reason) => return TxnOutcome::RolledBack { reason },
+        };
+        // All checks passed: write every row (nothing above wrote).
+        self.assignments.insert(host, writes.assignment);
+        self.reservations.insert(req.op_id, writes.reservation);
+        self.attempts.insert(req.op_id, writes.attempt);
+        self.cooldowns.insert(host, writes.cooldown_until);
+        self.rate = writes.rate;
         debug_assert_eq!(self.check_invariants(), Ok(()));
         TxnOutcome::Committed {
             target: req.target,
-            new_epoch,
+            new_epoch: writes.assignment.epoch,
         }
-    }
-
-    fn effective_rate(&self, now: MonoMs) -> RateRow {
-        if now.since_ms(self.rate.window_start) >= self.config.rate_window_ms
-            || now < self.rate.window_start
-        {
-            RateRow {
-                window_start: now,
-                commits: 0,
-            }
-        } else {
-            self.rate
-        }
-    }
-
-    /// HO-S4 / HO-3 / HO-C1: every commit-time check, without writing.
-    fn check_commit(&self, now: MonoMs, req: &HandoffRequest) -> Result<(), AbortReason> {
-        let host = req.source.host;
-        let p = |e: Ineligible| AbortReason::Policy(e);
-        if !self.config.enabled {
-            return Err(p(Ineligible::Disabled));
-        }
-        if req.target == req.source.cell {
-            return Err(p(Ineligible::SameCell));
-        }
-        let Some(target) = self.cells.get(&req.target) else {
-            return Err(p(Ineligible::UnknownTarget));
-        };
-        let source_capable = self
-            .cells
-            .get(&req.source.cell)
-            .is_some_and(|c| c.handoff_capable);
-        let desktop_capable = self
-            .assignments
-            .get(&host)
-            .is_some_and(|r| r.desktop_capable);
-        policy::check_capabilities(source_capable, target.handoff_capable, desktop_capable)
-            .map_err(p)?;
-        policy::check_cohort(host, req.cohort_percent).map_err(p)?;
-        policy::check_freshness(
-            now,
-            &req.measurement,
-            self.config.policy.freshness_window_ms,
-        )
-        .map_err(p)?;
-        policy::check_improvement(
-            req.measurement.current_rtt_ms,
-            req.measurement.target_rtt_ms,
-        )
-        .map_err(p)?;
-        policy::check_cooldown(now, self.cooldowns.get(&host).copied()).map_err(p)?;
-        policy::check_capacity(self.cell_load(req.target), target.capacity).map_err(p)?;
-        if self.reservations.values().any(|r| r.host == host) {
-            return Err(AbortReason::MigrationPending);
-        }
-        let in_flight = u32::try_from(self.reservations.len()).unwrap_or(u32::MAX);
-        if in_flight >= self.config.max_in_flight_migrations {
-            return Err(AbortReason::ConcurrencyLimited);
-        }
-        if self.effective_rate(now).commits >= self.config.max_commits_per_window {
-            return Err(AbortReason::RateLimited);
-        }
-        if self.attempts.len() >= MAX_ATTEMPT_ROWS {
-            return Err(AbortReason::StoreFull);
-        }
-        Ok(())
     }
 
     /// HO-A1 / HO-A2: locked reconciliation by op id. Returns the recorded outcome; if no

@@ -1,0 +1,255 @@
+//! HO-S4 under real concurrency on PostgreSQL: the global limits (target capacity, in-flight
+//! reservations, the rate window) hold when commits queue on the `ho_limits` lock.
+//!
+//! The differential test (`handoff_store_diff.rs`) runs one call at a time, so it cannot see
+//! what a commit reads while it waits for the global lock. Here a plain connection holds the
+//! `ho_limits` row lock while several store transactions queue behind it; once it lets go they
+//! commit one after the other, and each one that waited must count the commits it waited for
+//! (under READ COMMITTED a statement that waited for a row lock reads everything else with the
+//! snapshot it started with: counting in that statement would miss them). The outcomes and rows
+//! must equal the reference store running the same requests in the order they committed.
+
+mod support_pg;
+
+use std::time::Duration;
+
+use sqlx::{Connection, Executor, PgConnection};
+use switchyard_adapters::handoff::store::{Rows, SqlStore, StoreOptions};
+use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
+use switchyard_core::handoff::policy::{HandoffRequest, Ineligible, Measurement, PolicyConfig};
+use switchyard_core::handoff::store::{
+    AbortReason, AssignmentStore, CellRow, StoreConfig, TxnOutcome,
+};
+use switchyard_core::MonoMs;
+
+const SOURCE: CellId = CellId(1);
+const TARGET: CellId = CellId(2);
+const NOW: MonoMs = MonoMs(10_000);
+
+fn config(max_in_flight: u32, max_commits: u32) -> StoreConfig {
+    StoreConfig {
+        enabled: true,
+        policy: PolicyConfig {
+            freshness_window_ms: 60_000,
+            host_cooldown_ms: 20_000,
+        },
+        max_in_flight_migrations: max_in_flight,
+        rate_window_ms: 60_000,
+        max_commits_per_window: max_commits,
+        registration_timeout_ms: 30_000,
+    }
+}
+
+fn cell(capacity: u32) -> CellRow {
+    CellRow {
+        capacity,
+        handoff_capable: true,
+        incarnation: Incarnation(1),
+    }
+}
+
+/// Which row the plain connection holds while the store transactions queue.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    /// `ho_limits`: every host asks once; they queue on the global lock.
+    Limits,
+    /// The row of host 0: the same request `n` times (duplicate workers); they queue on the
+    /// host lock.
+    Host0Duplicates(usize),
+}
+
+/// `hosts` hosts on the source ask to move to the target (capacity `capacity`) while a plain
+/// connection holds a lock (`hold`); all of them queue on that lock, then race.
+async fn race(
+    tag: &str,
+    config: StoreConfig,
+    capacity: u32,
+    hosts: u64,
+    hold: Hold,
+) -> (Vec<(HandoffRequest, TxnOutcome)>, AssignmentStore) {
+    let url = support_pg::fresh_db(tag).await;
+    let opts = StoreOptions {
+        max_connections: 8,
+        txn_timeout: Duration::from_secs(20),
+        ..StoreOptions::default()
+    };
+    let store = SqlStore::connect(&url, opts).await.expect("store");
+    store.put_settings(&config, true).await.expect("settings");
+    let mut reference = AssignmentStore::new(config);
+    for (c, cap) in [(SOURCE, hosts * 2), (TARGET, u64::from(capacity))] {
+        let row = cell(u32::try_from(cap).expect("capacity"));
+        store
+            .upsert_cell(c, row)
+            .await
+            .expect("cell")
+            .expect("cell");
+        reference.upsert_cell(c, row).expect("cell");
+    }
+    let measurement = Measurement {
+        measured_at: MonoMs(9_000),
+        current_rtt_ms: 120,
+        target_rtt_ms: 60,
+    };
+    let mut requests = Vec::new();
+    for h in 0..hosts {
+        let authority = store
+            .insert_host(HostId(h), SOURCE, true)
+            .await
+            .expect("host")
+            .expect("host");
+        reference
+            .insert_host(HostId(h), SOURCE, true)
+            .expect("host");
+        requests.push(HandoffRequest::new(authority, TARGET, 100, measurement));
+    }
+
+    let (lock, requests) = match hold {
+        Hold::Limits => ("SELECT 1 FROM ho_limits WHERE id = 1 FOR UPDATE", requests),
+        Hold::Host0Duplicates(n) => (
+            "SELECT 1 FROM ho_assignments WHERE host = 0 FOR UPDATE",
+            vec![requests[0]; n],
+        ),
+    };
+    let waiters = requests.len();
+    let mut holder = PgConnection::connect(&url).await.expect("holder");
+    holder.execute("BEGIN").await.expect("begin");
+    holder.execute(lock).await.expect("hold the lock");
+    let tasks: Vec<_> = requests
+        .iter()
+        .map(|req| {
+            let store = store.clone();
+            let req = *req;
+            tokio::spawn(async move {
+                let out = store.run_transaction(NOW, &req).await;
+                (req, out, tokio::time::Instant::now())
+            })
+        })
+        .collect();
+    // Every transaction waits for the held lock (ho_limits: each passed its host lock and its
+    // precheck).
+    // (A connection of its own: inside the holder's transaction the statistics are a snapshot.)
+    let mut monitor = PgConnection::connect(&url).await.expect("monitor");
+    let db = url.rsplit('/').next().expect("db name").to_owned();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 \
+             AND wait_event_type = 'Lock'",
+        )
+        .bind(&db)
+        .fetch_one(&mut monitor)
+        .await
+        .expect("pg_stat_activity");
+        if waiting == i64::try_from(waiters).expect("waiters") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {waiting} of {waiters} transactions queued on the lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    holder.execute("COMMIT").await.expect("release");
+    holder.close().await.expect("close");
+    monitor.close().await.expect("close");
+
+    let mut results = Vec::new();
+    for t in tasks {
+        let (req, out, done) = t.await.expect("task");
+        results.push((req, out.expect("store answered"), done));
+    }
+    // The reference runs the winners first (in the order they finished), then the others:
+    // the serial order the database chose.
+    results.sort_by_key(|(_, out, done)| (!out.is_committed(), *done));
+    let results: Vec<_> = results.into_iter().map(|(r, o, _)| (r, o)).collect();
+    for (req, out) in &results {
+        assert_eq!(
+            reference.run_transaction(NOW, req),
+            *out,
+            "reference outcome of {req:?}"
+        );
+    }
+    let cells = [SOURCE, TARGET];
+    let host_ids: Vec<HostId> = (0..hosts).map(HostId).collect();
+    assert_eq!(
+        store.rows().await.expect("rows"),
+        Rows::of_reference(&reference, &cells, &host_ids),
+        "rows equal the reference run in commit order"
+    );
+    assert_eq!(reference.check_invariants(), Ok(()));
+    store.close().await;
+    (results, reference)
+}
+
+fn count(results: &[(HandoffRequest, TxnOutcome)], want: fn(&TxnOutcome) -> bool) -> usize {
+    results.iter().filter(|(_, o)| want(o)).count()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn ho_s4_capacity_holds_for_commits_queued_on_the_limits_lock() {
+    let (results, reference) =
+        runtime().block_on(race("capacity", config(100, 100), 2, 5, Hold::Limits));
+    assert_eq!(count(&results, TxnOutcome::is_committed), 2);
+    assert_eq!(
+        count(&results, |o| *o
+            == TxnOutcome::RolledBack {
+                reason: AbortReason::Policy(Ineligible::TargetAtCapacity)
+            }),
+        3
+    );
+    assert_eq!(reference.cell_load(TARGET), 2);
+}
+
+#[test]
+fn ho_s4_in_flight_limit_holds_for_commits_queued_on_the_limits_lock() {
+    let (results, _) = runtime().block_on(race("inflight", config(2, 100), 100, 5, Hold::Limits));
+    assert_eq!(count(&results, TxnOutcome::is_committed), 2);
+    assert_eq!(
+        count(&results, |o| *o
+            == TxnOutcome::RolledBack {
+                reason: AbortReason::ConcurrencyLimited
+            }),
+        3
+    );
+}
+
+#[test]
+fn ho_s4_rate_limit_holds_for_commits_queued_on_the_limits_lock() {
+    let (results, _) = runtime().block_on(race("rate", config(100, 3), 100, 5, Hold::Limits));
+    assert_eq!(count(&results, TxnOutcome::is_committed), 3);
+    assert_eq!(
+        count(&results, |o| *o
+            == TxnOutcome::RolledBack {
+                reason: AbortReason::RateLimited
+            }),
+        2
+    );
+}
+
+/// HO-A1: duplicate workers of one op id queue on the host lock; the first commits, and each
+/// later one must read the attempt row the one before it committed (a read in a statement that
+/// started before that commit would miss it and answer `AuthorityChanged`).
+#[test]
+fn ho_a1_duplicates_queued_on_the_host_lock_answer_the_recorded_commit() {
+    let (results, _) = runtime().block_on(race(
+        "duplicates",
+        config(100, 100),
+        100,
+        1,
+        Hold::Host0Duplicates(4),
+    ));
+    let first = results[0].1;
+    assert!(first.is_committed(), "{results:?}");
+    assert!(
+        results.iter().all(|(_, o)| *o == first),
+        "every duplicate answers the one commit: {results:?}"
+    );
+}
