@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
@@ -14,7 +15,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 /// The text frame a client sends as an application heartbeat, and the answer.
@@ -23,6 +24,8 @@ pub const HEARTBEAT_PONG: &str = "pong";
 /// Frames a channel accepts before the relay closes it, so a peer cannot hold a task forever
 /// with an unbounded stream; a heartbeat every second takes over a day to reach it.
 pub const MAX_FRAMES_PER_CHANNEL: u64 = 100_000_000;
+/// How long `RelayHandle::stop` waits for its channels to drop their sockets.
+pub const STOP_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
@@ -44,6 +47,8 @@ pub struct RelayStatus {
 struct Counters {
     open: AtomicU64,
     accepted: AtomicU64,
+    /// Woken each time a channel task ends (`stop` waits for `open` to reach 0).
+    channel_ended: Notify,
 }
 
 #[derive(Clone)]
@@ -142,11 +147,32 @@ impl RelayHandle {
         self.counters.accepted.load(Ordering::Relaxed)
     }
 
-    /// Drops every channel and stops listening; returns once the listener is closed.
+    /// Drops every channel and stops listening; returns once the listener is closed and every
+    /// channel's socket is dropped (bounded by `STOP_DRAIN_TIMEOUT`), so that nothing is
+    /// answered after it returns, as after a crash.
     pub async fn stop(mut self) {
         self.stop_now();
         if let Some(server) = self.server.take() {
             let _ = server.await;
+        }
+        let counters = &self.counters;
+        let drained = tokio::time::timeout(STOP_DRAIN_TIMEOUT, async {
+            loop {
+                // Created before the check, so an end between the two still wakes it.
+                let ended = counters.channel_ended.notified();
+                if counters.open.load(Ordering::SeqCst) == 0 {
+                    break;
+                }
+                ended.await;
+            }
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                local_addr = %self.local_addr,
+                open_channels = counters.open.load(Ordering::SeqCst),
+                "relay stopped with channels still closing"
+            );
         }
         tracing::info!(local_addr = %self.local_addr, "relay stopped");
     }
@@ -188,6 +214,10 @@ async fn serve_channel(shared: Shared, mut socket: WebSocket) {
     let mut frames: u64 = 0;
     loop {
         tokio::select! {
+            // Stop first: once `stop()` has returned, a frame that is already waiting must not
+            // be answered (an unbiased select picks at random, and a stopped relay answered a
+            // heartbeat now and then).
+            biased;
             // A stopped relay drops the socket without a close frame, as a crashed host would.
             () = super::stopped(&mut stop) => break,
             frame = socket.recv() => {
@@ -209,5 +239,6 @@ async fn serve_channel(shared: Shared, mut socket: WebSocket) {
             }
         }
     }
-    shared.counters.open.fetch_sub(1, Ordering::Relaxed);
+    shared.counters.open.fetch_sub(1, Ordering::SeqCst);
+    shared.counters.channel_ended.notify_waiters();
 }
