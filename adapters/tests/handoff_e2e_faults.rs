@@ -577,39 +577,23 @@ async fn internal_endpoint_refuses_unauthenticated_and_malformed(backend: Backen
     let before = rig.store.rows().await.expect("rows");
     let req = rig.request(7, TGT).await;
     let body = serde_json::to_vec(&req).expect("json");
-    let r = rig
-        .post(
-            SRC,
-            switchyard_adapters::handoff::proto::HANDOFF_PATH,
-            body.clone(),
-            false,
-            WAIT,
-        )
-        .await
-        .expect("answered");
-    assert_eq!(r.status.as_u16(), 401);
-    let r = rig
-        .post(
-            SRC,
-            switchyard_adapters::handoff::proto::DRAIN_PATH,
-            b"{\"host\":7}".to_vec(),
-            false,
-            WAIT,
-        )
-        .await
-        .expect("answered");
-    assert_eq!(r.status.as_u16(), 401);
-    let r = rig
-        .post(
-            SRC,
-            switchyard_adapters::handoff::proto::HANDOFF_PATH,
-            b"{not json".to_vec(),
-            true,
-            WAIT,
-        )
-        .await
-        .expect("answered");
-    assert_eq!(r.status.as_u16(), 400);
+    use switchyard_adapters::handoff::proto::{DRAIN_PATH, HANDOFF_PATH};
+    let refusals: [(&str, Vec<u8>, bool, u16); 3] = [
+        (HANDOFF_PATH, body, false, 401),
+        (DRAIN_PATH, b"{\"host\":7}".to_vec(), false, 401),
+        (HANDOFF_PATH, b"{not json".to_vec(), true, 400),
+    ];
+    for (path, body, authenticated, status) in refusals {
+        let r = rig
+            .post(SRC, path, body, authenticated, WAIT)
+            .await
+            .expect("answered");
+        assert_eq!(
+            r.status.as_u16(),
+            status,
+            "{path}, authenticated: {authenticated}"
+        );
+    }
     // A forged op id is refused by the core (nothing held).
     let mut forged = req;
     forged.op_id = switchyard_core::handoff::ids::OpId(uuid::Uuid::from_u128(7));

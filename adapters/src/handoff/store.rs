@@ -49,11 +49,11 @@ use switchyard_core::handoff::ids::{
 };
 use switchyard_core::handoff::policy::{self, HandoffRequest, Measurement};
 use switchyard_core::handoff::store::{
-    claim_check, commit_precheck, commit_writes, decide_commit, recorded_outcome, AbortReason,
-    AssignmentRow, AssignmentStore, AttemptOutcome, AttemptRow, CellRow, CommitFacts, CommitWrites,
-    DrainWrite, HostFacts, LimitFacts, RateRow, RegisterRefusal, Registration, ReservationRow,
-    StoreConfig, StoreError as SetupRefusal, TxnOutcome, MAX_ATTEMPT_ROWS, MAX_EXPIRED_PER_CALL,
-    MAX_STORE_CELLS, MAX_STORE_HOSTS,
+    authority_of, claim_check, commit_precheck, commit_writes, decide_commit, drain_fence,
+    recorded_outcome, AbortReason, AssignmentRow, AssignmentStore, AttemptOutcome, AttemptRow,
+    CellRow, CommitFacts, CommitWrites, DrainWrite, HostFacts, LimitFacts, RateRow,
+    RegisterRefusal, Registration, ReservationRow, StoreConfig, StoreError as SetupRefusal,
+    TxnOutcome, MAX_ATTEMPT_ROWS, MAX_EXPIRED_PER_CALL, MAX_STORE_CELLS, MAX_STORE_HOSTS,
 };
 use switchyard_core::MonoMs;
 use tokio::sync::oneshot;
@@ -1293,20 +1293,11 @@ impl SqlStore {
     ) -> Result<DrainWrite, StoreFailure> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let Some(locked) = Self::lock_host(&mut tx, self.dialect, authority.host).await? else {
-                return Ok(DrainWrite::NotCurrent);
-            };
-            let row = locked.row;
-            if row.cell != authority.cell && row.epoch > authority.epoch {
-                return Ok(DrainWrite::AlreadyMoved { assigned: row.cell });
-            }
-            if authority.check_against(&authority_of(authority.host, &row)) != AuthorityCheck::Exact
-            {
-                return Ok(DrainWrite::NotCurrent);
-            }
-            let new_row = AssignmentRow {
-                generation: row.generation.next(),
-                ..row
+            let locked = Self::lock_host(&mut tx, self.dialect, authority.host).await?;
+            let new_row = match drain_fence(authority, locked.map(|l| l.row)) {
+                Ok(new_row) => new_row,
+                // Nothing written: dropping the transaction rolls it back.
+                Err(answer) => return Ok(answer),
             };
             sqlx::query("UPDATE ho_assignments SET generation = $1 WHERE host = $2")
                 .bind(i(new_row.generation.0, "generation")?)
@@ -1680,16 +1671,6 @@ impl SqlStore {
 }
 
 // ----- row decoding -----
-
-fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
-    SourceAuthority {
-        cell: row.cell,
-        host,
-        epoch: row.epoch,
-        incarnation: row.incarnation,
-        generation: row.generation,
-    }
-}
 
 /// What `run_transaction` read in its facts statement.
 #[derive(Debug, Clone, Copy)]

@@ -433,7 +433,31 @@ pub struct AssignmentStore {
     rate: RateRow,
 }
 
-fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
+/// HO-A5: the drain fence's decision over the host's current row (read under its lock): the
+/// row to write (generation bumped, so the old authority fails every re-check), or the answer
+/// when nothing is written. Shared by the reference and the SQL stores.
+pub fn drain_fence(
+    authority: &SourceAuthority,
+    current: Option<AssignmentRow>,
+) -> Result<AssignmentRow, DrainWrite> {
+    let Some(row) = current else {
+        return Err(DrainWrite::NotCurrent);
+    };
+    if row.cell != authority.cell && row.epoch > authority.epoch {
+        return Err(DrainWrite::AlreadyMoved { assigned: row.cell });
+    }
+    if authority.check_against(&authority_of(authority.host, &row)) != AuthorityCheck::Exact {
+        return Err(DrainWrite::NotCurrent);
+    }
+    Ok(AssignmentRow {
+        generation: row.generation.next(),
+        ..row
+    })
+}
+
+/// The source authority a host's assignment row stands for.
+#[must_use]
+pub fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
     SourceAuthority {
         cell: row.cell,
         host,
@@ -724,22 +748,14 @@ impl AssignmentStore {
     /// HO-A5: emergency drain / auth enforcement joins the host-lock serialisation: if the
     /// claimed authority is current, bump the generation so any pending handoff of it fails.
     pub fn emergency_drain(&mut self, authority: &SourceAuthority) -> DrainWrite {
-        let Some(row) = self.assignments.get(&authority.host).copied() else {
-            return DrainWrite::NotCurrent;
-        };
-        if row.cell != authority.cell && row.epoch > authority.epoch {
-            return DrainWrite::AlreadyMoved { assigned: row.cell };
-        }
-        if authority.check_against(&authority_of(authority.host, &row)) != AuthorityCheck::Exact {
-            return DrainWrite::NotCurrent;
-        }
-        let new_row = AssignmentRow {
-            generation: row.generation.next(),
-            ..row
-        };
-        self.assignments.insert(authority.host, new_row);
-        DrainWrite::Fenced {
-            authority: authority_of(authority.host, &new_row),
+        match drain_fence(authority, self.assignments.get(&authority.host).copied()) {
+            Ok(new_row) => {
+                self.assignments.insert(authority.host, new_row);
+                DrainWrite::Fenced {
+                    authority: authority_of(authority.host, &new_row),
+                }
+            }
+            Err(answer) => answer,
         }
     }
 
