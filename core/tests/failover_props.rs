@@ -53,15 +53,27 @@ fn thresholds() -> impl Strategy<Value = Thresholds> {
         prop::sample::select(vec![0u32, 1, 3]),
         any::<bool>(),
         prop::sample::select(vec![1_000u64, 2_000]),
+        prop::sample::select(vec![(15_000u64, 0u64), (3_000, 12_000), (15_000, 60_000)]),
     )
         .prop_map(
-            |(cooldown_ms, grace_ms, min_attempts, exempt, check_ms)| Thresholds {
+            |(
                 cooldown_ms,
                 grace_ms,
                 min_attempts,
                 exempt,
                 check_ms,
-                ..Thresholds::default()
+                (probe_min_ms, probe_max_ms),
+            )| {
+                Thresholds {
+                    cooldown_ms,
+                    grace_ms,
+                    min_attempts,
+                    exempt,
+                    check_ms,
+                    probe_min_ms,
+                    probe_max_ms,
+                    ..Thresholds::default()
+                }
             },
         )
 }
@@ -175,7 +187,9 @@ impl World {
         let mut opens = Vec::new();
         while let Some(output) = self.sup.poll_output() {
             match output {
-                Output::Action(Action::Open { url, exempt, .. }) => opens.push((url, exempt)),
+                Output::Action(Action::Open {
+                    url, exempt, probe, ..
+                }) => opens.push((url, exempt, probe)),
                 Output::Action(Action::Close { .. }) => {}
                 Output::Event(event) => {
                     if render(&event).starts_with(SWITCH_PREFIX) {
@@ -185,7 +199,7 @@ impl World {
             }
         }
         prop_assert!(opens.len() <= 1, "one open per input: {opens:?}");
-        if let Some((url, exempt)) = opens.pop() {
+        if let Some((url, exempt, probe)) = opens.pop() {
             let pending = self.sup.open_in_flight().expect("an open was started");
             prop_assert_eq!(&pending.url, &url);
             // FO-R5: the target is listed.
@@ -198,8 +212,10 @@ impl World {
             match pending.origin {
                 // FO-D1: the directory path never opens a cooling URL.
                 Origin::Directory => prop_assert!(!cooling && !exempt, "FO-D1: {url}"),
-                Origin::Health => prop_assert_eq!(cooling, exempt),
+                // A cooling target on the health path is an exemption or (FO-X3) a probe.
+                Origin::Health => prop_assert_eq!(cooling, exempt || probe),
             }
+            prop_assert!(!(exempt && probe), "a probe is never an exemption");
             if exempt {
                 let entry = entry.expect("an exempt target is cooling");
                 prop_assert!(self.sup.thresholds().exempt, "FO-D6-OFF");

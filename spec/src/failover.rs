@@ -21,6 +21,8 @@ pub const MODEL_GRACE_MS: u64 = 2_000;
 pub const MODEL_UP_TIMEOUT_MS: u64 = 2_000;
 pub const MODEL_COOLDOWN_MS: u64 = 6_000;
 pub const MODEL_MIN_ATTEMPTS: u32 = 3;
+pub const MODEL_PROBE_MIN_MS: u64 = 2_000;
+pub const MODEL_PROBE_MAX_MS: u64 = 4_000;
 
 /// A threshold set explored from its own initial state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -53,6 +55,8 @@ impl Variant {
             check_ms: MODEL_CHECK_MS,
             up_timeout_ms: MODEL_UP_TIMEOUT_MS,
             exempt: true,
+            probe_min_ms: MODEL_PROBE_MIN_MS,
+            probe_max_ms: MODEL_PROBE_MAX_MS,
         };
         match self {
             Variant::Production => scaled,

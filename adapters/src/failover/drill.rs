@@ -96,6 +96,8 @@ pub fn drill_thresholds() -> Thresholds {
         check_ms: production.check_ms / 10,
         up_timeout_ms: production.up_timeout_ms / 10,
         exempt: production.exempt,
+        probe_min_ms: production.probe_min_ms / 10,
+        probe_max_ms: production.probe_max_ms / 10,
     }
 }
 

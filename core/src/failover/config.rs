@@ -12,9 +12,11 @@ pub const VAR_MIN_ATTEMPTS: &str = "RELAY_FAILOVER_MIN_ATTEMPTS";
 pub const VAR_CHECK_MS: &str = "RELAY_FAILOVER_CHECK_MS";
 pub const VAR_UP_TIMEOUT_MS: &str = "RELAY_FAILOVER_UP_TIMEOUT_MS";
 pub const VAR_EXEMPT: &str = "RELAY_FAILOVER_EXEMPT";
+pub const VAR_PROBE_MIN_MS: &str = "RELAY_FAILOVER_PROBE_MIN_MS";
+pub const VAR_PROBE_MAX_MS: &str = "RELAY_FAILOVER_PROBE_MAX_MS";
 
 /// Every variable the failover supervisor reads, in documentation order.
-pub const ALL_VARS: [&str; 7] = [
+pub const ALL_VARS: [&str; 9] = [
     VAR_COOLDOWN_MS,
     VAR_DEADLINE_MS,
     VAR_GRACE_MS,
@@ -22,6 +24,8 @@ pub const ALL_VARS: [&str; 7] = [
     VAR_CHECK_MS,
     VAR_UP_TIMEOUT_MS,
     VAR_EXEMPT,
+    VAR_PROBE_MIN_MS,
+    VAR_PROBE_MAX_MS,
 ];
 
 /// The failover thresholds. Defaults are the production values of the requirements table.
@@ -42,6 +46,10 @@ pub struct Thresholds {
     pub up_timeout_ms: u64,
     /// The one-hop exemption (FO-D6). `false` restores the pre-exemption behaviour (FO-D6-OFF).
     pub exempt: bool,
+    /// FO-X3: the first interval between probe rounds once the exemption budget is spent.
+    pub probe_min_ms: u64,
+    /// FO-X3: the interval doubles up to this. `0` switches probing off (the seed's behaviour).
+    pub probe_max_ms: u64,
 }
 
 impl Default for Thresholds {
@@ -54,6 +62,8 @@ impl Default for Thresholds {
             check_ms: 2_000,
             up_timeout_ms: 12_000,
             exempt: true,
+            probe_min_ms: 15_000,
+            probe_max_ms: 60_000,
         }
     }
 }
@@ -125,6 +135,11 @@ impl Thresholds {
             }
         }
         if errors.is_empty() {
+            if let Err(error) = thresholds.check_probe_schedule() {
+                errors.push(error);
+            }
+        }
+        if errors.is_empty() {
             Ok(thresholds)
         } else {
             Err(errors)
@@ -181,9 +196,49 @@ impl Thresholds {
                 1 => self.exempt = true,
                 _ => return Err(invalid("must be 0 (exemption off) or 1 (on)")),
             },
+            VAR_PROBE_MIN_MS => {
+                self.probe_min_ms = parse_digits(var, value, MAX_DURATION_MS)?;
+                if self.probe_min_ms == 0 {
+                    return Err(invalid(
+                        "must be at least 1: a zero probe interval is a retry storm (switch probing off with RELAY_FAILOVER_PROBE_MAX_MS=0)",
+                    ));
+                }
+            }
+            VAR_PROBE_MAX_MS => self.probe_max_ms = parse_digits(var, value, MAX_DURATION_MS)?,
             _ => unreachable!("var was matched against ALL_VARS"),
         }
         Ok(())
+    }
+
+    /// FO-X3: with probing on, `PROBE_MIN_MS <= PROBE_MAX_MS`. Checked once every variable is
+    /// read, since either may be set alone; names both variables and values.
+    pub fn check_probe_schedule(&self) -> Result<(), ConfigError> {
+        if self.probe_max_ms > 0 && self.probe_min_ms > self.probe_max_ms {
+            return Err(ConfigError::Invalid {
+                var: VAR_PROBE_MIN_MS,
+                value: format!(
+                    "{} (with {VAR_PROBE_MAX_MS}={})",
+                    self.probe_min_ms, self.probe_max_ms
+                ),
+                why: "must not exceed RELAY_FAILOVER_PROBE_MAX_MS (or set that to 0 to switch probing off)",
+            });
+        }
+        Ok(())
+    }
+
+    /// FO-X3: probing continues the exemption once its budget is spent, so it needs the
+    /// exemption on (FO-D6-OFF stays exactly the pre-exemption behaviour) and `PROBE_MAX_MS > 0`
+    /// (`0` restores the seed's behaviour exactly).
+    pub fn probing_enabled(&self) -> bool {
+        self.exempt && self.probe_max_ms > 0
+    }
+
+    /// FO-X3: the interval before probe round `round` (0-based): `PROBE_MIN_MS` doubling up to
+    /// `PROBE_MAX_MS`.
+    pub fn probe_interval_ms(&self, round: u32) -> u64 {
+        self.probe_min_ms
+            .saturating_mul(2u64.saturating_pow(round))
+            .min(self.probe_max_ms)
     }
 
     /// FO-H-2 / FO-CFG-2: the supervisor (health path) is on unless `MIN_ATTEMPTS=0`.

@@ -13,6 +13,10 @@ use crate::MonoMs;
 pub const MAX_CANDIDATES: usize = 8192;
 /// Every input pushes at most a handful of outputs; the caller drains them after each input.
 pub const MAX_PENDING_OUTPUTS: usize = 16;
+/// FO-D2a: the cooldown table (and the passed-over set) hold at most this many URLs: every
+/// listed one, plus URLs that left the list while cooling. When full, the unlisted entry that
+/// expires first is dropped to make room.
+pub const MAX_TRACKED_URLS: usize = 2 * MAX_CANDIDATES;
 
 /// An open the machine is waiting on. At most one exists.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -21,7 +25,23 @@ pub struct PendingOpen {
     pub origin: Origin,
     pub reason: SwitchReason,
     pub exemption: Option<Exemption>,
+    /// FO-X3: a probe; its failure changes only the probe schedule.
+    pub probe: bool,
     pub started_at: MonoMs,
+}
+
+/// FO-X3: the probe schedule once the exemption budget is spent and the channel is still dead.
+/// A round probes each cooling candidate once, one at a time, in FO-D5 order; when every one
+/// failed, the next round is due after an interval that doubles from `PROBE_MIN_MS` to
+/// `PROBE_MAX_MS`. Reset whenever the chain moves or the channel recovers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ProbeSchedule {
+    /// Rounds that ended with every probe failed since the last reset (the doubling exponent).
+    pub rounds_failed: u32,
+    /// When the next round is due; a round is under way while this is `<= now`.
+    pub next_round_at: Option<MonoMs>,
+    /// Candidates probed in the round under way.
+    pub probed: BTreeSet<RelayUrl>,
 }
 
 /// The relay-failover state machine (sans-IO).
@@ -48,7 +68,12 @@ pub struct Supervisor {
     cooling_expiry_bound: Option<MonoMs>,
     /// FO-X2: candidates whose open failed since the chain last moved. Orders the clean
     /// candidates (untried first) so the chain moves on even with cooldown 0; never excludes.
+    /// FO-X2a: with cooldown > 0 a URL leaves this set when its cooldown expires, so an expired
+    /// URL is an ordinary clean candidate again.
     passed_over: BTreeSet<RelayUrl>,
+    probe: ProbeSchedule,
+    /// FO-X3: the adapter's random shortening of the next probe interval (at most a quarter).
+    probe_jitter_ms: u64,
     open_in_flight: Option<PendingOpen>,
     last_skip_logged_at: Option<MonoMs>,
     next_tick_at: MonoMs,
@@ -67,6 +92,8 @@ impl Supervisor {
             cooling: BTreeMap::new(),
             cooling_expiry_bound: None,
             passed_over: BTreeSet::new(),
+            probe: ProbeSchedule::default(),
+            probe_jitter_ms: 0,
             open_in_flight: None,
             last_skip_logged_at: None,
             next_tick_at: now.plus_ms(thresholds.check_ms),
@@ -94,6 +121,11 @@ impl Supervisor {
         if self.health_step(now, true) {
             return;
         }
+        // FO-X3: the budget is spent and the channel still dead: the first round is due one
+        // interval from now.
+        if self.thresholds.probing_enabled() && self.probe.next_round_at.is_none() {
+            self.probe.next_round_at = Some(self.probe_due_after(now));
+        }
         self.counters.no_candidate_checks += 1;
         let throttled = self
             .last_skip_logged_at
@@ -110,6 +142,7 @@ impl Supervisor {
                 candidates: self.candidates.len(),
                 excluded,
                 exempt_enabled: self.thresholds.exempt,
+                next_probe_in_ms: self.probe.next_round_at.map(|at| at.since_ms(now)),
             }));
         }
     }
@@ -145,12 +178,13 @@ impl Supervisor {
             }
         }
         self.candidates = Arc::from(candidates);
-        let candidates = &self.candidates;
-        let current = &self.current;
-        let keep = |url: &RelayUrl| candidates.contains(url) || current.as_ref() == Some(url);
-        self.passed_over.retain(|url| keep(url));
-        self.cooling.retain(|url, _| keep(url));
-        self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
+        // FO-D2a: the cooldown table is keyed by URL, not by list membership: a URL that leaves
+        // the list keeps its entry (and its exemption budget) until it expires. Only the
+        // passed-over set may need trimming, and only of URLs no longer listed.
+        if self.passed_over.len() > MAX_TRACKED_URLS {
+            let candidates = &self.candidates;
+            self.passed_over.retain(|url| candidates.contains(url));
+        }
 
         let first = self.candidates[0].clone();
         if self.current.as_ref() == Some(&first) {
@@ -181,7 +215,11 @@ impl Supervisor {
             (ChannelState::Healthy, ChannelState::Backoff { .. }) => {
                 self.left_healthy_at = Some(now);
             }
-            (_, ChannelState::Healthy) => self.left_healthy_at = None,
+            (_, ChannelState::Healthy) => {
+                self.left_healthy_at = None;
+                // FO-X3: the channel recovered by itself; a later outage starts a new schedule.
+                self.probe = ProbeSchedule::default();
+            }
             (ChannelState::Backoff { .. }, ChannelState::Backoff { .. }) => {}
         }
         self.channel = state;
@@ -199,6 +237,7 @@ impl Supervisor {
             self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
         }
         self.passed_over.clear();
+        self.probe = ProbeSchedule::default();
         match old {
             None => self.emit(Event::Attached {
                 url: open.url,
@@ -218,6 +257,9 @@ impl Supervisor {
                 if open.exemption.is_some() {
                     self.counters.exempt_switches += 1;
                 }
+                if open.probe {
+                    self.counters.probe_switches += 1;
+                }
                 self.emit(Output::Action(Action::Close { url: old.clone() }));
                 self.emit(Event::Switched(SwitchRecord {
                     seq: self.counters.switches,
@@ -227,6 +269,7 @@ impl Supervisor {
                     reason: open.reason,
                     cooldown_ms: self.thresholds.cooldown_ms,
                     exemption: open.exemption,
+                    probe: open.probe,
                     open_took_ms: now.since_ms(open.started_at),
                 }));
             }
@@ -249,28 +292,36 @@ impl Supervisor {
         };
         let exempt = open.exemption.is_some();
         self.counters.open_failed += 1;
-        // FO-D4: a failed exempt open restarts the cycle and spends its exemption.
-        self.cool(
-            open.url.clone(),
-            CooldownEntry {
-                kind: CooldownKind::OpenFailed,
-                since: now,
-                until: now.plus_ms(self.thresholds.cooldown_ms),
-                exempted_at: exempt.then_some(now),
-            },
-        );
-        // FO-X2: with cooldown 0 the entry above cools nothing; this is what moves the chain on.
-        self.passed_over.insert(open.url.clone());
+        if open.probe {
+            // FO-X3: a failed probe changes only the probe schedule.
+            self.probe.probed.insert(open.url.clone());
+        } else {
+            // FO-D4: a failed exempt open restarts the cycle and spends its exemption.
+            self.cool(
+                open.url.clone(),
+                CooldownEntry {
+                    kind: CooldownKind::OpenFailed,
+                    since: now,
+                    until: now.plus_ms(self.thresholds.cooldown_ms),
+                    exempted_at: exempt.then_some(now),
+                },
+            );
+            // FO-X2: with cooldown 0 the entry above cools nothing; this moves the chain on.
+            self.pass_over(open.url.clone());
+        }
         self.emit(Event::Skipped(Skip::OpenFailed {
             url: open.url,
             failure,
             exempt,
+            probe: open.probe,
             cooldown_ms: self.thresholds.cooldown_ms,
         }));
         if open.origin == Origin::Health
             && self.thresholds.supervisor_enabled()
             && self.is_unhealthy(now)
         {
+            // Time may have passed while the open was in flight (a timeout).
+            self.prune_expired(now);
             self.health_step(now, false);
         }
         true
@@ -308,6 +359,9 @@ impl Supervisor {
         }
         if let Some(at) = self.last_skip_logged_at {
             consider(at.plus_ms(self.thresholds.grace_ms));
+        }
+        if let Some(at) = self.probe.next_round_at {
+            consider(at);
         }
         earliest
     }
@@ -356,6 +410,17 @@ impl Supervisor {
         self.cooling.get(url)
     }
 
+    /// FO-X3: the probe schedule.
+    pub fn probe_schedule(&self) -> &ProbeSchedule {
+        &self.probe
+    }
+
+    /// FO-X3: the adapter's jitter for the next probe interval it schedules: the interval is
+    /// shortened by this, at most by a quarter, so `PROBE_MAX_MS` stays a bound.
+    pub fn set_probe_jitter_ms(&mut self, jitter_ms: u64) {
+        self.probe_jitter_ms = jitter_ms;
+    }
+
     /// FO-X2: URLs whose open failed since the chain last moved (the `passed_over` set).
     pub fn tried_since_last_move(&self) -> &BTreeSet<RelayUrl> {
         &self.passed_over
@@ -399,10 +464,11 @@ impl Supervisor {
 
     // ---- decisions ----------------------------------------------------------------------
 
-    /// The health path: first clean candidate (untried first), else the one-hop exemption.
-    /// Returns whether an open was started. `new_round` lets a tick start a new round over
-    /// candidates that all failed since the chain last moved; the in-tick continuation after a
-    /// failed open may not, so one tick tries each candidate at most once.
+    /// The health path: first clean candidate (untried first), else the one-hop exemption,
+    /// else (FO-X3) a probe when a round is due. Returns whether an open was started.
+    /// `new_round` lets a tick start a new round over candidates that all failed since the
+    /// chain last moved; the in-tick continuation after a failed open may not, so one tick
+    /// tries each candidate at most once.
     fn health_step(&mut self, now: MonoMs, new_round: bool) -> bool {
         debug_assert!(self.open_in_flight.is_none());
         let reason = SwitchReason::Unhealthy {
@@ -414,9 +480,45 @@ impl Supervisor {
             CleanPick::AllTriedThisRound => false,
             CleanPick::None => match self.pick_exempt_target(now, new_round) {
                 Some(target) => self.replace(now, target, reason, Origin::Health),
-                None => false,
+                None => self.probe_step(now, reason),
             },
         }
+    }
+
+    /// FO-X3: when a round is due, probe the next cooling candidate not yet probed in it, in
+    /// FO-D5 order. A round with every candidate probed ends here and schedules the next one.
+    fn probe_step(&mut self, now: MonoMs, reason: SwitchReason) -> bool {
+        if !self.thresholds.probing_enabled() || self.probe.next_round_at.is_none_or(|at| at > now)
+        {
+            return false;
+        }
+        let target = self
+            .cooling_in_exemption_order(now)
+            .find(|url| !self.probe.probed.contains(*url))
+            .cloned();
+        if let Some(target) = target {
+            self.counters.probe_opens += 1;
+            return self.start_open(now, target, reason, Origin::Health, None, true);
+        }
+        if !self.probe.probed.is_empty() {
+            self.probe.rounds_failed = self.probe.rounds_failed.saturating_add(1);
+            let next_round_at = self.probe_due_after(now);
+            self.probe.next_round_at = Some(next_round_at);
+            self.emit(Event::Skipped(Skip::ProbeRoundFailed {
+                probed: self.probe.probed.len(),
+                next_round_at,
+                interval_ms: next_round_at.since_ms(now),
+            }));
+            self.probe.probed.clear();
+        }
+        false
+    }
+
+    /// FO-X3: `now` + the interval for the next round, less the adapter's jitter (at most a
+    /// quarter of the interval).
+    fn probe_due_after(&self, now: MonoMs) -> MonoMs {
+        let interval_ms = self.thresholds.probe_interval_ms(self.probe.rounds_failed);
+        now.plus_ms(interval_ms - self.probe_jitter_ms.min(interval_ms / 4))
     }
 
     fn pick_clean(&mut self, now: MonoMs, new_round: bool) -> CleanPick {
@@ -446,18 +548,33 @@ impl Supervisor {
         if !self.thresholds.exempt {
             return None; // FO-D6-OFF
         }
-        self.candidates
+        self.cooling_in_exemption_order(now)
+            .filter(|url| new_round || !self.passed_over.contains(*url))
+            .find(|url| {
+                self.cooling
+                    .get(*url)
+                    .is_some_and(|entry| !entry.exempted_this_cycle())
+            })
+            .cloned()
+    }
+
+    /// FO-D5: the listed, cooling URLs other than the current one, `switched-away` before
+    /// `open-failed`, then earliest `until`, then directory order.
+    fn cooling_in_exemption_order(&self, now: MonoMs) -> impl Iterator<Item = &RelayUrl> {
+        let mut ranked: Vec<_> = self
+            .candidates
             .iter()
             .enumerate()
             .filter(|(_, url)| self.current.as_ref() != Some(*url))
-            .filter(|(_, url)| new_round || !self.passed_over.contains(*url))
             .filter_map(|(index, url)| {
                 let entry = self.cooling.get(url)?;
-                (entry.is_cooling(now) && !entry.exempted_this_cycle())
+                entry
+                    .is_cooling(now)
                     .then_some(((entry.kind, entry.until, index), url))
             })
-            .min_by_key(|(key, _)| *key)
-            .map(|(_, url)| url.clone())
+            .collect();
+        ranked.sort_unstable_by_key(|(key, _)| *key);
+        ranked.into_iter().map(|(_, url)| url)
     }
 
     /// The one way to change the channel. Returns whether an open was started.
@@ -513,22 +630,42 @@ impl Supervisor {
                 });
             }
         }
+        self.start_open(now, target, reason, origin, exemption, false)
+    }
+
+    fn start_open(
+        &mut self,
+        now: MonoMs,
+        target: RelayUrl,
+        reason: SwitchReason,
+        origin: Origin,
+        exemption: Option<Exemption>,
+        probe: bool,
+    ) -> bool {
+        // FO-R5 holds for every open, the probe's included.
+        assert!(self.candidates.contains(&target) && self.current.as_ref() != Some(&target));
+        assert!(self.open_in_flight.is_none(), "one open in flight");
         self.emit(Output::Action(Action::Open {
             url: target.clone(),
             timeout_ms: self.thresholds.up_timeout_ms,
             exempt: exemption.is_some(),
+            probe,
         }));
         self.open_in_flight = Some(PendingOpen {
             url: target,
             origin,
             reason,
             exemption,
+            probe,
             started_at: now,
         });
         true
     }
 
     fn cool(&mut self, url: RelayUrl, entry: CooldownEntry) {
+        if self.cooling.len() >= MAX_TRACKED_URLS && !self.cooling.contains_key(&url) {
+            self.evict_earliest_unlisted();
+        }
         match self.cooling.insert(url, entry) {
             // The replaced entry may have been the earliest.
             Some(_) => self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min(),
@@ -545,10 +682,44 @@ impl Supervisor {
         );
     }
 
-    /// Drops the entries that no longer cool anything, once one has expired.
+    /// FO-D2a: the table is full; drop the unlisted entry that expires first. Listed URLs and
+    /// the current one never number more than `MAX_CANDIDATES + 1`, so one always exists.
+    fn evict_earliest_unlisted(&mut self) {
+        let listed: BTreeSet<&RelayUrl> = self.candidates.iter().chain(&self.current).collect();
+        let victim = self
+            .cooling
+            .iter()
+            .filter(|(url, _)| !listed.contains(url))
+            .min_by_key(|(_, entry)| entry.until)
+            .map(|(url, _)| url.clone());
+        let victim = victim.expect("a full cooldown table holds an unlisted URL");
+        self.cooling.remove(&victim);
+        self.passed_over.remove(&victim);
+        self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
+    }
+
+    /// FO-X2: remember a failed candidate until the chain moves on, within the table's bound.
+    fn pass_over(&mut self, url: RelayUrl) {
+        self.passed_over.insert(url);
+        if self.passed_over.len() > MAX_TRACKED_URLS {
+            let candidates = &self.candidates;
+            self.passed_over.retain(|url| candidates.contains(url));
+        }
+    }
+
+    /// Drops the entries that no longer cool anything, once one has expired. FO-X2a: a URL
+    /// whose cooldown (> 0) expired is no longer passed over either.
     fn prune_expired(&mut self, now: MonoMs) {
         if self.cooling_expiry_bound.is_some_and(|bound| bound <= now) {
-            self.cooling.retain(|_, entry| entry.is_cooling(now));
+            let cooldown_on = self.thresholds.cooldown_ms > 0;
+            let passed_over = &mut self.passed_over;
+            self.cooling.retain(|url, entry| {
+                let keep = entry.is_cooling(now);
+                if !keep && cooldown_on {
+                    passed_over.remove(url);
+                }
+                keep
+            });
             self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
         }
     }

@@ -33,6 +33,9 @@ fn write_event(out: &mut String, event: &Event) -> std::fmt::Result {
             if record.exemption.is_some() {
                 out.push_str("; pool drained by cooldown: one-hop exemption, once per url per cooldown cycle");
             }
+            if record.probe {
+                out.push_str("; exemption budget spent: bounded-recovery probe");
+            }
             write!(
                 out,
                 "; cooldown {} until +{} ms)",
@@ -114,6 +117,7 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
             candidates,
             excluded,
             exempt_enabled,
+            next_probe_in_ms,
         } => {
             out.push_str(match health.state {
                 None => "no channel",
@@ -124,18 +128,29 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
                 out,
                 " but no other candidate in the chain ({candidates} candidates, {excluded} excluded; exemption {}): staying in backoff (no switch to nothing, no fallback to a default host)",
                 if *exempt_enabled { "spent" } else { "off" }
-            )
+            )?;
+            if let Some(in_ms) = next_probe_in_ms {
+                write!(out, "; next probe round in {in_ms} ms")?;
+            }
+            Ok(())
         }
         Skip::OpenFailed {
             url,
             failure,
             exempt,
+            probe,
             cooldown_ms,
         } => {
             let how = match failure {
                 OpenFailure::Failed => "failed",
                 OpenFailure::TimedOut => "timed out",
             };
+            if *probe {
+                return write!(
+                    out,
+                    "probe did not come up ({url}, {how}): keeping the old channel; {url} keeps its cooldown"
+                );
+            }
             let what = if *exempt { "exempt open" } else { "new channel" };
             write!(
                 out,
@@ -146,6 +161,14 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
             }
             Ok(())
         }
+        Skip::ProbeRoundFailed {
+            probed,
+            next_round_at: _,
+            interval_ms,
+        } => write!(
+            out,
+            "probe round failed ({probed} cooling candidates probed, none came up): next round in {interval_ms} ms"
+        ),
         Skip::OpenInFlight {
             requested,
             in_flight,

@@ -173,6 +173,8 @@ pub enum Action {
         url: RelayUrl,
         timeout_ms: u64,
         exempt: bool,
+        /// FO-X3: a probe of a cooling candidate after the exemption budget is spent.
+        probe: bool,
     },
     /// Close the channel to `url` (the old one, after the new one is up: make-before-break).
     Close { url: RelayUrl },
@@ -190,6 +192,8 @@ pub struct SwitchRecord {
     /// How long `from` now stays in cooldown.
     pub cooldown_ms: u64,
     pub exemption: Option<Exemption>,
+    /// FO-X3: the switch came from a probe.
+    pub probe: bool,
     /// From the decision to the new channel being up.
     pub open_took_ms: u64,
 }
@@ -211,13 +215,24 @@ pub enum Skip {
         candidates: usize,
         excluded: usize,
         exempt_enabled: bool,
+        /// FO-X3: when the next probe round is due (`None`: probing off or not yet scheduled).
+        next_probe_in_ms: Option<u64>,
     },
     /// The new channel did not come up; the old one is kept and the target cools.
     OpenFailed {
         url: RelayUrl,
         failure: OpenFailure,
         exempt: bool,
+        /// FO-X3: a failed probe changes only the probe schedule, not the cooldown table.
+        probe: bool,
         cooldown_ms: u64,
+    },
+    /// FO-X3: a probe round ended with every probed candidate failed; the next one is due at
+    /// `next_round_at`. One line per round, so a fully dead pool logs at the probe interval.
+    ProbeRoundFailed {
+        probed: usize,
+        next_round_at: MonoMs,
+        interval_ms: u64,
     },
     /// A second switch request while an open is in flight: refused, the first one continues.
     OpenInFlight {
@@ -266,6 +281,9 @@ pub struct Counters {
     pub exempt_switches: u64,
     pub open_failed: u64,
     pub no_candidate_checks: u64,
+    /// FO-X3: probe opens started, and the switches they led to (also counted in `switches`).
+    pub probe_opens: u64,
+    pub probe_switches: u64,
 }
 
 /// One row of the cooldown list in [`Stats`].
