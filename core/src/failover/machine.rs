@@ -17,6 +17,8 @@ pub const MAX_PENDING_OUTPUTS: usize = 16;
 /// listed one, plus URLs that left the list while cooling. When full, the unlisted entry that
 /// expires first is dropped to make room.
 pub const MAX_TRACKED_URLS: usize = 2 * MAX_CANDIDATES;
+/// How many unlisted entries a full table drops at once, earliest-expiring first.
+const EVICTION_BATCH: usize = MAX_TRACKED_URLS / 16;
 
 /// An open the machine is waiting on. At most one exists.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -682,19 +684,27 @@ impl Supervisor {
         );
     }
 
-    /// FO-D2a: the table is full; drop the unlisted entry that expires first. Listed URLs and
-    /// the current one never number more than `MAX_CANDIDATES + 1`, so one always exists.
+    /// FO-D2a: the table is full; drop the unlisted entries that expire first: a batch of
+    /// `EVICTION_BATCH`, so a full table costs one sort per batch, not one per insert. Listed
+    /// URLs and the current one never number more than `MAX_CANDIDATES + 1`, so the batch
+    /// always finds unlisted entries.
     fn evict_earliest_unlisted(&mut self) {
         let listed: BTreeSet<&RelayUrl> = self.candidates.iter().chain(&self.current).collect();
-        let victim = self
+        let mut unlisted: Vec<(MonoMs, RelayUrl)> = self
             .cooling
             .iter()
             .filter(|(url, _)| !listed.contains(url))
-            .min_by_key(|(_, entry)| entry.until)
-            .map(|(url, _)| url.clone());
-        let victim = victim.expect("a full cooldown table holds an unlisted URL");
-        self.cooling.remove(&victim);
-        self.passed_over.remove(&victim);
+            .map(|(url, entry)| (entry.until, url.clone()))
+            .collect();
+        assert!(
+            !unlisted.is_empty(),
+            "a full cooldown table holds unlisted URLs"
+        );
+        unlisted.sort_unstable();
+        for (_, victim) in unlisted.into_iter().take(EVICTION_BATCH) {
+            self.cooling.remove(&victim);
+            self.passed_over.remove(&victim);
+        }
         self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
     }
 

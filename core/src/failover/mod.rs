@@ -7,6 +7,8 @@ mod render;
 mod types;
 
 pub use config::*;
-pub use machine::{PendingOpen, Supervisor, MAX_CANDIDATES, MAX_PENDING_OUTPUTS};
+pub use machine::{
+    PendingOpen, ProbeSchedule, Supervisor, MAX_CANDIDATES, MAX_PENDING_OUTPUTS, MAX_TRACKED_URLS,
+};
 pub use render::{render, ATTACH_PREFIX, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX};
 pub use types::*;

@@ -1,0 +1,464 @@
+//! Part X of the requirements for failover (FO-D2a, FO-X2a, FO-X3), and the regressions that
+//! found them: each `*_regression_*` test was red on the core before the fix.
+
+mod fo_rig;
+
+use fo_rig::*;
+use switchyard_core::failover::*;
+use switchyard_core::MonoMs;
+
+const U0: &str = "wss://u0.example/relay";
+const U1: &str = "wss://u1.example/relay";
+const U2: &str = "wss://u2.example/relay";
+
+// ---- FO-D2a: the cooldown table is keyed by URL, not by list membership ------------------
+
+/// Finding 1, directory path (the seed's 11:43:26 incident reached through a list change):
+/// a URL that leaves the list and comes back inside its cycle is still cooling.
+#[test]
+fn fo_d2a_regression_a_url_leaving_the_list_keeps_its_cooldown_on_the_directory_path() {
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&[A1, B]);
+    rig.open_ok(A1);
+    assert_eq!(rig.directory(&[B, A1]), DirectoryOutcome::Opening);
+    rig.open_ok(B);
+    assert_eq!(rig.current(), Some(B));
+    rig.clear();
+    rig.advance(2_000);
+    assert_eq!(rig.directory(&[B]), DirectoryOutcome::Unchanged);
+    rig.advance(2_000);
+    // 4 s into A1's 300 s switched-away cycle: FO-D1 refuses.
+    assert_eq!(rig.directory(&[A1, B]), DirectoryOutcome::Refused);
+    assert!(rig.opens().is_empty(), "flap through the directory path");
+    assert_eq!(rig.counters().switches, 1);
+    let line = rig
+        .skip_lines()
+        .pop()
+        .expect("a still-cooling line")
+        .clone();
+    assert!(
+        line.contains("still cooling, 296000 ms left of 300000 ms"),
+        "{line}"
+    );
+    let entry = rig
+        .sup
+        .cooldown_entry(&url(A1))
+        .expect("kept while unlisted");
+    assert_eq!(entry.kind, CooldownKind::SwitchedAway);
+}
+
+/// Finding 1, health path: an exemption spent in a cycle stays spent when the URL leaves the
+/// list and comes back (FO-D4's once-per-cycle bound).
+#[test]
+fn fo_d2a_regression_a_spent_exemption_stays_spent_when_the_url_leaves_and_returns() {
+    let mut rig = Rig::new(Thresholds {
+        probe_max_ms: 0,
+        ..thresholds()
+    });
+    rig.directory(&[A1, B]);
+    rig.open_ok(A1);
+    rig.current_dies();
+    rig.tick();
+    assert_eq!(rig.opening(), Some(B));
+    rig.open_ok(B); // A1 cools switched-away
+    rig.current_dies(); // B dead too
+    rig.advance(2_000).tick();
+    assert_eq!(rig.opens().last(), Some(&(A1.to_owned(), true)));
+    rig.open_fail(A1); // the exemption is spent, A1's cycle restarts
+    rig.clear();
+    rig.advance(2_000);
+    rig.directory(&[B]);
+    rig.advance(2_000);
+    rig.directory(&[B, A1]);
+    rig.advance(2_000).tick();
+    assert!(
+        rig.opens().is_empty(),
+        "A1 opened again in its cycle: {:?}",
+        rig.opens()
+    );
+    assert_eq!(rig.counters().no_candidate_checks, 1);
+    assert!(rig
+        .sup
+        .cooldown_entry(&url(A1))
+        .is_some_and(|e| e.exempted_this_cycle()));
+}
+
+/// FO-D2a's bound: the table holds at most `MAX_TRACKED_URLS` URLs; when full, the unlisted
+/// entry that expires first makes room, and listed entries are never dropped.
+#[test]
+fn fo_d2a_the_table_is_bounded_and_drops_the_earliest_expiring_unlisted_entry_first() {
+    let mut rig = Rig::new(Thresholds {
+        cooldown_ms: 3_600_000,
+        ..thresholds()
+    });
+    let lists: Vec<Vec<String>> = (0..3)
+        .map(|list| {
+            (0..MAX_CANDIDATES)
+                .map(|i| format!("wss://l{list}-{i}.example/relay"))
+                .collect()
+        })
+        .collect();
+    // Every URL of a list fails once (a no-channel chain), one list after the other, so the
+    // first list's URLs expire first.
+    for list in &lists {
+        let refs: Vec<&str> = list.iter().map(String::as_str).collect();
+        rig.directory(&refs);
+        while let Some(target) = rig.opening().map(str::to_owned) {
+            rig.sup
+                .handle_open_failed(rig.now, &url(&target), OpenFailure::Failed);
+            while rig.sup.poll_output().is_some() {}
+        }
+        rig.advance(1_000).tick();
+        while let Some(target) = rig.opening().map(str::to_owned) {
+            rig.sup
+                .handle_open_failed(rig.now, &url(&target), OpenFailure::Failed);
+            while rig.sup.poll_output().is_some() {}
+        }
+        rig.advance(1_000);
+    }
+    let table = rig.sup.cooldown_table();
+    assert!(table.len() <= MAX_TRACKED_URLS, "bounded: {}", table.len());
+    for listed in &lists[2] {
+        assert!(table.contains_key(&url(listed)), "listed {listed} dropped");
+    }
+    for evicted in &lists[0] {
+        assert!(
+            !table.contains_key(&url(evicted)),
+            "{evicted} expires first"
+        );
+    }
+    for kept in &lists[1] {
+        assert!(table.contains_key(&url(kept)), "{kept} dropped too early");
+    }
+}
+
+// ---- FO-X2a: passed over only until the cooldown expires -----------------------------------
+
+/// Finding 2: a failed candidate whose cooldown expired is an ordinary clean candidate again,
+/// first in directory order (FO-D3), not behind the untried ones.
+#[test]
+fn fo_x2a_regression_an_expired_failed_candidate_is_first_in_directory_order_again() {
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&[U2, U1]);
+    rig.open_ok(U2);
+    rig.current_dies();
+    rig.tick();
+    assert_eq!(rig.opening(), Some(U1));
+    rig.open_fail(U1); // U1 cools open-failed and is passed over
+    assert_eq!(rig.opening(), None);
+    assert_eq!(rig.directory(&[U1, U0]), DirectoryOutcome::Refused);
+    rig.clear();
+    rig.advance(300_001).tick();
+    assert_eq!(rig.opens(), vec![(U1.to_owned(), false)]);
+}
+
+/// FO-X2 unchanged: with cooldown 0 the failed candidate is still passed over until the chain
+/// moves on.
+#[test]
+fn fo_x2a_with_cooldown_zero_a_failed_candidate_is_still_passed_over() {
+    let mut rig = Rig::new(Thresholds {
+        cooldown_ms: 0,
+        ..thresholds()
+    });
+    rig.directory(&[U2, U1, U0]);
+    rig.open_ok(U2);
+    rig.current_dies();
+    rig.tick();
+    rig.open_fail(U1);
+    assert_eq!(rig.opening(), Some(U0));
+    rig.open_fail(U0);
+    rig.clear();
+    rig.advance(300_001).tick();
+    // A new round: every clean candidate was tried, so the first in directory order.
+    assert_eq!(rig.opens(), vec![(U1.to_owned(), false)]);
+    rig.open_fail(U1);
+    assert_eq!(rig.opening(), Some(U0), "U1 passed over within the round");
+}
+
+// ---- FO-X3: bounded recovery ------------------------------------------------------------
+
+/// A world of relays that are up or down; opens of a down relay fail at once (refused) or
+/// time out after `UP_TIMEOUT_MS`, ticks every `CHECK_MS`.
+struct Outage {
+    rig: Rig,
+    live: Vec<&'static str>,
+    timeouts: bool,
+    probe_opens_at: Vec<(u64, String)>,
+}
+
+impl Outage {
+    /// A client started before its relays: three URLs, all down from t = 0.
+    fn all_down_from_start(thresholds: Thresholds, timeouts: bool) -> Outage {
+        let mut outage = Outage {
+            rig: Rig::new(thresholds),
+            live: Vec::new(),
+            timeouts,
+            probe_opens_at: Vec::new(),
+        };
+        outage.rig.directory(&[U0, U1, U2]);
+        outage.resolve();
+        outage
+    }
+
+    fn resolve(&mut self) {
+        while let Some(target) = self.rig.opening().map(str::to_owned) {
+            if self.rig.sup.open_in_flight().is_some_and(|o| o.probe) {
+                self.probe_opens_at
+                    .push((self.rig.now.as_ms(), target.clone()));
+            }
+            if self.live.contains(&target.as_str()) {
+                self.rig.open_ok(&target);
+            } else if self.timeouts {
+                let up_timeout_ms = self.rig.sup.thresholds().up_timeout_ms;
+                self.rig.advance(up_timeout_ms);
+                self.rig
+                    .sup
+                    .handle_open_failed(self.rig.now, &url(&target), OpenFailure::TimedOut);
+                while self.rig.sup.poll_output().is_some() {}
+            } else {
+                self.rig.open_fail(&target);
+            }
+        }
+    }
+
+    /// Runs ticks up to `until_ms`; returns when the client first sat on a live channel.
+    fn run_until(&mut self, until_ms: u64, up_at: Option<(u64, &'static str)>) -> Option<u64> {
+        let check_ms = self.rig.sup.thresholds().check_ms;
+        while self.rig.now.as_ms() < until_ms {
+            let next = self.rig.sup.poll_timeout().expect("supervisor on");
+            self.rig.now = next.max(self.rig.now);
+            if let Some((at, relay)) = up_at {
+                if self.rig.now.as_ms() >= at && !self.live.contains(&relay) {
+                    self.live.push(relay);
+                }
+            }
+            self.rig.tick();
+            self.resolve();
+            if self
+                .rig
+                .current()
+                .is_some_and(|current| self.live.contains(&current))
+            {
+                return Some(self.rig.now.as_ms());
+            }
+            assert!(check_ms > 0);
+        }
+        None
+    }
+}
+
+/// Finding 3: everything down, the exemption budget spent on dead URLs by t = 10 s, one relay
+/// back at t = 22 s: the seed design reaches it only when its cooldown ends (t = 308 s).
+#[test]
+fn fo_x3_regression_after_everything_was_down_recovery_is_bounded_by_the_probe_interval() {
+    let t = thresholds();
+    let mut outage = Outage::all_down_from_start(t, false);
+    let back_at_ms = 22_000;
+    let reached = outage
+        .run_until(400_000, Some((back_at_ms, U1)))
+        .expect("recovered");
+    let bound_ms = t.probe_max_ms + t.check_ms + t.up_timeout_ms;
+    assert!(
+        reached - back_at_ms <= bound_ms,
+        "recovered {} ms after the relay came back, bound {bound_ms} ms",
+        reached - back_at_ms
+    );
+    assert_eq!(outage.rig.current(), Some(U1));
+    assert_eq!(
+        outage.rig.counters().probe_switches,
+        0,
+        "no channel before: an attach"
+    );
+    assert!(outage.rig.lines.iter().any(|l| l.contains("probe")));
+}
+
+/// FO-X3 with the other candidates timing out instead of refusing: each probe of a dead
+/// candidate before the live one costs `UP_TIMEOUT_MS`.
+#[test]
+fn fo_x3_recovery_bound_with_timeouts_adds_one_up_timeout_per_dead_candidate_probed_first() {
+    let t = thresholds();
+    let mut outage = Outage::all_down_from_start(t, true);
+    let back_at_ms = 130_000;
+    let reached = outage
+        .run_until(600_000, Some((back_at_ms, U2)))
+        .expect("recovered");
+    let dead_probed_first = 2;
+    let bound_ms = t.probe_max_ms + t.check_ms + (1 + dead_probed_first) * t.up_timeout_ms;
+    assert!(
+        reached - back_at_ms <= bound_ms,
+        "recovered {} ms after the relay came back, bound {bound_ms} ms",
+        reached - back_at_ms
+    );
+}
+
+/// FO-X3 off (`PROBE_MAX_MS=0`): the seed's behaviour exactly, the stall lasts until the
+/// cooldown of the relay that came back expires.
+#[test]
+fn fo_x3_probe_max_zero_restores_the_seed_stall() {
+    let t = Thresholds {
+        probe_max_ms: 0,
+        ..thresholds()
+    };
+    let mut outage = Outage::all_down_from_start(t, false);
+    let reached = outage
+        .run_until(400_000, Some((22_000, U1)))
+        .expect("recovered");
+    assert!(
+        reached >= 300_000,
+        "without probing only the cooldown's end brings it back, at {reached} ms"
+    );
+    assert_eq!(outage.rig.counters().probe_opens, 0);
+    assert!(outage.probe_opens_at.is_empty());
+}
+
+/// FO-X3 storm bound: while every relay stays down, each candidate is probed at most once per
+/// interval, the intervals double from `PROBE_MIN_MS` to `PROBE_MAX_MS`, and no probe touches
+/// the cooldown table.
+#[test]
+fn fo_x3_while_everything_is_down_probes_are_one_per_candidate_per_interval() {
+    let t = thresholds();
+    let mut outage = Outage::all_down_from_start(t, false);
+    assert_eq!(outage.run_until(1_200_000, None), None);
+    let probes = &outage.probe_opens_at;
+    assert!(!probes.is_empty(), "probing happened");
+    for relay in [U0, U1, U2] {
+        let times: Vec<u64> = probes
+            .iter()
+            .filter(|(_, u)| u == relay)
+            .map(|(at, _)| *at)
+            .collect();
+        for pair in times.windows(2) {
+            assert!(
+                pair[1] - pair[0] >= t.probe_min_ms,
+                "{relay} probed at {} and {} ms",
+                pair[0],
+                pair[1]
+            );
+        }
+        // Doubling: 15 s, 30 s, then 60 s: at most one probe a minute once at the maximum.
+        let late: Vec<&u64> = times.iter().filter(|at| **at > 400_000).collect();
+        for pair in late.windows(2) {
+            assert!(*pair[1] - *pair[0] >= t.probe_max_ms, "{relay}: {late:?}");
+        }
+    }
+    // Over the 20 minutes the cooldowns expire and re-cool, each cycle spending its exemption
+    // again; probes are bounded by the rounds: one per candidate per interval.
+    let per_candidate_bound = 1_200_000 / t.probe_min_ms + 1;
+    assert!((probes.len() as u64) <= 3 * per_candidate_bound);
+    assert_eq!(outage.rig.counters().probe_opens, probes.len() as u64);
+}
+
+/// FO-X3: a failed probe changes only the probe schedule.
+#[test]
+fn fo_x3_a_failed_probe_leaves_the_cooldown_table_alone() {
+    let mut outage = Outage::all_down_from_start(thresholds(), false);
+    // Run until the first probe is in flight.
+    let mut before = None;
+    while outage.rig.counters().probe_opens == 0 {
+        let next = outage.rig.sup.poll_timeout().expect("on");
+        outage.rig.now = next;
+        before = Some(outage.rig.sup.cooldown_table().clone());
+        outage.rig.tick();
+        if outage.rig.sup.open_in_flight().is_some_and(|o| o.probe) {
+            break;
+        }
+        outage.resolve();
+    }
+    let probing = outage.rig.opening().expect("a probe").to_owned();
+    let before = before.expect("ticked");
+    outage.rig.open_fail(&probing);
+    assert_eq!(
+        outage.rig.sup.cooldown_table().get(&url(&probing)).copied(),
+        before.get(&url(&probing)).copied()
+    );
+    assert!(outage
+        .rig
+        .lines
+        .iter()
+        .any(|l| l.contains("probe did not come up") && l.contains("keeps its cooldown")));
+}
+
+/// FO-X3 never from the directory path (FO-D1) and never with the exemption off (FO-D6-OFF).
+#[test]
+fn fo_x3_no_probe_with_the_exemption_off() {
+    let t = Thresholds {
+        exempt: false,
+        ..thresholds()
+    };
+    let mut outage = Outage::all_down_from_start(t, false);
+    outage.run_until(250_000, None);
+    assert_eq!(outage.rig.counters().probe_opens, 0);
+    assert_eq!(outage.rig.sup.probe_schedule().next_round_at, None);
+}
+
+/// FO-X3: the adapter's jitter shortens an interval by at most a quarter.
+#[test]
+fn fo_x3_jitter_shortens_the_interval_by_at_most_a_quarter() {
+    for (jitter_ms, expected_due_ms) in [(0, 15_000), (1_000, 14_000), (u64::MAX, 11_250)] {
+        let mut outage = Outage::all_down_from_start(thresholds(), false);
+        outage.rig.sup.set_probe_jitter_ms(jitter_ms);
+        // Spend the budget: the tick that finds nothing schedules the first round.
+        let mut scheduled = None;
+        while scheduled.is_none() {
+            let next = outage.rig.sup.poll_timeout().expect("on");
+            outage.rig.now = next;
+            outage.rig.tick();
+            outage.resolve();
+            scheduled = outage
+                .rig
+                .sup
+                .probe_schedule()
+                .next_round_at
+                .map(|at| at.since_ms(outage.rig.now));
+        }
+        assert_eq!(scheduled, Some(expected_due_ms), "jitter {jitter_ms}");
+    }
+}
+
+#[test]
+fn fo_x3_probe_interval_doubles_up_to_the_maximum() {
+    let t = thresholds();
+    let intervals: Vec<u64> = (0..5).map(|round| t.probe_interval_ms(round)).collect();
+    assert_eq!(intervals, vec![15_000, 30_000, 60_000, 60_000, 60_000]);
+    assert_eq!(t.probe_interval_ms(u32::MAX), 60_000, "no overflow");
+    let _ = MonoMs::ZERO;
+}
+
+#[test]
+fn fo_x3_probe_variables_are_strict_and_checked_together() {
+    let parse = |pairs: &[(&str, &str)]| {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Thresholds::from_lookup(|name| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        })
+    };
+    let defaults = parse(&[]).expect("defaults");
+    assert_eq!(
+        (defaults.probe_min_ms, defaults.probe_max_ms),
+        (15_000, 60_000)
+    );
+    let off = parse(&[(VAR_PROBE_MAX_MS, "0")]).expect("0 switches probing off");
+    assert!(!off.probing_enabled());
+    for bad in ["", "-1", "1e4", "15000 (drill)", "99999999999999999999"] {
+        let errors = parse(&[(VAR_PROBE_MIN_MS, bad)]).expect_err(bad);
+        assert_eq!(errors[0].var(), VAR_PROBE_MIN_MS);
+        assert!(errors[0].to_string().contains(bad), "{}", errors[0]);
+    }
+    let zero_min = parse(&[(VAR_PROBE_MIN_MS, "0")]).expect_err("0 min");
+    assert!(zero_min[0].to_string().contains("retry storm"));
+    let crossed = parse(&[(VAR_PROBE_MIN_MS, "70000")]).expect_err("min > max");
+    assert!(
+        crossed[0].to_string().contains(VAR_PROBE_MAX_MS)
+            && crossed[0].to_string().contains("70000"),
+        "{}",
+        crossed[0]
+    );
+    // Probing off: the minimum is not compared with it.
+    parse(&[(VAR_PROBE_MIN_MS, "70000"), (VAR_PROBE_MAX_MS, "0")]).expect("off");
+}
