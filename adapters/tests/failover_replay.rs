@@ -16,7 +16,7 @@ use switchyard_adapters::failover::relay::{
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
 use switchyard_spec::failover::{
-    FailoverParams, FoAction, FoProjection, MODEL_CHECK_MS, MODEL_UP_TIMEOUT_MS,
+    FailoverParams, FoAction, FoProjection, Report, MODEL_CHECK_MS, MODEL_UP_TIMEOUT_MS,
 };
 use switchyard_spec::trace::{replay, Replayer, Trace};
 use tokio_tungstenite::tungstenite::Message;
@@ -60,16 +60,25 @@ impl SocketReplayer {
         self.relays[host] = Some(relay);
     }
 
-    fn rotated(&self, rotation: usize) -> Vec<RelayUrl> {
-        let mut list: Vec<RelayUrl> = self
+    /// List `list` of the model's directory updates, as real URLs.
+    fn directory_list(&self, list: u16) -> Vec<RelayUrl> {
+        let urls = self.params.urls();
+        self.params.directory_lists()[usize::from(list)]
+            .iter()
+            .map(|i| self.to_real[urls[usize::from(*i)].0.as_str()].clone())
+            .collect()
+    }
+
+    fn host_is_up(&self, url: &RelayUrl) -> bool {
+        let model = &self.to_model[url];
+        let host = self
             .params
             .urls()
             .iter()
-            .map(|(u, _)| self.to_real[u.as_str()].clone())
-            .collect();
-        let len = list.len();
-        list.rotate_left(rotation % len);
-        list
+            .find(|(u, _)| u.as_str() == model)
+            .map(|(_, host)| *host)
+            .expect("a model URL");
+        self.relays[host].is_some()
     }
 
     /// Is the current connection alive? A heartbeat that gets its answer says yes.
@@ -124,7 +133,7 @@ impl SocketReplayer {
                 }
             }
             None => {
-                let cap = self.sup.thresholds().min_attempts.max(1);
+                let cap = self.sup.thresholds().min_attempts.max(1) + 1;
                 self.attempts = (self.attempts + 1).min(cap);
                 let state = ChannelState::Backoff {
                     attempts: self.attempts,
@@ -134,13 +143,19 @@ impl SocketReplayer {
         }
     }
 
-    fn resolve_open(&mut self) {
+    fn resolve_open(&mut self, failure: OpenFailure) {
         let url = self
             .sup
             .open_in_flight()
             .expect("an open in flight")
             .url
             .clone();
+        if self.host_is_up(&url) && failure == OpenFailure::TimedOut {
+            // A transient failure of a live relay: the model's input, handed to the core as the
+            // adapter would after its connect gave up.
+            self.sup.handle_open_failed(self.now, &url, failure);
+            return;
+        }
         match self.open(&url) {
             Some(stream) => {
                 if self.sup.handle_open_succeeded(self.now, &url) {
@@ -149,8 +164,7 @@ impl SocketReplayer {
                 }
             }
             None => {
-                self.sup
-                    .handle_open_failed(self.now, &url, OpenFailure::Failed);
+                self.sup.handle_open_failed(self.now, &url, failure);
             }
         }
     }
@@ -204,11 +218,11 @@ impl Replayer for SocketReplayer {
             replayer.to_model.insert(real, url.to_string());
         }
         // As the model's initial state: the directory, and the first channel up.
-        let list = replayer.rotated(0);
+        let list = replayer.directory_list(0);
         replayer
             .sup
             .handle_directory(MonoMs::ZERO, &list, DirectorySource::Signed);
-        replayer.resolve_open();
+        replayer.resolve_open(OpenFailure::Failed);
         replayer.drain();
         replayer
     }
@@ -230,15 +244,52 @@ impl Replayer for SocketReplayer {
                 }
             }
             FoAction::HostUp { host } => self.start_relay(usize::from(host)),
-            FoAction::OpenSucceeds | FoAction::OpenFails => self.resolve_open(),
-            FoAction::OpenTimesOut => {
-                self.now = self.now.plus_ms(MODEL_UP_TIMEOUT_MS);
-                self.resolve_open();
+            FoAction::OpenSucceeds => self.resolve_open(OpenFailure::Failed),
+            FoAction::OpenFails => {
+                let url = self.sup.open_in_flight().expect("in flight").url.clone();
+                if self.host_is_up(&url) {
+                    // A transient refusal of a live relay: fed as the adapter would.
+                    self.sup
+                        .handle_open_failed(self.now, &url, OpenFailure::Failed);
+                } else {
+                    self.resolve_open(OpenFailure::Failed);
+                }
             }
-            FoAction::DirectoryRefresh { rotation } => {
-                let list = self.rotated(usize::from(rotation));
+            FoAction::OpenTimesOut => {
+                let started_at = self.sup.open_in_flight().expect("in flight").started_at;
+                self.now = started_at.plus_ms(MODEL_UP_TIMEOUT_MS).max(self.now);
+                self.resolve_open(OpenFailure::TimedOut);
+            }
+            FoAction::Directory { list } => {
+                let list = self.directory_list(list);
                 self.sup
                     .handle_directory(self.now, &list, DirectorySource::Signed);
+            }
+            FoAction::ChannelReport { report } => {
+                let current = self.sup.current().expect("a channel").clone();
+                let state = match report {
+                    Report::Healthy => {
+                        self.attempts = 0;
+                        ChannelState::Healthy
+                    }
+                    Report::Backoff { attempts } => {
+                        self.attempts = attempts;
+                        ChannelState::Backoff { attempts }
+                    }
+                };
+                self.sup.handle_channel_state(self.now, &current, state);
+            }
+            FoAction::OddTime { offset_ms } => {
+                let threshold = self
+                    .sup
+                    .next_change_at(self.now)
+                    .expect("a threshold ahead");
+                self.now = MonoMs(
+                    threshold
+                        .as_ms()
+                        .checked_add_signed(i64::from(offset_ms))
+                        .expect("in range"),
+                );
             }
         }
         self.drain();

@@ -40,19 +40,23 @@ impl CheckedModel for FailoverModel {
 
     fn summary(state: &FoState) -> String {
         let p = state.project();
+        let list: Vec<&str> = state.sup.candidates().iter().map(|u| u.as_str()).collect();
         let mut line = format!(
-            "t={}ms variant={:?} hosts_up={:?} current={} ",
+            "t={}ms variant={:?} hosts_up={:?} list={list:?} current={} ",
             p.now_ms,
             state.variant,
             p.host_up,
             p.current.as_deref().unwrap_or("-")
         );
-        if let Some((url, exempt)) = &p.opening {
-            let _ = write!(
-                line,
-                "opening={url}{} ",
-                if *exempt { " (exempt)" } else { "" }
-            );
+        if let Some(open) = state.sup.open_in_flight() {
+            let kind = if open.exemption.is_some() {
+                " (exempt)"
+            } else if open.probe {
+                " (probe)"
+            } else {
+                ""
+            };
+            let _ = write!(line, "opening={}{kind} ", open.url);
         }
         let c = p.counters;
         let _ = write!(

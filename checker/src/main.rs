@@ -81,7 +81,19 @@ struct CheckArgs {
     /// Failover: host down/up events per run.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(0..=16))]
     host_events: u8,
-    /// Failover: threshold variants explored (production, exempt-off, cooldown-zero, supervisor-off).
+    /// Failover: directory updates per run, each any ordered subset of the URLs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
+    directory_updates: u8,
+    /// Failover: channel reports per run besides the one before each tick.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
+    channel_reports: u8,
+    /// Failover: steps of time to 1 ms around a threshold per run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
+    odd_time_steps: u8,
+    /// Failover: opens of a live relay that fail anyway, per run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
+    transient_failures: u8,
+    /// Failover: threshold variants explored (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]
     variants: Vec<VariantArg>,
     /// Handoff: relay clients (phone, iPad, …).
@@ -119,6 +131,7 @@ enum VariantArg {
     ExemptOff,
     CooldownZero,
     SupervisorOff,
+    ProbeJitter,
 }
 
 impl From<VariantArg> for Variant {
@@ -128,6 +141,7 @@ impl From<VariantArg> for Variant {
             VariantArg::ExemptOff => Variant::ExemptOff,
             VariantArg::CooldownZero => Variant::CooldownZero,
             VariantArg::SupervisorOff => Variant::SupervisorOff,
+            VariantArg::ProbeJitter => Variant::ProbeJitter,
         }
     }
 }
@@ -156,6 +170,10 @@ fn check(args: &CheckArgs) -> Result<bool, String> {
             args.variants.iter().map(|v| Variant::from(*v)).collect()
         },
         max_host_events: args.host_events,
+        max_directory_updates: args.directory_updates,
+        max_channel_reports: args.channel_reports,
+        max_odd_time_steps: args.odd_time_steps,
+        max_transient_failures: args.transient_failures,
     });
     if args.urls_per_host.len() > 8 {
         return Err(format!(

@@ -1,13 +1,34 @@
-//! `FailoverModel`: the real [`Supervisor`] in an environment of relay hosts that go down and
-//! come back, a directory that reorders, opens that succeed (host up) or fail / time out (host
-//! down), and time that advances one tick at a time up to a horizon of `cycles` cooldowns.
+//! `FailoverModel`: the real [`Supervisor`] in an environment as wide as what the adapter can
+//! hand it, at small bounds.
 //!
-//! Abstractions (each keeps the state space finite without changing a decision):
-//! - thresholds are scaled to ticks ([`Variant::thresholds`]);
-//! - an open in flight resolves before the next tick (ticks during an open do nothing anyway);
-//! - reconnect attempts saturate at `MIN_ATTEMPTS` (beyond it they change no decision).
+//! Real inputs and how the environment covers them:
+//! - ticks: at `poll_timeout()`, each preceded by the channel's report (attempts grow past
+//!   `MIN_ATTEMPTS` by one, so below, at and above are all reached);
+//! - directory updates: any ordered subset of the URL universe, the empty list included
+//!   (rejected), so a URL leaves the list and comes back; a pinned URL (`--url`) is a one-URL
+//!   list, which is among them (its source changes only the log text);
+//! - channel reports at any instant: healthy (while its relay is up), backoff with 1,
+//!   `MIN-1`, `MIN`, `MIN+1` attempts, a blip on a live channel included;
+//! - open results: success (relay up), failure and timeout (relay down, or a transient failure
+//!   of a live relay), the timeout `UP_TIMEOUT_MS` after the open started;
+//! - time: ticks, and steps to 1 ms before, at and after the next instant at which the core
+//!   could decide differently (a cooldown ending, the grace ending, a probe round due), so
+//!   inputs land on and around each threshold;
+//! - the adapter's probe jitter: none, or the largest (`Variant::ProbeJitter`).
+//!
+//! Left out, and why:
+//! - results for an open not in flight and reports about another URL: the core ignores them
+//!   (tested in `core/tests/failover_requirements.rs` and the proptests), and each would only
+//!   add states;
+//! - lists longer than the universe, duplicates and more than 8192 URLs: the core deduplicates
+//!   and rejects before any decision (unit-tested), so they reach the same states;
+//! - a tick while an open is in flight: the core does nothing then (the open resolves first);
+//! - threshold values: four variants scaled to ticks ([`Variant::thresholds`]), the rest is the
+//!   proptests' job (`core/tests/failover_props.rs`, the oracle comparison);
+//! - every budget is per run (`FailoverParams`): more of each kind are the simulation's and
+//!   the proptests' job.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -36,14 +57,17 @@ pub enum Variant {
     CooldownZero,
     /// `RELAY_FAILOVER_MIN_ATTEMPTS=0` (FO-H-2).
     SupervisorOff,
+    /// Production with the largest probe jitter the adapter can add (FO-X3).
+    ProbeJitter,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 5] = [
         Variant::Production,
         Variant::ExemptOff,
         Variant::CooldownZero,
         Variant::SupervisorOff,
+        Variant::ProbeJitter,
     ];
 
     pub fn thresholds(self) -> Thresholds {
@@ -59,7 +83,7 @@ impl Variant {
             probe_max_ms: MODEL_PROBE_MAX_MS,
         };
         match self {
-            Variant::Production => scaled,
+            Variant::Production | Variant::ProbeJitter => scaled,
             Variant::ExemptOff => Thresholds {
                 exempt: false,
                 ..scaled
@@ -76,16 +100,28 @@ impl Variant {
     }
 }
 
-/// The model's size knobs.
+/// The model's size knobs. Every environment move beyond ticks and host events has a budget per
+/// run, so the wide environment stays finite while each kind of input is still explored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailoverParams {
-    /// Candidate URLs served by each host, in directory order. Production: `[2, 1]`.
+    /// Candidate URLs served by each host, in directory order. Production: `[2, 1]`. The URL
+    /// universe of the directory updates.
     pub urls_per_host: Vec<u8>,
     /// Time horizon, in cooldown periods.
     pub cycles: u32,
     pub variants: Vec<Variant>,
     /// Host down/up events in one run. Scene 4 needs three.
     pub max_host_events: u8,
+    /// Directory updates in one run, each with any ordered subset of the URL universe (the
+    /// empty list included: rejected).
+    pub max_directory_updates: u8,
+    /// Channel reports in one run besides the one before each tick: a blip on a live channel,
+    /// a recovery, attempts below, at and above `MIN_ATTEMPTS`, at any instant.
+    pub max_channel_reports: u8,
+    /// Steps of time to 1 ms before, at and after the next threshold instant between ticks.
+    pub max_odd_time_steps: u8,
+    /// Opens of a live relay that fail or time out all the same.
+    pub max_transient_failures: u8,
 }
 
 impl Default for FailoverParams {
@@ -96,6 +132,10 @@ impl Default for FailoverParams {
             cycles: 2,
             variants: Variant::ALL.to_vec(),
             max_host_events: 4,
+            max_directory_updates: 2,
+            max_channel_reports: 1,
+            max_odd_time_steps: 1,
+            max_transient_failures: 1,
         }
     }
 }
@@ -116,6 +156,37 @@ impl FailoverParams {
         }
         urls
     }
+
+    /// Every list a directory update can carry: each ordered subset of the URL universe, as
+    /// indices into [`FailoverParams::urls`], the empty list first. `FoAction::Directory`
+    /// names one by its position here.
+    pub fn directory_lists(&self) -> Vec<Vec<u8>> {
+        fn extend(prefix: &mut Vec<u8>, n: u8, out: &mut Vec<Vec<u8>>) {
+            out.push(prefix.clone());
+            for next in 0..n {
+                if !prefix.contains(&next) {
+                    prefix.push(next);
+                    extend(prefix, n, out);
+                    prefix.pop();
+                }
+            }
+        }
+        let n = self.urls().len() as u8;
+        let mut out = Vec::new();
+        extend(&mut Vec::new(), n, &mut out);
+        out
+    }
+}
+
+/// A channel report the environment can make at any instant (FO-H-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "report", rename_all = "kebab-case")]
+pub enum Report {
+    /// Only while the current relay is up.
+    Healthy,
+    Backoff {
+        attempts: u32,
+    },
 }
 
 /// The environment's moves; every one is a core input or "time advances".
@@ -132,13 +203,22 @@ pub enum FoAction {
     },
     /// The open in flight comes up (its host is up).
     OpenSucceeds,
-    /// The open in flight is refused at once (its host is down).
+    /// The open in flight is refused at once (its host is down, or a transient failure).
     OpenFails,
-    /// The open in flight times out after `UP_TIMEOUT_MS` (its host is down).
+    /// The open in flight times out `UP_TIMEOUT_MS` after it started.
     OpenTimesOut,
-    /// A directory refresh with the list rotated left by `rotation`.
-    DirectoryRefresh {
-        rotation: u8,
+    /// A directory update carrying list `list` of [`FailoverParams::directory_lists`].
+    Directory {
+        list: u16,
+    },
+    /// The current channel reports a state of its own, outside the report before a tick.
+    ChannelReport {
+        report: Report,
+    },
+    /// Time steps to `offset_ms` (-1, 0 or +1) around the next instant at which the core
+    /// could decide differently, before the next tick.
+    OddTime {
+        offset_ms: i8,
     },
 }
 
@@ -151,22 +231,52 @@ pub struct StepFacts {
     pub counters_regressed: bool,
     pub exempt_open_failed: bool,
     pub exempt_switch: bool,
+    pub probe_switch: bool,
+    pub probe_round_failed: bool,
     pub directory_switch: bool,
     pub directory_refused_by_cooldown: bool,
+    pub unlisted_cooling_kept: bool,
     pub no_candidate_line: bool,
+    /// FO-D2a: the core's cooling URLs differ from the spec's own record.
+    pub cooldown_record_differs: bool,
 }
 
-/// An open started by the last step, judged against the state before it.
+/// An open started by the last step, judged against the spec's own record of cooldown.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct OpenFact {
     pub origin: Origin,
     pub exempt: bool,
+    pub probe: bool,
     pub listed: bool,
     pub target_was_cooling: bool,
     pub target_was_exempted_this_cycle: bool,
     pub clean_candidate_existed: bool,
     /// FO-D5, stated independently of the core: the exemptable candidate that should win.
     pub expected_exempt_target: bool,
+    /// FO-D3 / FO-X2a: a clean open targets the first clean candidate in directory order.
+    pub first_clean_in_directory_order: bool,
+    /// FO-X3: time since the previous probe of the same URL, if any.
+    pub since_previous_probe_ms: Option<u64>,
+}
+
+/// The spec's own record of one URL's cooldown cycle, kept from the core's outputs alone
+/// (switch and open-failed events), never read from the core's table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CycleRecord {
+    pub kind: CooldownKind,
+    pub until: MonoMs,
+    /// FO-D4: the exemption of this cycle was used.
+    pub exempted: bool,
+}
+
+/// What the environment may still do in this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Budget {
+    pub host_events: u8,
+    pub directory_updates: u8,
+    pub channel_reports: u8,
+    pub odd_time_steps: u8,
+    pub transient_failures: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -179,14 +289,17 @@ pub struct FoState {
     pub switch_lines: u64,
     /// Ticks since the chain last ended while unhealthy with a live, eligible candidate.
     pub stall_ticks: u8,
-    /// The environment acts at most once per tick (a host event, a directory refresh): without
-    /// time passing, cooldown 0 would otherwise let counters grow without bound.
+    /// The environment acts at most once per tick (a host event, a directory update, a report,
+    /// a transient failure): without time passing, cooldown 0 would otherwise let counters
+    /// grow without bound.
     pub env_acted_this_tick: bool,
-    /// Host events left in the whole run (`FailoverParams::max_host_events`).
-    pub host_events_left: u8,
-    /// The spec's own record for FO-D4: URLs that were given an exemption in their current
-    /// cooldown cycle, where a failed exempt open does not start a new cycle.
-    pub exempted_this_cycle: BTreeSet<RelayUrl>,
+    pub budget: Budget,
+    /// The spec's own cooldown record (FO-D1, FO-D2a, FO-D3, FO-D4, FO-D5), by URL.
+    pub cycles: BTreeMap<RelayUrl, CycleRecord>,
+    /// FO-X3: when each URL was last probed.
+    pub last_probe_at: BTreeMap<RelayUrl, MonoMs>,
+    /// FO-X3: since when the client has been off a live channel while a listed relay is up.
+    pub recovery_wait_since: Option<MonoMs>,
     pub last: StepFacts,
 }
 
@@ -194,13 +307,32 @@ pub struct FoState {
 pub struct FailoverModel {
     pub params: FailoverParams,
     urls: Vec<(RelayUrl, usize)>,
+    lists: Vec<Vec<RelayUrl>>,
 }
 
 impl FailoverModel {
     pub fn new(params: FailoverParams) -> FailoverModel {
         assert!(!params.urls_per_host.is_empty() && params.urls_per_host.len() <= 8);
         let urls = params.urls();
-        FailoverModel { params, urls }
+        let lists = params
+            .directory_lists()
+            .into_iter()
+            .map(|list| {
+                list.into_iter()
+                    .map(|i| urls[usize::from(i)].0.clone())
+                    .collect()
+            })
+            .collect();
+        FailoverModel {
+            params,
+            urls,
+            lists,
+        }
+    }
+
+    /// The URLs of list `list` of [`FailoverParams::directory_lists`].
+    pub fn directory_list(&self, list: u16) -> &[RelayUrl] {
+        &self.lists[usize::from(list)]
     }
 
     fn host_of(&self, url: &RelayUrl) -> usize {
@@ -215,11 +347,9 @@ impl FailoverModel {
         state.host_up[self.host_of(url)]
     }
 
-    fn rotated(&self, rotation: usize) -> Vec<RelayUrl> {
-        let mut list: Vec<RelayUrl> = self.urls.iter().map(|(u, _)| u.clone()).collect();
-        let len = list.len();
-        list.rotate_left(rotation % len);
-        list
+    /// The spec's record: is `url` cooling at `at`?
+    fn spec_cooling(state: &FoState, url: &RelayUrl, at: MonoMs) -> bool {
+        state.cycles.get(url).is_some_and(|c| c.until > at)
     }
 
     /// A live candidate the health path may still use: clean, or exemptable.
@@ -229,40 +359,41 @@ impl FailoverModel {
             if !self.is_live(state, url) || sup.current() == Some(url) {
                 return false;
             }
-            if sup.is_clean(url, state.now) {
-                return true;
+            match state.cycles.get(url) {
+                Some(cycle) if cycle.until > state.now => {
+                    sup.thresholds().exempt && !cycle.exempted
+                }
+                _ => true,
             }
-            sup.thresholds().exempt
-                && sup
-                    .cooldown_entry(url)
-                    .is_some_and(|e| e.is_cooling(state.now) && !e.exempted_this_cycle())
         })
     }
 
-    /// FO-D5 as the spec states it: among the listed, cooling, not-yet-exempted URLs other than
-    /// the current one (and, within a tick's chain, other than those it already tried),
-    /// switched-away before open-failed, then earliest `until`, then directory order.
+    /// FO-D5 as the spec states it, from its own record: among the listed, cooling,
+    /// not-yet-exempted URLs other than the current one (and, within a tick's chain, other than
+    /// those it already tried), switched-away before open-failed, then earliest `until`, then
+    /// directory order.
     fn expected_exempt_target(
-        sup: &Supervisor,
+        state: &FoState,
         now: MonoMs,
         tried: &BTreeSet<RelayUrl>,
     ) -> Option<RelayUrl> {
+        let sup = &state.sup;
         let mut best: Option<((u8, MonoMs, usize), RelayUrl)> = None;
         for (index, url) in sup.candidates().iter().enumerate() {
             if sup.current() == Some(url) || tried.contains(url) {
                 continue;
             }
-            let Some(entry) = sup.cooldown_entry(url) else {
+            let Some(cycle) = state.cycles.get(url) else {
                 continue;
             };
-            if !entry.is_cooling(now) || entry.exempted_this_cycle() {
+            if cycle.until <= now || cycle.exempted {
                 continue;
             }
-            let rank = match entry.kind {
+            let rank = match cycle.kind {
                 CooldownKind::SwitchedAway => 0,
                 CooldownKind::OpenFailed => 1,
             };
-            let key = (rank, entry.until, index);
+            let key = (rank, cycle.until, index);
             if best.as_ref().is_none_or(|(k, _)| key < *k) {
                 best = Some((key, url.clone()));
             }
@@ -279,6 +410,7 @@ impl FailoverModel {
         // What a chain continuing after a failed open has already tried (a tick starts afresh).
         let mut tried = BTreeSet::new();
         let mut failed_origin = None;
+        let mut transient = false;
         match action {
             FoAction::Tick => {
                 let next = state
@@ -289,11 +421,12 @@ impl FailoverModel {
                 judge_at = state.now;
                 state.env_acted_this_tick = false;
                 self.report_channel(&mut state);
+                self.expire_records(&mut state);
                 state.sup.handle_tick(state.now);
             }
             FoAction::HostDown { host } | FoAction::HostUp { host } => {
                 state.host_up[usize::from(host)] = matches!(action, FoAction::HostUp { .. });
-                state.host_events_left -= 1;
+                state.budget.host_events -= 1;
                 state.env_acted_this_tick = true;
             }
             FoAction::OpenSucceeds => {
@@ -303,13 +436,22 @@ impl FailoverModel {
             }
             FoAction::OpenFails | FoAction::OpenTimesOut => {
                 let pending = state.sup.open_in_flight().expect("enabled").clone();
+                if self.is_live(&state, &pending.url) {
+                    transient = true;
+                    state.budget.transient_failures -= 1;
+                    state.env_acted_this_tick = true;
+                }
                 let failure = if action == FoAction::OpenTimesOut {
-                    state.now = state.now.plus_ms(MODEL_UP_TIMEOUT_MS);
+                    state.now = pending
+                        .started_at
+                        .plus_ms(MODEL_UP_TIMEOUT_MS)
+                        .max(state.now);
                     OpenFailure::TimedOut
                 } else {
                     OpenFailure::Failed
                 };
                 judge_at = state.now;
+                self.expire_records(&mut state);
                 tried = sup_before.tried_since_last_move().clone();
                 tried.insert(pending.url.clone());
                 failed_origin = Some(pending.origin);
@@ -318,17 +460,54 @@ impl FailoverModel {
                     .handle_open_failed(state.now, &pending.url, failure);
                 state.last.exempt_open_failed = pending.exemption.is_some();
             }
-            FoAction::DirectoryRefresh { rotation } => {
+            FoAction::Directory { list } => {
                 state.env_acted_this_tick = true;
-                let list = self.rotated(usize::from(rotation));
+                state.budget.directory_updates -= 1;
+                let urls = self.directory_list(list).to_vec();
                 state
                     .sup
-                    .handle_directory(state.now, &list, DirectorySource::Signed);
+                    .handle_directory(state.now, &urls, DirectorySource::Signed);
+                state.last.unlisted_cooling_kept = state
+                    .cycles
+                    .iter()
+                    .any(|(url, cycle)| cycle.until > state.now && !urls.contains(url));
+            }
+            FoAction::ChannelReport { report } => {
+                state.env_acted_this_tick = true;
+                state.budget.channel_reports -= 1;
+                let current = state.sup.current().expect("enabled").clone();
+                let report = match report {
+                    Report::Healthy => {
+                        state.attempts = 0;
+                        ChannelState::Healthy
+                    }
+                    Report::Backoff { attempts } => {
+                        state.attempts = attempts;
+                        ChannelState::Backoff { attempts }
+                    }
+                };
+                state.sup.handle_channel_state(state.now, &current, report);
+            }
+            FoAction::OddTime { offset_ms } => {
+                state.budget.odd_time_steps -= 1;
+                state.now = self.odd_instant(&state, offset_ms).expect("enabled");
+                judge_at = state.now;
+                self.expire_records(&mut state);
             }
         }
         self.drain_and_judge(sup_before, &mut state, judge_at, &tried);
-        self.update_stall(action, failed_origin, &mut state);
+        self.update_stall(action, failed_origin, transient, &mut state);
+        self.update_recovery(transient, &mut state);
         state
+    }
+
+    /// The instant `offset_ms` around the core's next threshold, if it lies strictly between
+    /// now and the next tick.
+    fn odd_instant(&self, state: &FoState, offset_ms: i8) -> Option<MonoMs> {
+        let threshold = state.sup.next_change_at(state.now)?;
+        let at = MonoMs(threshold.as_ms().checked_add_signed(i64::from(offset_ms))?);
+        let next_tick = state.sup.poll_timeout()?;
+        (at > state.now && at < next_tick).then_some(at)
     }
 
     fn report_channel(&self, state: &mut FoState) {
@@ -343,13 +522,20 @@ impl FailoverModel {
                     .handle_channel_state(state.now, &current, ChannelState::Healthy);
             }
         } else {
-            let cap = state.sup.thresholds().min_attempts.max(1);
+            // Attempts grow past MIN_ATTEMPTS by one, so "above" is explored too.
+            let cap = state.sup.thresholds().min_attempts.max(1) + 1;
             state.attempts = (state.attempts + 1).min(cap);
             let report = ChannelState::Backoff {
                 attempts: state.attempts,
             };
             state.sup.handle_channel_state(state.now, &current, report);
         }
+    }
+
+    /// A cycle ends when its cooldown does.
+    fn expire_records(&self, state: &mut FoState) {
+        let now = state.now;
+        state.cycles.retain(|_, cycle| cycle.until > now);
     }
 
     fn drain_and_judge(
@@ -359,44 +545,84 @@ impl FailoverModel {
         at: MonoMs,
         tried: &BTreeSet<RelayUrl>,
     ) {
+        let cooldown_ms = state.sup.thresholds().cooldown_ms;
         let mut switched = false;
         while let Some(output) = state.sup.poll_output() {
             match output {
-                Output::Action(Action::Open { url, exempt, .. }) => {
+                Output::Action(Action::Open {
+                    url, exempt, probe, ..
+                }) => {
                     state.last.opens_started += 1;
-                    let before_entry = sup_before.cooldown_entry(&url);
-                    let expected = Self::expected_exempt_target(sup_before, at, tried);
+                    let expected = Self::expected_exempt_target(state, at, tried);
+                    let first_clean = state.sup.candidates().iter().find(|u| {
+                        state.sup.current() != Some(*u) && !Self::spec_cooling(state, u, at)
+                    });
+                    let cycle = state.cycles.get(&url).copied();
+                    let target_was_cooling = cycle.is_some_and(|c| c.until > at);
                     state.last.open = Some(OpenFact {
                         origin: state.sup.open_in_flight().expect("just opened").origin,
                         exempt,
+                        probe,
                         listed: state.sup.candidates().contains(&url),
-                        target_was_cooling: before_entry.is_some_and(|e| e.is_cooling(at)),
-                        // Judged by the spec's own record, not by the core's `exempted_at`.
-                        target_was_exempted_this_cycle: exempt
-                            && !state.exempted_this_cycle.insert(url.clone()),
-                        clean_candidate_existed: state
-                            .sup
-                            .candidates()
-                            .iter()
-                            .any(|u| state.sup.is_clean(u, at)),
+                        target_was_cooling,
+                        target_was_exempted_this_cycle: exempt && cycle.is_some_and(|c| c.exempted),
+                        clean_candidate_existed: first_clean.is_some(),
                         expected_exempt_target: !exempt || expected.as_ref() == Some(&url),
+                        first_clean_in_directory_order: exempt
+                            || probe
+                            || first_clean == Some(&url),
+                        since_previous_probe_ms: if probe {
+                            state.last_probe_at.get(&url).map(|t| at.since_ms(*t))
+                        } else {
+                            None
+                        },
                     });
+                    if probe {
+                        state.last_probe_at.insert(url.clone(), at);
+                    }
+                    if exempt {
+                        if let Some(cycle) = state.cycles.get_mut(&url) {
+                            cycle.exempted = true;
+                        }
+                    }
                 }
                 Output::Action(Action::Close { .. }) => switched = true,
                 Output::Event(event) => {
                     match &event {
                         Event::Switched(record) => {
                             state.last.exempt_switch = record.exemption.is_some();
+                            state.last.probe_switch = record.probe;
                             state.last.directory_switch = record.origin == Origin::Directory;
                             // Leaving a URL starts a new (switched-away) cycle for it.
-                            state.exempted_this_cycle.remove(&record.from);
+                            state.cycles.insert(
+                                record.from.clone(),
+                                CycleRecord {
+                                    kind: CooldownKind::SwitchedAway,
+                                    until: at.plus_ms(cooldown_ms),
+                                    exempted: false,
+                                },
+                            );
+                            state.cycles.remove(&record.to);
                         }
-                        // A failed normal open starts a new cycle; a failed exempt open does
-                        // not give the URL a new exemption (FO-D4).
+                        Event::Attached { url, .. } => {
+                            state.cycles.remove(url);
+                        }
+                        // A failed open starts a new cycle; a failed exempt open spends the
+                        // exemption of that cycle (FO-D4); a failed probe changes nothing.
                         Event::Skipped(Skip::OpenFailed {
-                            url, exempt: false, ..
+                            url,
+                            exempt,
+                            probe: false,
+                            ..
                         }) => {
-                            state.exempted_this_cycle.remove(url);
+                            state.cycles.insert(
+                                url.clone(),
+                                CycleRecord {
+                                    kind: CooldownKind::OpenFailed,
+                                    until: at.plus_ms(cooldown_ms),
+                                    exempted: *exempt,
+                                },
+                            );
                         }
                         Event::Skipped(Skip::StillCooling {
                             origin: Origin::Directory,
@@ -404,6 +630,9 @@ impl FailoverModel {
                         }) => state.last.directory_refused_by_cooldown = true,
                         Event::Skipped(Skip::NoCandidate { .. }) => {
                             state.last.no_candidate_line = true;
+                        }
+                        Event::Skipped(Skip::ProbeRoundFailed { .. }) => {
+                            state.last.probe_round_failed = true;
                         }
                         _ => {}
                     }
@@ -413,23 +642,44 @@ impl FailoverModel {
                 }
             }
         }
-        // A cycle ends when the URL no longer cools (expired, or it is the current channel).
-        let sup = &state.sup;
+        self.expire_records(state);
+        // Only the probes of the last PROBE_MIN_MS matter to the storm bound.
         state
-            .exempted_this_cycle
-            .retain(|url| sup.cooldown_entry(url).is_some_and(|e| e.is_cooling(at)));
+            .last_probe_at
+            .retain(|_, t| at.since_ms(*t) < MODEL_PROBE_MIN_MS);
+        // FO-D2a: what cools in the core is exactly what the spec's record says cools.
+        let now = state.now;
+        let core: Vec<(&RelayUrl, MonoMs)> = state
+            .sup
+            .cooldown_table()
+            .iter()
+            .filter(|(_, e)| e.is_cooling(now))
+            .map(|(u, e)| (u, e.until))
+            .collect();
+        let spec: Vec<(&RelayUrl, MonoMs)> =
+            state.cycles.iter().map(|(u, c)| (u, c.until)).collect();
+        state.last.cooldown_record_differs = core != spec;
         let (b, a) = (sup_before.counters(), state.sup.counters());
         state.last.counters_regressed = a.switches < b.switches
             || a.exempt_switches < b.exempt_switches
             || a.open_failed < b.open_failed
-            || a.no_candidate_checks < b.no_candidate_checks;
+            || a.no_candidate_checks < b.no_candidate_checks
+            || a.probe_opens < b.probe_opens
+            || a.probe_switches < b.probe_switches;
         state.last.closed_without_switch = switched && a.switches == b.switches;
     }
 
     /// FO-X1/FO-X2 bookkeeping: a tick whose chain (the tick plus the health-path opens it
     /// leads to) ends unhealthy, with no open in flight, while a live eligible candidate exists,
-    /// is a stalled tick. Directory-path opens are not part of a tick's chain.
-    fn update_stall(&self, action: FoAction, failed_origin: Option<Origin>, state: &mut FoState) {
+    /// is a stalled tick. Directory-path opens are not part of a tick's chain. A transient
+    /// failure of a live relay restarts the count: that relay was not reachable.
+    fn update_stall(
+        &self,
+        action: FoAction,
+        failed_origin: Option<Origin>,
+        transient: bool,
+        state: &mut FoState,
+    ) {
         let chain_step = match action {
             FoAction::Tick => true,
             FoAction::OpenFails | FoAction::OpenTimesOut => failed_origin == Some(Origin::Health),
@@ -439,6 +689,10 @@ impl FailoverModel {
             }
             _ => false,
         };
+        if transient {
+            state.stall_ticks = 0;
+            return;
+        }
         if !chain_step || state.sup.open_in_flight().is_some() {
             return;
         }
@@ -451,23 +705,73 @@ impl FailoverModel {
         }
     }
 
+    /// FO-X3 bookkeeping: the client is off a live channel while some listed relay is up.
+    /// Measured only where probing is on and cooldown can drain the pool.
+    fn update_recovery(&self, transient: bool, state: &mut FoState) {
+        let t = state.sup.thresholds();
+        let on_live = state
+            .sup
+            .current()
+            .is_some_and(|current| self.is_live(state, current));
+        let live_listed = state
+            .sup
+            .candidates()
+            .iter()
+            .any(|url| state.sup.current() != Some(url) && self.is_live(state, url));
+        let waiting = t.probing_enabled()
+            && t.supervisor_enabled()
+            && t.cooldown_ms > 0
+            && !on_live
+            && live_listed;
+        state.recovery_wait_since = match (waiting, state.recovery_wait_since) {
+            (false, _) => None,
+            (true, _) if transient => Some(state.now),
+            (true, None) => Some(state.now),
+            (true, Some(since)) => Some(since),
+        };
+    }
+
+    /// FO-X3's bound in this model: the channel turning unhealthy (`GRACE_MS`), the exemption
+    /// chain over the other candidates and each of the directory-path opens timing out, one
+    /// probe interval at most (`PROBE_MAX_MS`) plus the tick that starts the round, and the
+    /// probes of the dead candidates ahead of the live one timing out.
+    pub fn recovery_bound_ms(&self) -> u64 {
+        let others = self.urls.len() as u64 - 1;
+        MODEL_GRACE_MS
+            + MODEL_PROBE_MAX_MS
+            + 2 * MODEL_CHECK_MS
+            + (2 * others + u64::from(self.params.max_directory_updates)) * MODEL_UP_TIMEOUT_MS
+    }
+
     pub fn init_state(&self, variant: Variant) -> FoState {
         let mut sup = Supervisor::new(variant.thresholds(), MonoMs::ZERO);
-        let list = self.rotated(0);
+        let list: Vec<RelayUrl> = self.urls.iter().map(|(u, _)| u.clone()).collect();
         sup.handle_directory(MonoMs::ZERO, &list, DirectorySource::Signed);
         sup.handle_open_succeeded(MonoMs::ZERO, &list[0]);
         while sup.poll_output().is_some() {}
+        if variant == Variant::ProbeJitter {
+            sup.set_probe_jitter_ms(u64::MAX);
+        }
+        let p = &self.params;
         FoState {
             variant,
             sup,
             now: MonoMs::ZERO,
-            host_up: vec![true; self.params.urls_per_host.len()],
+            host_up: vec![true; p.urls_per_host.len()],
             attempts: 0,
             switch_lines: 0,
             stall_ticks: 0,
             env_acted_this_tick: false,
-            host_events_left: self.params.max_host_events,
-            exempted_this_cycle: BTreeSet::new(),
+            budget: Budget {
+                host_events: p.max_host_events,
+                directory_updates: p.max_directory_updates,
+                channel_reports: p.max_channel_reports,
+                odd_time_steps: p.max_odd_time_steps,
+                transient_failures: p.max_transient_failures,
+            },
+            cycles: BTreeMap::new(),
+            last_probe_at: BTreeMap::new(),
+            recovery_wait_since: None,
             last: StepFacts::default(),
         }
     }
@@ -486,9 +790,15 @@ impl Model for FailoverModel {
     }
 
     fn actions(&self, state: &FoState, actions: &mut Vec<FoAction>) {
+        let budget = state.budget;
+        let env_may_act = !state.env_acted_this_tick;
         if let Some(open) = state.sup.open_in_flight() {
             if self.is_live(state, &open.url) {
                 actions.push(FoAction::OpenSucceeds);
+                if env_may_act && budget.transient_failures > 0 {
+                    actions.push(FoAction::OpenFails);
+                    actions.push(FoAction::OpenTimesOut);
+                }
             } else {
                 actions.push(FoAction::OpenFails);
                 actions.push(FoAction::OpenTimesOut);
@@ -496,10 +806,17 @@ impl Model for FailoverModel {
         } else if state.now < self.params.horizon() {
             actions.push(FoAction::Tick);
         }
-        if state.env_acted_this_tick {
+        if budget.odd_time_steps > 0 {
+            for offset_ms in [-1, 0, 1] {
+                if self.odd_instant(state, offset_ms).is_some() {
+                    actions.push(FoAction::OddTime { offset_ms });
+                }
+            }
+        }
+        if !env_may_act {
             return;
         }
-        if state.host_events_left > 0 {
+        if budget.host_events > 0 {
             for (host, up) in state.host_up.iter().enumerate() {
                 let host = host as u8;
                 actions.push(if *up {
@@ -509,8 +826,28 @@ impl Model for FailoverModel {
                 });
             }
         }
-        for rotation in 0..self.urls.len() as u8 {
-            actions.push(FoAction::DirectoryRefresh { rotation });
+        if budget.directory_updates > 0 {
+            for list in 0..self.lists.len() as u16 {
+                actions.push(FoAction::Directory { list });
+            }
+        }
+        if budget.channel_reports > 0 {
+            if let Some(current) = state.sup.current() {
+                if self.is_live(state, current) {
+                    actions.push(FoAction::ChannelReport {
+                        report: Report::Healthy,
+                    });
+                }
+                let min = state.sup.thresholds().min_attempts.max(1);
+                for attempts in [1, min - 1, min, min + 1] {
+                    if attempts > 0 {
+                        actions.push(FoAction::ChannelReport {
+                            report: Report::Backoff { attempts },
+                        });
+                    }
+                }
+                actions.dedup();
+            }
         }
     }
 
@@ -556,8 +893,12 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             },
         ),
         Property::always(
+            "FO-D2a cooldown keyed by URL: what cools is the spec's record, list changes included",
+            |_, s: &FoState| !s.last.cooldown_record_differs,
+        ),
+        Property::always(
             "FO-D3 no exemption while a clean candidate exists",
-            |_, s: &FoState| open_ok(s, |o| !o.exempt || !o.clean_candidate_existed),
+            |_, s: &FoState| open_ok(s, |o| !(o.exempt || o.probe) || !o.clean_candidate_existed),
         ),
         Property::always(
             "FO-D4 at most one exemption per URL per cooldown cycle",
@@ -568,16 +909,17 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             |_, s: &FoState| open_ok(s, |o| o.expected_exempt_target),
         ),
         Property::always(
-            "FO-D6 only the health path exempts, only a cooling URL",
+            "FO-D6 only the health path exempts or probes, only a cooling URL",
             |_, s: &FoState| {
                 open_ok(s, |o| {
-                    o.exempt == (o.origin == Origin::Health && o.target_was_cooling)
+                    (o.exempt || o.probe) == (o.origin == Origin::Health && o.target_was_cooling)
+                        && !(o.exempt && o.probe)
                 })
             },
         ),
         Property::always(
-            "FO-D6-OFF no exempt open with EXEMPT=0",
-            |_, s: &FoState| s.sup.thresholds().exempt || open_ok(s, |o| !o.exempt),
+            "FO-D6-OFF no exempt open and no probe with EXEMPT=0",
+            |_, s: &FoState| s.sup.thresholds().exempt || open_ok(s, |o| !o.exempt && !o.probe),
         ),
         Property::always(
             "FO-D7 [relay-switch] lines == switches; counters monotone",
@@ -601,6 +943,32 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             "FO-X2 cooldown 0 never self-locks (same bound)",
             |_, s: &FoState| s.sup.thresholds().cooldown_ms != 0 || s.stall_ticks <= 1,
         ),
+        Property::always(
+            "FO-X2a with cooldown > 0 a clean open takes the first clean URL in directory order",
+            |_, s: &FoState| {
+                s.sup.thresholds().cooldown_ms == 0
+                    || open_ok(s, |o| {
+                        o.origin != Origin::Health || o.first_clean_in_directory_order
+                    })
+            },
+        ),
+        Property::always(
+            "FO-X3 bounded recovery: on a live channel within the probe bound of a relay coming up",
+            |m: &FailoverModel, s: &FoState| {
+                s.recovery_wait_since
+                    .is_none_or(|since| s.now.since_ms(since) <= m.recovery_bound_ms())
+            },
+        ),
+        Property::always(
+            "FO-X3 no probe storm: a URL is probed at most once per PROBE_MIN_MS (less jitter)",
+            |_, s: &FoState| {
+                let min_gap_ms = MODEL_PROBE_MIN_MS - MODEL_PROBE_MIN_MS / 4;
+                open_ok(s, |o| {
+                    o.since_previous_probe_ms
+                        .is_none_or(|gap| gap >= MODEL_PROBE_MIN_MS - MODEL_PROBE_MIN_MS / 4)
+                }) && min_gap_ms > 0
+            },
+        ),
         Property::always("one open in flight; make-before-break", |_, s: &FoState| {
             s.last.opens_started <= 1 && !s.last.closed_without_switch
         }),
@@ -620,6 +988,16 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
         ),
         Property::sometimes("witness: directory switch (FO-D1)", |_, s: &FoState| {
             s.last.directory_switch
+        }),
+        Property::sometimes(
+            "witness: a URL left the list while cooling (FO-D2a)",
+            |_, s: &FoState| s.last.unlisted_cooling_kept,
+        ),
+        Property::sometimes("witness: probe switch (FO-X3)", |_, s: &FoState| {
+            s.last.probe_switch
+        }),
+        Property::sometimes("witness: failed probe round (FO-X3)", |_, s: &FoState| {
+            s.last.probe_round_failed
         }),
         Property::sometimes("witness: cooldown-0 failover (FO-X2)", |_, s: &FoState| {
             s.variant == Variant::CooldownZero && s.sup.counters().switches > 0
@@ -675,8 +1053,18 @@ impl fmt::Display for FoAction {
             FoAction::OpenSucceeds => write!(f, "the open succeeds"),
             FoAction::OpenFails => write!(f, "the open fails"),
             FoAction::OpenTimesOut => write!(f, "the open times out"),
-            FoAction::DirectoryRefresh { rotation } => {
-                write!(f, "directory refresh (rotated by {rotation})")
+            FoAction::Directory { list } => write!(f, "directory update with list #{list}"),
+            FoAction::ChannelReport { report } => match report {
+                Report::Healthy => write!(f, "the channel reports healthy"),
+                Report::Backoff { attempts } => {
+                    write!(f, "the channel reports backoff, {attempts} attempts")
+                }
+            },
+            FoAction::OddTime { offset_ms } => {
+                write!(
+                    f,
+                    "time steps to {offset_ms:+} ms around the next threshold"
+                )
             }
         }
     }
