@@ -126,7 +126,11 @@ pub struct SignArgs {
     sequence: Option<u64>,
     /// Seconds from now after which clients refuse the list (FO-S1), at least 1. Default when
     /// neither expiry flag is given: 604800 (7 days). Re-sign before it runs out.
-    #[arg(long, conflicts_with = "expires_at_unix_s", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        conflicts_with = "expires_at_unix_s",
+        allow_negative_numbers = true
+    )]
     expires_in_seconds: Option<u64>,
     /// The expiry as Unix seconds instead of --expires-in-seconds; must be in the future.
     #[arg(long, allow_negative_numbers = true)]

@@ -405,7 +405,7 @@ async fn read_fifo(name: &str, file: std::fs::File) -> Result<Vec<u8>, Directory
         Ok(Err(e)) => Err(read_error(name, &e)),
         Ok(Ok(0)) => Err(DirectoryError::Read {
             path: name.to_owned(),
-            reason: "the FIFO gave no data (no writer)".to_owned(),
+            reason: "the FIFO was closed without data".to_owned(),
         }),
         Ok(Ok(_)) => bounded(name, bytes),
     }
