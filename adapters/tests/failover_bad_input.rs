@@ -29,10 +29,15 @@ fn keys() -> (ed25519_dalek::SigningKey, ed25519_dalek::VerifyingKey) {
     )
 }
 
+/// A valid sequence/expiry pair (FO-S1) for documents that test something else.
+const SEQ_AND_EXPIRY: &str = r#""sequence": 1, "expires_at_unix_s": 99999999999"#;
+
 fn payload(relays: &[&str]) -> DirectoryPayload {
     DirectoryPayload {
         relays: relays.iter().map(|s| (*s).to_owned()).collect(),
         refresh_after_seconds: 1,
+        sequence: 1,
+        expires_at_unix_s: directory::wall_clock_unix_s().expect("clock after 1970") + 3600,
     }
 }
 
@@ -116,13 +121,17 @@ fn fo_r5_directory_bad_documents_are_rejected_with_a_named_reason() {
     }
     let zero = sign_raw(
         &secret,
-        r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 0}"#,
+        &format!(
+            r#"{{"relays": ["wss://a.example/r"], "refresh_after_seconds": 0, {SEQ_AND_EXPIRY}}}"#
+        ),
     );
     assert!(matches!(verify(zero), DirectoryError::Refresh { .. }));
     // unknown payload fields are ignored (forward compatible)
     let extra = sign_raw(
         &secret,
-        r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "note": 1}"#,
+        &format!(
+            r#"{{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "note": 1, {SEQ_AND_EXPIRY}}}"#
+        ),
     );
     assert!(directory::verify("d.json", &extra, &public).is_ok());
     // every message names the file
@@ -286,4 +295,133 @@ async fn fo_r5_a_bad_directory_refresh_keeps_the_last_good_list() {
     );
     client.stop().await;
     relay.stop().await;
+}
+
+#[test]
+fn fo_s1_directory_without_sequence_or_expiry_is_refused_by_name() {
+    let (secret, public) = keys();
+    let verify = |bytes: Vec<u8>| directory::verify("d.json", &bytes, &public).unwrap_err();
+    for (payload, field) in [
+        (
+            r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5}"#,
+            "sequence",
+        ),
+        (
+            r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "expires_at_unix_s": 99999999999}"#,
+            "sequence",
+        ),
+        (
+            r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "sequence": 3}"#,
+            "expires_at_unix_s",
+        ),
+        (
+            r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "sequence": null, "expires_at_unix_s": 9}"#,
+            "sequence",
+        ),
+    ] {
+        let error = verify(sign_raw(&secret, payload));
+        assert_eq!(
+            error,
+            DirectoryError::MissingField {
+                path: "d.json".into(),
+                field
+            },
+            "{payload}"
+        );
+        assert!(error.to_string().contains(field), "{error}");
+    }
+    // wrong types are still payload errors, not silently defaulted
+    let negative = sign_raw(
+        &secret,
+        r#"{"relays": ["wss://a.example/r"], "refresh_after_seconds": 5, "sequence": -1, "expires_at_unix_s": 9}"#,
+    );
+    assert!(matches!(verify(negative), DirectoryError::Payload { .. }));
+    // both fields are covered by the signature
+    let good = directory::sign(&secret, &payload(&["wss://a.example/r"]));
+    let mut bumped = good.clone();
+    bumped.payload = bumped.payload.replace("\"sequence\":1", "\"sequence\":2");
+    assert_ne!(bumped.payload, good.payload);
+    assert!(matches!(
+        verify(serde_json::to_vec(&bumped).unwrap()),
+        DirectoryError::BadSignature { .. }
+    ));
+    let dir = directory::verify("d.json", &serde_json::to_vec(&good).unwrap(), &public).unwrap();
+    assert_eq!(dir.sequence, 1);
+}
+
+#[tokio::test]
+async fn sec_4_directory_read_is_bounded_in_bytes_and_refuses_non_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    let max = usize::try_from(directory::MAX_DIRECTORY_BYTES).unwrap();
+    std::fs::write(&big, vec![b' '; max + 1]).unwrap();
+    let error = directory::read_bounded(&big).await.unwrap_err();
+    assert!(matches!(error, DirectoryError::TooLarge { .. }), "{error}");
+    assert!(error.to_string().contains("big.json"), "{error}");
+    let exact = dir.path().join("exact.json");
+    std::fs::write(&exact, vec![b' '; max]).unwrap();
+    assert_eq!(directory::read_bounded(&exact).await.unwrap().len(), max);
+    let error = directory::read_bounded(dir.path()).await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            DirectoryError::NotAFile {
+                kind: "directory",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    let error = directory::read_bounded(std::path::Path::new("/dev/zero"))
+        .await
+        .unwrap_err();
+    assert_eq!(error.to_string(), "directory /dev/zero: cannot read: is a character device (only a regular file or a FIFO is read)");
+    let error = directory::read_bounded(&dir.path().join("missing.json"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, DirectoryError::Read { .. }), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fo_s1_a_replayed_or_expired_refresh_keeps_the_last_good_list() {
+    let (secret, public) = keys();
+    let now = directory::wall_clock_unix_s().unwrap();
+    let good = directory::verify(
+        "d.json",
+        &serde_json::to_vec(&directory::sign(
+            &secret,
+            &DirectoryPayload {
+                sequence: 7,
+                ..payload(&["wss://a.example/r"])
+            },
+        ))
+        .unwrap(),
+        &public,
+    )
+    .unwrap();
+    assert_eq!(
+        directory::check_fresh("d.json", &good, Some(7), now),
+        Ok(())
+    );
+    assert_eq!(
+        directory::check_fresh("d.json", &good, Some(6), now),
+        Ok(())
+    );
+    assert!(matches!(
+        directory::check_fresh("d.json", &good, Some(8), now),
+        Err(DirectoryError::Stale {
+            source: switchyard_core::failover::FreshnessError::Replayed {
+                sequence: 7,
+                last_accepted: 8
+            },
+            ..
+        })
+    ));
+    assert!(matches!(
+        directory::check_fresh("d.json", &good, None, good.expires_at_unix_s),
+        Err(DirectoryError::Stale {
+            source: switchyard_core::failover::FreshnessError::Expired { .. },
+            ..
+        })
+    ));
 }

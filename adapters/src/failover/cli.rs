@@ -119,6 +119,22 @@ pub struct SignArgs {
     /// How often clients re-read the directory.
     #[arg(long, default_value_t = 600)]
     refresh_after_seconds: u64,
+    /// The list's sequence number (FO-S1): a client refuses a list whose sequence is lower than
+    /// the last one it accepted. Default: the current Unix time in seconds, so every later
+    /// signing is higher (two signings in the same second get the same number: pass it then).
+    #[arg(long, allow_negative_numbers = true)]
+    sequence: Option<u64>,
+    /// Seconds from now after which clients refuse the list (FO-S1), at least 1. Default when
+    /// neither expiry flag is given: 604800 (7 days). Re-sign before it runs out.
+    #[arg(
+        long,
+        conflicts_with = "expires_at_unix_s",
+        allow_negative_numbers = true
+    )]
+    expires_in_seconds: Option<u64>,
+    /// The expiry as Unix seconds instead of --expires-in-seconds; must be in the future.
+    #[arg(long, allow_negative_numbers = true)]
+    expires_at_unix_s: Option<u64>,
     /// Where to write the signed directory.
     #[arg(long)]
     out: PathBuf,
@@ -313,15 +329,44 @@ fn sign_directory(args: SignArgs) -> Result<(), String> {
             directory::MAX_REFRESH_SECONDS
         ));
     }
+    let now = directory::wall_clock_unix_s()
+        .ok_or_else(|| "sign-directory: the system clock is before 1970".to_owned())?;
+    let expires_at_unix_s = expiry(now, args.expires_in_seconds, args.expires_at_unix_s)?;
     let signed = directory::sign(
         &key,
         &DirectoryPayload {
             relays: args.relays,
             refresh_after_seconds: args.refresh_after_seconds,
+            sequence: args.sequence.unwrap_or(now),
+            expires_at_unix_s,
         },
     );
     let json = serde_json::to_string_pretty(&signed).map_err(|e| e.to_string())?;
     std::fs::write(&args.out, json + "\n").map_err(|e| format!("--out {}: {e}", args.out.display()))
+}
+
+/// Default validity of a signed directory when no expiry flag is given.
+pub const DEFAULT_EXPIRES_IN_SECONDS: u64 = 7 * 24 * 3600;
+
+/// The expiry (Unix seconds) from the flags: in the future, without overflow.
+fn expiry(now: u64, expires_in: Option<u64>, expires_at: Option<u64>) -> Result<u64, String> {
+    if let Some(at) = expires_at {
+        if at <= now {
+            return Err(format!(
+                "--expires-at-unix-s {at}: not in the future (now {now})"
+            ));
+        }
+        return Ok(at);
+    }
+    let seconds = expires_in.unwrap_or(DEFAULT_EXPIRES_IN_SECONDS);
+    if seconds == 0 {
+        return Err("--expires-in-seconds 0: must be at least 1".to_owned());
+    }
+    now.checked_add(seconds).ok_or_else(|| {
+        format!(
+            "--expires-in-seconds {seconds}: now ({now}) + {seconds} is past the largest Unix time"
+        )
+    })
 }
 
 async fn wait_for_ctrl_c() {

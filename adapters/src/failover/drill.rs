@@ -274,6 +274,11 @@ impl Stage {
             &DirectoryPayload {
                 relays: urls.iter().map(|u| u.to_string()).collect(),
                 refresh_after_seconds,
+                // FO-S1: one list per stage, valid well past any scene.
+                sequence: 1,
+                expires_at_unix_s: directory::wall_clock_unix_s()
+                    .unwrap_or(0)
+                    .saturating_add(24 * 3600),
             },
         );
         let path: PathBuf = dir.path().join("directory.json");

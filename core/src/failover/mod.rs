@@ -2,11 +2,13 @@
 //! candidate list. See part FO of `REQUIREMENTS.md`; each rule carries its ID here.
 
 mod config;
+mod freshness;
 mod machine;
 mod render;
 mod types;
 
 pub use config::*;
+pub use freshness::{check_freshness, FreshnessError};
 pub use machine::{
     PendingOpen, ProbeSchedule, Supervisor, MAX_CANDIDATES, MAX_PENDING_OUTPUTS, MAX_TRACKED_URLS,
 };
