@@ -13,11 +13,11 @@
 //! Known limitation: the capacity rule of FO-D2a (a full table of `2 * 8192` entries drops the
 //! earliest-expiring unlisted entry) is not transcribed; the scripts use a handful of URLs.
 
+pub use switchyard_core::failover::RelayUrl;
 use switchyard_core::failover::{
     Action, ChannelState, CooldownKind, Counters, Event, OpenFailure, Origin, Output, Skip,
     Supervisor, Thresholds,
 };
-pub use switchyard_core::failover::RelayUrl;
 use switchyard_core::MonoMs;
 
 /// FO-D1 / FO-R5: a directory with more URLs than this is rejected whole.
@@ -37,9 +37,16 @@ pub enum OpenKind {
 /// Why something that could have happened did not (the `[relay-skip]` lines).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SkipKind {
-    StillCooling { url: RelayUrl, origin: Origin },
+    StillCooling {
+        url: RelayUrl,
+        origin: Origin,
+    },
     NoCandidate,
-    OpenFailed { url: RelayUrl, exempt: bool, probe: bool },
+    OpenFailed {
+        url: RelayUrl,
+        exempt: bool,
+        probe: bool,
+    },
     OpenInFlight,
     NotInList,
     DirectoryRejected,
@@ -359,14 +366,10 @@ impl FoOracle {
                 None => false,
             };
             if due {
-                let mut cooling = Vec::new();
                 let mut unprobed = Vec::new();
                 for url in &candidates {
-                    if self.is_cooling(url, now) {
-                        cooling.push(url.clone());
-                        if !self.probed.contains(url) {
-                            unprobed.push(url.clone());
-                        }
+                    if self.is_cooling(url, now) && !self.probed.contains(url) {
+                        unprobed.push(url.clone());
                     }
                 }
                 if let Some(url) = self.best_in_fo_d5_order(&unprobed) {
@@ -374,8 +377,9 @@ impl FoOracle {
                     self.start_open(url, Origin::Health, OpenKind::Probe, out);
                     return true;
                 }
-                if !cooling.is_empty() {
-                    // Every cooling candidate was probed in this round: the round failed.
+                if !self.probed.is_empty() {
+                    // Every cooling candidate was probed in this round, and at least one URL
+                    // was (it may have left the list since): the round failed.
                     self.rounds_failed += 1;
                     self.next_round_at = Some(now.plus_ms(self.interval(self.rounds_failed)));
                     self.probed.clear();
@@ -690,9 +694,13 @@ pub fn core_view(sup: &Supervisor, now: MonoMs) -> OracleView {
     cooldown.sort_by(|a, b| a.0.cmp(&b.0));
     OracleView {
         current: sup.current().cloned(),
-        opening: sup
-            .open_in_flight()
-            .map(|p| (p.url.clone(), p.origin, open_kind(p.exemption.is_some(), p.probe))),
+        opening: sup.open_in_flight().map(|p| {
+            (
+                p.url.clone(),
+                p.origin,
+                open_kind(p.exemption.is_some(), p.probe),
+            )
+        }),
         cooldown,
         counters: sup.counters(),
     }
