@@ -629,6 +629,45 @@ fn fo_x2_with_cooldown_0_a_failed_url_stays_passed_over_until_the_chain_moves() 
     assert_eq!(b.tick(), [open("b", Origin::Health, OpenKind::Clean)]);
 }
 
+/// Settled reading (the one difference the comparison found, an oracle misreading): a probe
+/// round has failed once no listed cooling candidate is left unprobed and at least one URL was
+/// probed in it, even if that URL has left the list meanwhile. The round ends at the failed
+/// probe, and the next one is due an interval (`PROBE_MIN_MS * 2`) later.
+#[test]
+fn fo_x3_a_probe_round_ends_when_its_only_probed_url_left_the_list() {
+    let t = Thresholds::default();
+    let mut b = Both::new(t);
+    b.directory(&urls(&["a"]));
+    b.succeed(&url("a"));
+    b.directory(&urls(&["b"]));
+    b.succeed(&url("b"));
+    b.directory(&urls(&["a"]));
+    b.channel(&url("b"), ChannelState::Backoff { attempts: 3 });
+    assert_eq!(b.tick(), [open("a", Origin::Health, OpenKind::Exempt)]);
+    b.fail(&url("a"), OpenFailure::Failed);
+    assert_eq!(b.tick(), [Decision::Skip(SkipKind::NoCandidate)]);
+    b.advance_to(t.probe_min_ms);
+    assert_eq!(b.tick(), [open("a", Origin::Health, OpenKind::Probe)]);
+    assert_eq!(b.directory(&urls(&["b"])), []);
+    assert_eq!(
+        b.fail(&url("a"), OpenFailure::Failed),
+        [
+            Decision::Skip(SkipKind::OpenFailed {
+                url: url("a"),
+                exempt: false,
+                probe: true
+            }),
+            Decision::Skip(SkipKind::ProbeRoundFailed)
+        ]
+    );
+    assert_eq!(b.directory(&urls(&["b", "a"])), []);
+    let next_round = t.probe_min_ms + t.probe_interval_ms(1);
+    b.advance_to(next_round - 1);
+    assert!(!b.tick().iter().any(|d| matches!(d, Decision::Open { .. })));
+    b.advance_to(next_round);
+    assert_eq!(b.tick(), [open("a", Origin::Health, OpenKind::Probe)]);
+}
+
 // ----- finding 3: FO-X3, bounded recovery after the exemption budget is spent -----
 
 /// What happened to the client in a simulated FO-X3 scene.
@@ -765,6 +804,9 @@ fn fo_x3_a_relay_back_after_the_exemption_budget_is_spent_is_reached_within_the_
     );
     let live_at = scene.live_at.expect("the client reaches c");
     assert_eq!(scene.failed_open_ms_after_comeback, 0);
+    // Here: round 0 at the 22 s tick probes b and c while c is still down (it comes back just
+    // after that tick); the round fails, round 1 is due 30 s later, at 52 s.
+    assert_eq!(live_at, 52_000, "{scene:?}");
     assert!(
         live_at - comeback <= t.probe_max_ms + t.check_ms + t.up_timeout_ms,
         "{scene:?}"
@@ -788,6 +830,8 @@ fn fo_x3_with_timeouts_of_other_probes_the_bound_grows_by_exactly_their_time() {
         scene.failed_open_ms_after_comeback, t.up_timeout_ms,
         "{scene:?}"
     );
+    // Here: round 0 at the 22 s tick probes b (blackholed: times out at 34 s), then c: up.
+    assert_eq!(live_at, 34_000, "{scene:?}");
     assert!(
         live_at - comeback
             <= t.probe_max_ms + t.check_ms + t.up_timeout_ms + scene.failed_open_ms_after_comeback,
@@ -813,6 +857,8 @@ fn fo_x3_with_probing_off_the_client_waits_for_the_cooldown_to_expire() {
     let live_at = scene
         .live_at
         .expect("the client reaches c after its cooldown");
+    // Here: c's exempt open failed at 4 s, so its cycle ends at 304 s, a tick instant.
+    assert_eq!((until, live_at), (304_000, 304_000), "{scene:?}");
     assert!(
         live_at >= until && live_at < until + t.check_ms,
         "{scene:?}"
