@@ -50,6 +50,32 @@ impl Both {
         let core = core_decisions(&outputs, &self.core);
         let core_v: OracleView = core_view(&self.core, self.now);
         let oracle_v = self.oracle.view(self.now);
+        // FO-D7: the core's `stats(now)` tells the same story as its table and counters.
+        let stats = self.core.stats(self.now);
+        let from_stats: Vec<_> = stats
+            .cooldown
+            .iter()
+            .map(|row| {
+                (
+                    row.url.clone(),
+                    row.kind,
+                    row.until,
+                    row.exempted_this_cycle,
+                    row.left_ms,
+                )
+            })
+            .collect();
+        let from_view: Vec<_> = core_v
+            .cooldown
+            .iter()
+            .map(|row| (row.0.clone(), row.1, row.3, row.4, row.3.since_ms(self.now)))
+            .collect();
+        assert_eq!(
+            from_stats, from_view,
+            "stats(now).cooldown vs cooldown_table()"
+        );
+        assert_eq!(stats.counters, core_v.counters, "stats(now).counters");
+        assert_eq!(stats.current, core_v.current, "stats(now).current");
         if core != oracle || core_v != oracle_v {
             let start = self.log.len().saturating_sub(40);
             panic!(
