@@ -6,6 +6,7 @@
 //! interleaving of the environment around it, and the properties judge.
 
 pub mod failover;
+pub mod failover_oracle;
 pub mod handoff;
 pub mod store_calls;
 pub mod trace;
