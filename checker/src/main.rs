@@ -76,7 +76,7 @@ struct CheckArgs {
           value_parser = clap::value_parser!(u8).range(1..=4))]
     urls_per_host: Vec<u8>,
     /// Failover: time horizon in cooldown periods.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=8))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
     cycles: u32,
     /// Failover: host down/up events per run.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(0..=16))]

@@ -33,6 +33,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
+
+use crate::failover_oracle::{core_decisions, core_view, FoOracle};
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
 
@@ -125,11 +127,12 @@ pub struct FailoverParams {
 }
 
 impl Default for FailoverParams {
-    /// The review bounds: the production topology over two cooldown cycles, every variant.
+    /// The review bounds: the production topology over one cooldown cycle (and the open that
+    /// may time out after it), every variant, every kind of input. About 8.5 M states.
     fn default() -> Self {
         FailoverParams {
             urls_per_host: vec![2, 1],
-            cycles: 2,
+            cycles: 1,
             variants: Variant::ALL.to_vec(),
             max_host_events: 4,
             max_directory_updates: 2,
@@ -239,6 +242,8 @@ pub struct StepFacts {
     pub no_candidate_line: bool,
     /// FO-D2a: the core's cooling URLs differ from the spec's own record.
     pub cooldown_record_differs: bool,
+    /// FO-ORACLE: the core decided or looks otherwise than the naive transcription.
+    pub oracle_differs: bool,
 }
 
 /// An open started by the last step, judged against the spec's own record of cooldown.
@@ -300,7 +305,58 @@ pub struct FoState {
     pub last_probe_at: BTreeMap<RelayUrl, MonoMs>,
     /// FO-X3: since when the client has been off a live channel while a listed relay is up.
     pub recovery_wait_since: Option<MonoMs>,
+    /// FO-ORACLE: the naive transcription of the rules, fed every input the core gets.
+    pub oracle: FoOracle,
     pub last: StepFacts,
+}
+
+/// One input, handed to the core and to the oracle alike.
+enum Input<'a> {
+    Tick,
+    Directory(&'a [RelayUrl]),
+    Channel(&'a RelayUrl, ChannelState),
+    OpenSucceeded(&'a RelayUrl),
+    OpenFailed(&'a RelayUrl, OpenFailure),
+}
+
+impl FoState {
+    /// Feeds `input` at `self.now` to the core and the oracle; returns the core's outputs and
+    /// records whether the two decided alike (FO-ORACLE).
+    fn feed(&mut self, input: Input<'_>) -> Vec<Output> {
+        let now = self.now;
+        let oracle = match input {
+            Input::Tick => {
+                self.sup.handle_tick(now);
+                self.oracle.tick(now)
+            }
+            Input::Directory(urls) => {
+                self.sup.handle_directory(now, urls, DirectorySource::Signed);
+                self.oracle.directory(now, urls)
+            }
+            Input::Channel(url, report) => {
+                self.sup.handle_channel_state(now, url, report);
+                self.oracle.channel_state(now, url, report)
+            }
+            Input::OpenSucceeded(url) => {
+                self.sup.handle_open_succeeded(now, url);
+                self.oracle.open_succeeded(now, url)
+            }
+            Input::OpenFailed(url, failure) => {
+                self.sup.handle_open_failed(now, url, failure);
+                self.oracle.open_failed(now, url, failure)
+            }
+        };
+        let mut outputs = Vec::new();
+        while let Some(output) = self.sup.poll_output() {
+            outputs.push(output);
+        }
+        if core_decisions(&outputs, &self.sup) != oracle
+            || core_view(&self.sup, now) != self.oracle.view(now)
+        {
+            self.last.oracle_differs = true;
+        }
+        outputs
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -411,6 +467,7 @@ impl FailoverModel {
         let mut tried = BTreeSet::new();
         let mut failed_origin = None;
         let mut transient = false;
+        let mut outputs = Vec::new();
         match action {
             FoAction::Tick => {
                 let next = state
@@ -420,9 +477,9 @@ impl FailoverModel {
                 state.now = next.max(state.now);
                 judge_at = state.now;
                 state.env_acted_this_tick = false;
-                self.report_channel(&mut state);
+                outputs.extend(self.report_channel(&mut state));
                 self.expire_records(&mut state);
-                state.sup.handle_tick(state.now);
+                outputs.extend(state.feed(Input::Tick));
             }
             FoAction::HostDown { host } | FoAction::HostUp { host } => {
                 state.host_up[usize::from(host)] = matches!(action, FoAction::HostUp { .. });
@@ -431,7 +488,7 @@ impl FailoverModel {
             }
             FoAction::OpenSucceeds => {
                 let url = state.sup.open_in_flight().expect("enabled").url.clone();
-                state.sup.handle_open_succeeded(state.now, &url);
+                outputs.extend(state.feed(Input::OpenSucceeded(&url)));
                 state.attempts = 0;
             }
             FoAction::OpenFails | FoAction::OpenTimesOut => {
@@ -455,18 +512,14 @@ impl FailoverModel {
                 tried = sup_before.tried_since_last_move().clone();
                 tried.insert(pending.url.clone());
                 failed_origin = Some(pending.origin);
-                state
-                    .sup
-                    .handle_open_failed(state.now, &pending.url, failure);
+                outputs.extend(state.feed(Input::OpenFailed(&pending.url, failure)));
                 state.last.exempt_open_failed = pending.exemption.is_some();
             }
             FoAction::Directory { list } => {
                 state.env_acted_this_tick = true;
                 state.budget.directory_updates -= 1;
                 let urls = self.directory_list(list).to_vec();
-                state
-                    .sup
-                    .handle_directory(state.now, &urls, DirectorySource::Signed);
+                outputs.extend(state.feed(Input::Directory(&urls)));
                 state.last.unlisted_cooling_kept = state
                     .cycles
                     .iter()
@@ -486,7 +539,7 @@ impl FailoverModel {
                         ChannelState::Backoff { attempts }
                     }
                 };
-                state.sup.handle_channel_state(state.now, &current, report);
+                outputs.extend(state.feed(Input::Channel(&current, report)));
             }
             FoAction::OddTime { offset_ms } => {
                 state.budget.odd_time_steps -= 1;
@@ -495,7 +548,7 @@ impl FailoverModel {
                 self.expire_records(&mut state);
             }
         }
-        self.drain_and_judge(sup_before, &mut state, judge_at, &tried);
+        self.judge(sup_before, &mut state, outputs, judge_at, &tried);
         self.update_stall(action, failed_origin, transient, &mut state);
         self.update_recovery(transient, &mut state);
         state
@@ -510,17 +563,16 @@ impl FailoverModel {
         (at > state.now && at < next_tick).then_some(at)
     }
 
-    fn report_channel(&self, state: &mut FoState) {
+    fn report_channel(&self, state: &mut FoState) -> Vec<Output> {
         let Some(current) = state.sup.current().cloned() else {
-            return;
+            return Vec::new();
         };
         if self.is_live(state, &current) {
             if state.attempts > 0 {
                 state.attempts = 0;
-                state
-                    .sup
-                    .handle_channel_state(state.now, &current, ChannelState::Healthy);
+                return state.feed(Input::Channel(&current, ChannelState::Healthy));
             }
+            Vec::new()
         } else {
             // Attempts grow past MIN_ATTEMPTS by one, so "above" is explored too.
             let cap = state.sup.thresholds().min_attempts.max(1) + 1;
@@ -528,7 +580,7 @@ impl FailoverModel {
             let report = ChannelState::Backoff {
                 attempts: state.attempts,
             };
-            state.sup.handle_channel_state(state.now, &current, report);
+            state.feed(Input::Channel(&current, report))
         }
     }
 
@@ -538,16 +590,17 @@ impl FailoverModel {
         state.cycles.retain(|_, cycle| cycle.until > now);
     }
 
-    fn drain_and_judge(
+    fn judge(
         &self,
         sup_before: &Supervisor,
         state: &mut FoState,
+        outputs: Vec<Output>,
         at: MonoMs,
         tried: &BTreeSet<RelayUrl>,
     ) {
         let cooldown_ms = state.sup.thresholds().cooldown_ms;
         let mut switched = false;
-        while let Some(output) = state.sup.poll_output() {
+        for output in outputs {
             match output {
                 Output::Action(Action::Open {
                     url, exempt, probe, ..
@@ -749,8 +802,12 @@ impl FailoverModel {
         sup.handle_directory(MonoMs::ZERO, &list, DirectorySource::Signed);
         sup.handle_open_succeeded(MonoMs::ZERO, &list[0]);
         while sup.poll_output().is_some() {}
+        let mut oracle = FoOracle::new(variant.thresholds(), MonoMs::ZERO);
+        oracle.directory(MonoMs::ZERO, &list);
+        oracle.open_succeeded(MonoMs::ZERO, &list[0]);
         if variant == Variant::ProbeJitter {
             sup.set_probe_jitter_ms(u64::MAX);
+            oracle.set_probe_jitter_ms(u64::MAX);
         }
         let p = &self.params;
         FoState {
@@ -772,6 +829,7 @@ impl FailoverModel {
             cycles: BTreeMap::new(),
             last_probe_at: BTreeMap::new(),
             recovery_wait_since: None,
+            oracle,
             last: StepFacts::default(),
         }
     }
@@ -968,6 +1026,10 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
                         .is_none_or(|gap| gap >= MODEL_PROBE_MIN_MS - MODEL_PROBE_MIN_MS / 4)
                 }) && min_gap_ms > 0
             },
+        ),
+        Property::always(
+            "FO-ORACLE the core decides as the naive transcription of the FO rules",
+            |_, s: &FoState| !s.last.oracle_differs,
         ),
         Property::always("one open in flight; make-before-break", |_, s: &FoState| {
             s.last.opens_started <= 1 && !s.last.closed_without_switch

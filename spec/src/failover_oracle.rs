@@ -18,13 +18,14 @@ use switchyard_core::failover::{
     Action, ChannelState, CooldownKind, Counters, Event, OpenFailure, Origin, Output, Skip,
     Supervisor, Thresholds,
 };
+use serde::{Deserialize, Serialize};
 use switchyard_core::MonoMs;
 
 /// FO-D1 / FO-R5: a directory with more URLs than this is rejected whole.
 pub const ORACLE_MAX_LIST: usize = 8192;
 
 /// What kind of open a switch attempt is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum OpenKind {
     /// A clean candidate (not cooling).
     Clean,
@@ -92,7 +93,7 @@ pub struct OracleView {
 }
 
 /// One cooldown entry (FO-D2): one per URL.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Entry {
     url: RelayUrl,
     kind: CooldownKind,
@@ -103,7 +104,7 @@ struct Entry {
 }
 
 /// The open in flight (at most one).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Opening {
     url: RelayUrl,
     origin: Origin,
@@ -111,7 +112,8 @@ struct Opening {
 }
 
 /// The naive FO supervisor.
-#[derive(Debug, Clone)]
+/// Hashable and serialisable so the model checker can carry it beside the core (`FO-ORACLE`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FoOracle {
     thresholds: Thresholds,
     /// The current candidate list, duplicates removed, in directory order.
