@@ -1,4 +1,5 @@
-//! Every drill scene over real loopback sockets (FO-X1, FO-X2, FO-D1, FO-D4, FO-D6, FO-D6-OFF).
+//! Every drill scene over real loopback sockets (FO-X1, FO-X2, FO-X3, FO-D1, FO-D4, FO-D6,
+//! FO-D6-OFF).
 
 use switchyard_adapters::failover::drill::{self, Scene, Verdict};
 
@@ -44,4 +45,9 @@ async fn fo_d6_off_drill_scene_4b_waits_for_the_cooldown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fo_x2_drill_scene_ctrl_cooldown_zero_still_fails_over() {
     scene_passes(Scene::Ctrl).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fo_x3_drill_scene_5_everything_down_then_one_relay_back() {
+    scene_passes(Scene::S5).await;
 }

@@ -471,6 +471,11 @@ where
 pub fn corpus_failover_params() -> FailoverParams {
     FailoverParams {
         cycles: 1,
+        max_host_events: 3,
+        max_directory_updates: 1,
+        max_channel_reports: 0,
+        max_odd_time_steps: 0,
+        max_transient_failures: 0,
         ..FailoverParams::default()
     }
 }

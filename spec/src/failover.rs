@@ -330,7 +330,8 @@ impl FoState {
                 self.oracle.tick(now)
             }
             Input::Directory(urls) => {
-                self.sup.handle_directory(now, urls, DirectorySource::Signed);
+                self.sup
+                    .handle_directory(now, urls, DirectorySource::Signed);
                 self.oracle.directory(now, urls)
             }
             Input::Channel(url, report) => {

@@ -13,12 +13,12 @@
 //! Known limitation: the capacity rule of FO-D2a (a full table of `2 * 8192` entries drops the
 //! earliest-expiring unlisted entry) is not transcribed; the scripts use a handful of URLs.
 
+use serde::{Deserialize, Serialize};
 pub use switchyard_core::failover::RelayUrl;
 use switchyard_core::failover::{
     Action, ChannelState, CooldownKind, Counters, Event, OpenFailure, Origin, Output, Skip,
     Supervisor, Thresholds,
 };
-use serde::{Deserialize, Serialize};
 use switchyard_core::MonoMs;
 
 /// FO-D1 / FO-R5: a directory with more URLs than this is rejected whole.

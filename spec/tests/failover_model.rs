@@ -4,10 +4,29 @@
 use stateright::{Checker, Model};
 use switchyard_spec::failover::*;
 
+/// The corpus bound: every variant, one directory update, no odd inputs.
 fn small() -> FailoverParams {
     FailoverParams {
         cycles: 1,
         max_host_events: 3,
+        max_directory_updates: 1,
+        max_channel_reports: 0,
+        max_odd_time_steps: 0,
+        max_transient_failures: 0,
+        ..FailoverParams::default()
+    }
+}
+
+/// Every kind of input once, on the variants with probing.
+fn wide() -> FailoverParams {
+    FailoverParams {
+        cycles: 1,
+        max_host_events: 2,
+        max_directory_updates: 1,
+        max_channel_reports: 1,
+        max_odd_time_steps: 1,
+        max_transient_failures: 1,
+        variants: vec![Variant::Production, Variant::ProbeJitter],
         ..FailoverParams::default()
     }
 }
@@ -20,12 +39,36 @@ fn fo_model_small_bound_all_properties_hold_and_state_count_is_pinned() {
     assert_eq!(checker.unique_state_count(), PINNED_UNIQUE_STATES);
 }
 
-const PINNED_UNIQUE_STATES: usize = 73_051;
+#[test]
+fn fo_model_wide_environment_all_properties_hold_and_state_count_is_pinned() {
+    let checker = FailoverModel::new(wide()).checker().spawn_bfs().join();
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), PINNED_WIDE_UNIQUE_STATES);
+}
+
+/// Every list a directory update can carry: the 16 ordered subsets of three URLs.
+#[test]
+fn fo_model_directory_updates_cover_every_ordered_subset() {
+    let lists = FailoverParams::default().directory_lists();
+    assert_eq!(lists.len(), 16);
+    assert!(
+        lists[0].is_empty(),
+        "the empty list (rejected) is among them"
+    );
+    let mut unique = lists.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), lists.len());
+}
+
+const PINNED_UNIQUE_STATES: usize = 95_715;
+const PINNED_WIDE_UNIQUE_STATES: usize = 301_602;
 
 #[test]
 fn fo_model_scene_4_reaches_the_exempt_switch() {
     let model = FailoverModel::new(FailoverParams {
         variants: vec![Variant::Production],
+        cycles: 2,
         ..FailoverParams::default()
     });
     let mut state = model.init_state(Variant::Production);
@@ -66,4 +109,43 @@ fn fo_model_scene_4_reaches_the_exempt_switch() {
             assert!((property.condition)(&model, &after), "{}", property.name);
         }
     }
+}
+
+/// The environment reaches finding 1 of the FO-D2a regression (a URL leaving the list and
+/// coming back as first candidate inside its cycle), and the core holds it back (FO-D1).
+#[test]
+fn fo_d2a_model_reaches_a_cooling_url_that_left_the_list_and_came_back() {
+    let params = FailoverParams {
+        variants: vec![Variant::Production],
+        ..FailoverParams::default()
+    };
+    let lists = params.directory_lists();
+    let index = |list: &[u8]| lists.iter().position(|l| l == list).expect("a list") as u16;
+    let model = FailoverModel::new(params.clone());
+    let mut state = model.init_state(Variant::Production);
+    let mut run = |action: FoAction| -> FoState {
+        state = model.step(&state, action);
+        for property in model.properties() {
+            if property.expectation == stateright::Expectation::Always {
+                assert!((property.condition)(&model, &state), "{}", property.name);
+            }
+        }
+        state.clone()
+    };
+    run(FoAction::HostDown { host: 0 });
+    let mut now = run(FoAction::Tick);
+    while now.sup.open_in_flight().is_none() {
+        now = run(FoAction::Tick);
+    }
+    run(FoAction::OpenFails); // a2
+    now = run(FoAction::OpenSucceeds); // b1; a1 cools switched-away
+    assert_eq!(now.project().current.as_deref(), Some("wss://b1"));
+    now = run(FoAction::Directory { list: index(&[2]) });
+    assert!(now.last.unlisted_cooling_kept, "a1 left the list cooling");
+    run(FoAction::Tick);
+    now = run(FoAction::Directory {
+        list: index(&[0, 2]),
+    });
+    assert!(now.last.directory_refused_by_cooldown);
+    assert!(now.sup.open_in_flight().is_none(), "no flap back to a1");
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::failover::{
     RelayUrl, Thresholds, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_DEADLINE_MS, VAR_EXEMPT, VAR_GRACE_MS,
-    VAR_MIN_ATTEMPTS, VAR_UP_TIMEOUT_MS,
+    VAR_MIN_ATTEMPTS, VAR_PROBE_MAX_MS, VAR_PROBE_MIN_MS, VAR_UP_TIMEOUT_MS,
 };
 
 use super::channel::ChannelConfig;
@@ -73,6 +73,14 @@ pub struct ClientArgs {
     /// Overrides RELAY_FAILOVER_EXEMPT (0 or 1).
     #[arg(long)]
     exempt: Option<String>,
+    /// Overrides RELAY_FAILOVER_PROBE_MIN_MS: the first interval between probe rounds once the
+    /// exemption budget is spent (FO-X3).
+    #[arg(long)]
+    probe_min_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_PROBE_MAX_MS: the largest interval between probe rounds; 0
+    /// switches probing off (the seed's behaviour).
+    #[arg(long)]
+    probe_max_ms: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -88,6 +96,8 @@ pub enum SceneArg {
     #[value(name = "4b")]
     S4b,
     Ctrl,
+    #[value(name = "5")]
+    S5,
     All,
 }
 
@@ -188,6 +198,10 @@ pub fn thresholds_from_env_and_flags(
                 .map_err(|e| format!("flag for {e}"))?;
         }
     }
+    // A flag may have crossed the two probe bounds the environment set.
+    thresholds
+        .check_probe_schedule()
+        .map_err(|e| e.to_string())?;
     Ok(thresholds)
 }
 
@@ -208,6 +222,8 @@ async fn client(args: ClientArgs) -> Result<(), String> {
             (VAR_CHECK_MS, args.check_ms.as_ref()),
             (VAR_UP_TIMEOUT_MS, args.up_timeout_ms.as_ref()),
             (VAR_EXEMPT, args.exempt.as_ref()),
+            (VAR_PROBE_MIN_MS, args.probe_min_ms.as_ref()),
+            (VAR_PROBE_MAX_MS, args.probe_max_ms.as_ref()),
         ],
     )?;
     let directory = match (args.url, args.directory, args.public_key) {
@@ -262,6 +278,7 @@ async fn drill(args: DrillArgs) -> ExitCode {
         SceneArg::S4 => vec![Scene::S4],
         SceneArg::S4b => vec![Scene::S4b],
         SceneArg::Ctrl => vec![Scene::Ctrl],
+        SceneArg::S5 => vec![Scene::S5],
         SceneArg::All => Scene::ALL.to_vec(),
     };
     let report = drill::run(&scenes).await;

@@ -6,8 +6,10 @@
 //!
 //! The scale: every threshold is the production value divided by 10 (`CHECK_MS` 200,
 //! `GRACE_MS` 1500, `UP_TIMEOUT_MS` 1200, `DEADLINE_MS` 3000, `COOLDOWN_MS` 30000), and the
-//! channel heartbeat/backoff are scaled alike. Scene 4b shortens the cooldown to 4000 so its
-//! expiry fits the drill; scene ctrl sets it to 0. Production defaults apply everywhere else.
+//! channel heartbeat/backoff are scaled alike, and so are the probe intervals (`PROBE_MIN_MS`
+//! 1500, `PROBE_MAX_MS` 6000). Scene 4b shortens the cooldown to 4000 so its expiry fits the
+//! drill; scene ctrl sets it to 0; scene 5 runs twice, the second time with `PROBE_MAX_MS=0`.
+//! Production defaults apply everywhere else.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -34,16 +36,18 @@ pub enum Scene {
     S4,
     S4b,
     Ctrl,
+    S5,
 }
 
 impl Scene {
-    pub const ALL: [Scene; 6] = [
+    pub const ALL: [Scene; 7] = [
         Scene::S1,
         Scene::S2,
         Scene::S3,
         Scene::S4,
         Scene::S4b,
         Scene::Ctrl,
+        Scene::S5,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +58,7 @@ impl Scene {
             Scene::S4 => "4",
             Scene::S4b => "4b",
             Scene::Ctrl => "ctrl",
+            Scene::S5 => "5",
         }
     }
 
@@ -65,6 +70,7 @@ impl Scene {
             Scene::S4 => "stop A => B; restore A; stop B => the exemption brings the client back to A within DEADLINE_MS",
             Scene::S4b => "scene 4 with EXEMPT=0 and a short cooldown => skip line, no switch until the cooldown ends, then an unmarked switch",
             Scene::Ctrl => "scene 1 with COOLDOWN_MS=0 => still fails over (FO-X2)",
+            Scene::S5 => "everything down, then one relay back => on it within PROBE_MAX_MS + CHECK_MS + UP_TIMEOUT_MS (FO-X3); the same with probing off stalls until the cooldown ends",
         }
     }
 
@@ -181,8 +187,8 @@ impl DrillReport {
         let t = drill_thresholds();
         let _ = writeln!(
             out,
-            "# drill thresholds (production / 10): CHECK_MS={} GRACE_MS={} MIN_ATTEMPTS={} UP_TIMEOUT_MS={} DEADLINE_MS={} COOLDOWN_MS={} EXEMPT={}",
-            t.check_ms, t.grace_ms, t.min_attempts, t.up_timeout_ms, t.deadline_ms, t.cooldown_ms, u8::from(t.exempt)
+            "# drill thresholds (production / 10): CHECK_MS={} GRACE_MS={} MIN_ATTEMPTS={} UP_TIMEOUT_MS={} DEADLINE_MS={} COOLDOWN_MS={} EXEMPT={} PROBE_MIN_MS={} PROBE_MAX_MS={}",
+            t.check_ms, t.grace_ms, t.min_attempts, t.up_timeout_ms, t.deadline_ms, t.cooldown_ms, u8::from(t.exempt), t.probe_min_ms, t.probe_max_ms
         );
         for scene in &self.scenes {
             let _ = writeln!(
@@ -227,6 +233,7 @@ struct Stage {
     a: Option<RelayHandle>,
     b: Option<RelayHandle>,
     a_addr: SocketAddr,
+    b_addr: SocketAddr,
     urls: [RelayUrl; 3],
     client: ClientHandle,
     lines: broadcast::Receiver<super::driver::LogLine>,
@@ -296,6 +303,7 @@ impl Stage {
             a: Some(a),
             b: Some(b),
             a_addr,
+            b_addr,
             urls,
             client,
             lines,
@@ -402,6 +410,55 @@ impl Stage {
             .await?,
         );
         Ok(())
+    }
+
+    async fn restore_b(&mut self) -> Result<(), StageError> {
+        self.b = Some(
+            RelayHandle::start(RelayConfig {
+                listen: self.b_addr,
+                paths: vec![HOST_B_PATH.to_owned()],
+            })
+            .await?,
+        );
+        Ok(())
+    }
+
+    /// Scene 5's fault: both hosts down until the exemption budget is spent (the no-candidate
+    /// line), then host B back. Returns how long after B came back the client sat on B.
+    async fn everything_down_then_b_back(&mut self) -> Result<Result<u64, String>, StageError> {
+        self.stop_a().await;
+        self.stop_b().await;
+        let spent_limit = self.deadline() * 3;
+        let until = Instant::now() + spent_limit;
+        let mut spent = false;
+        while Instant::now() < until && !spent {
+            spent = self
+                .collect()
+                .iter()
+                .any(|l| l.line.contains("no other candidate in the chain"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if !spent {
+            return Ok(Err(format!(
+                "the exemption budget was not spent within {} ms",
+                spent_limit.as_millis()
+            )));
+        }
+        // Into the probe schedule, so B comes back between probe rounds.
+        tokio::time::sleep(Duration::from_millis(2 * self.thresholds.check_ms)).await;
+        self.restore_b().await?;
+        let back = Instant::now();
+        let b = self.urls[2].clone();
+        let limit = Duration::from_millis(self.thresholds.cooldown_ms) + self.deadline() * 3;
+        if !self.wait_current(&b, limit).await {
+            return Ok(Err(format!(
+                "not on B within {} ms of it coming back",
+                limit.as_millis()
+            )));
+        }
+        Ok(Ok(
+            u64::try_from(back.elapsed().as_millis()).unwrap_or(u64::MAX)
+        ))
     }
 
     fn deadline(&self) -> Duration {
@@ -562,14 +619,24 @@ async fn script(
                 }
             }
             let bounded = exempt_opens.values().all(|n| *n <= 1);
-            let stats = stage.client.stats();
-            let no_storm = stats.counters.open_failed <= 2 * (stage.urls.len() as u64 - 1);
+            let counters = stage.client.stats().counters;
+            let others = stage.urls.len() as u64 - 1;
+            // Clean and exempt opens: one of each per other URL. Probes (FO-X3): one per other
+            // URL per round, rounds at least PROBE_MIN_MS less a quarter apart.
+            let not_probes = counters.open_failed.saturating_sub(counters.probe_opens);
+            let t = stage.thresholds;
+            let min_round_gap_ms = (t.probe_min_ms - t.probe_min_ms / 4).max(1);
+            let rounds =
+                u64::try_from(window.as_millis()).unwrap_or(u64::MAX) / min_round_gap_ms + 1;
+            let no_storm = not_probes <= 2 * others && counters.probe_opens <= rounds * others;
             stage.step(
                 &id("C"),
                 verdict(bounded && no_storm),
                 format!(
-                    "at most one exemption attempt per URL {exempt_opens:?}; {} failed opens in all (no storm)",
-                    stats.counters.open_failed
+                    "at most one exemption attempt per URL {exempt_opens:?}; {not_probes} failed clean/exempt opens (at most {}), {} probes (at most {}): no storm",
+                    2 * others,
+                    counters.probe_opens,
+                    rounds * others
                 ),
             );
         }
@@ -669,6 +736,62 @@ async fn script(
                 );
             }
             stage.step(&id("line"), Verdict::Pass, line);
+        }
+        Scene::S5 => {
+            let t = stage.thresholds;
+            let bound_ms = t.probe_max_ms + t.check_ms + t.up_timeout_ms;
+            let on = stage.everything_down_then_b_back().await?;
+            let probe_switch = stage
+                .seen
+                .iter()
+                .any(|l| l.starts_with(SWITCH_PREFIX) && l.contains("bounded-recovery probe"));
+            match &on {
+                Ok(ms) => stage.step(
+                    &id("A"),
+                    verdict(*ms <= bound_ms && probe_switch),
+                    format!("probing on: on B {ms} ms after it came back (bound PROBE_MAX_MS + CHECK_MS + UP_TIMEOUT_MS = {bound_ms} ms), by a probe switch={probe_switch}"),
+                ),
+                Err(why) => stage.step(&id("A"), Verdict::Fail, why.clone()),
+            }
+            // The same fault with probing off: the seed's behaviour.
+            let off_thresholds = Thresholds {
+                probe_max_ms: 0,
+                ..t
+            };
+            let mut off = Stage::new(off_thresholds, 600).await?;
+            let first = off.urls[0].clone();
+            let off_result = if off.wait_current(&first, Duration::from_secs(5)).await {
+                off.everything_down_then_b_back().await?
+            } else {
+                Err(format!("probing off: never attached to {first}"))
+            };
+            let off_lines = std::mem::take(&mut off.seen);
+            let off_report = off.finish(scene).await;
+            stage
+                .seen
+                .extend(off_lines.into_iter().map(|l| format!("(probing off) {l}")));
+            stage.steps.extend(off_report.steps);
+            let stall_bound_ms = t.cooldown_ms + t.deadline_ms;
+            match (&on, &off_result) {
+                (Ok(on_ms), Ok(off_ms)) => {
+                    stage.step(
+                        &id("B"),
+                        verdict(*off_ms > bound_ms && *off_ms <= stall_bound_ms),
+                        format!("probing off (PROBE_MAX_MS=0, the seed): on B {off_ms} ms after it came back, bounded only by the cooldown ({} ms)", t.cooldown_ms),
+                    );
+                    stage.step(
+                        &id("C"),
+                        Verdict::Pass,
+                        format!("recovery {on_ms} ms with probing against {off_ms} ms without (bound {bound_ms} ms)"),
+                    );
+                }
+                (_, Err(why)) => stage.step(&id("B"), Verdict::Fail, why.clone()),
+                (Err(_), Ok(off_ms)) => stage.step(
+                    &id("B"),
+                    Verdict::Pass,
+                    format!("probing off: on B {off_ms} ms after it came back"),
+                ),
+            }
         }
     }
     Ok(())

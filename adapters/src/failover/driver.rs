@@ -151,6 +151,7 @@ impl Driver {
                 () = super::stopped(&mut stop) => break,
                 _ = ticks.tick(), if self.supervisor.thresholds().supervisor_enabled() => {
                     let now = self.now();
+                    self.supervisor.set_probe_jitter_ms(self.probe_jitter_ms());
                     self.supervisor.handle_tick(now);
                 }
                 Some(report) = reports.recv() => {
@@ -189,6 +190,20 @@ impl Driver {
         }
         for (_, channel) in std::mem::take(&mut self.channels) {
             channel.close();
+        }
+    }
+
+    /// FO-X3: a random shortening of the next probe interval, uniform up to a quarter of it, so
+    /// clients that lost their relays together do not probe in step. The core clamps it.
+    fn probe_jitter_ms(&self) -> u64 {
+        let thresholds = self.supervisor.thresholds();
+        let rounds_failed = self.supervisor.probe_schedule().rounds_failed;
+        let quarter_ms = thresholds.probe_interval_ms(rounds_failed) / 4;
+        let mut bytes = [0u8; 8];
+        // Without randomness the interval is simply not shortened.
+        match getrandom::fill(&mut bytes) {
+            Ok(()) => u64::from_le_bytes(bytes) % (quarter_ms + 1),
+            Err(_) => 0,
         }
     }
 
@@ -234,6 +249,7 @@ impl Driver {
                 to = %record.to,
                 origin = record.origin.as_str(),
                 exempt = record.exemption.is_some(),
+                probe = record.probe,
                 open_took_ms = record.open_took_ms,
                 "{line}"
             ),
