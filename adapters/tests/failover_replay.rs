@@ -218,7 +218,11 @@ impl Replayer for SocketReplayer {
             replayer.to_model.insert(real, url.to_string());
         }
         // As the model's initial state: the directory, and the first channel up.
-        let list = replayer.directory_list(0);
+        let list: Vec<RelayUrl> = params
+            .urls()
+            .iter()
+            .map(|(u, _)| replayer.to_real[u.as_str()].clone())
+            .collect();
         replayer
             .sup
             .handle_directory(MonoMs::ZERO, &list, DirectorySource::Signed);

@@ -1,15 +1,13 @@
-//! Checker throughput: unique states per second, the failover model at one cooldown cycle
-//! (the review bound is two; `switchyard-check` prints its own rate for that run).
+//! Checker throughput: unique states per second, the failover model at its small bound
+//! (`FailoverParams::small`, the corpus bound; `switchyard-check` prints its own rate for the
+//! review bound).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use stateright::{Checker, Model};
 use switchyard_spec::failover::{FailoverModel, FailoverParams};
 
 fn checker(c: &mut Criterion) {
-    let params = FailoverParams {
-        cycles: 1,
-        ..FailoverParams::default()
-    };
+    let params = FailoverParams::small();
     let unique = FailoverModel::new(params.clone())
         .checker()
         .spawn_bfs()
@@ -19,7 +17,7 @@ fn checker(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Elements(unique as u64));
     for threads in [1usize, 2] {
-        group.bench_function(format!("failover_bfs_1_cycle_{threads}_threads"), |b| {
+        group.bench_function(format!("failover_bfs_small_bound_{threads}_threads"), |b| {
             b.iter(|| {
                 let checker = FailoverModel::new(params.clone())
                     .checker()

@@ -469,15 +469,7 @@ where
 /// The bounds at which the committed trace corpus (`checker/tests/traces/`) is generated:
 /// single-threaded BFS, so the shortest witness is found and the corpus is reproducible.
 pub fn corpus_failover_params() -> FailoverParams {
-    FailoverParams {
-        cycles: 1,
-        max_host_events: 3,
-        max_directory_updates: 1,
-        max_channel_reports: 0,
-        max_odd_time_steps: 0,
-        max_transient_failures: 0,
-        ..FailoverParams::default()
-    }
+    FailoverParams::small()
 }
 
 /// The handoff corpus bound: the pinned small bound of `spec/tests/handoff_model.rs`.
