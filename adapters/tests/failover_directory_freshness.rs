@@ -266,16 +266,22 @@ async fn sec_4_directory_dev_zero_is_refused_quickly_without_memory_growth() {
     client.interrupt(Duration::from_secs(3)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sec_4_directory_fifo_without_writer_does_not_hang_the_client() {
-    let (_, public) = keys();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let fifo = dir.path().join("directory.fifo");
+/// A named pipe with no writer, in `dir`.
+fn make_fifo(dir: &std::path::Path) -> std::path::PathBuf {
+    let fifo = dir.join("directory.fifo");
     let made = std::process::Command::new("mkfifo")
         .arg(&fifo)
         .status()
         .expect("run mkfifo");
     assert!(made.success());
+    fifo
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sec_4_directory_fifo_without_writer_does_not_hang_the_client() {
+    let (_, public) = keys();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = make_fifo(dir.path());
     let client = ClientProcess::spawn(&fifo, &public);
     let named = format!("directory {}: cannot read", fifo.display());
     assert!(
@@ -292,12 +298,7 @@ async fn sec_4_directory_fifo_without_writer_does_not_hang_the_client() {
 async fn sec_4_directory_fifo_interrupted_while_waiting_stops_promptly() {
     let (_, public) = keys();
     let dir = tempfile::tempdir().expect("tempdir");
-    let fifo = dir.path().join("directory.fifo");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("run mkfifo");
-    assert!(made.success());
+    let fifo = make_fifo(dir.path());
     let client = ClientProcess::spawn(&fifo, &public);
     tokio::time::sleep(Duration::from_millis(700)).await;
     client.interrupt(Duration::from_secs(3)).await;
