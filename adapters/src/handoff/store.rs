@@ -33,8 +33,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -56,7 +55,6 @@ use switchyard_core::handoff::store::{
     TxnOutcome, MAX_ATTEMPT_ROWS, MAX_EXPIRED_PER_CALL, MAX_STORE_CELLS, MAX_STORE_HOSTS,
 };
 use switchyard_core::MonoMs;
-use tokio::sync::oneshot;
 
 /// Which SQL dialect the `Any` pool speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,82 +156,6 @@ pub enum StoreSetupError {
     Refused(String),
     #[error(transparent)]
     Store(#[from] StoreFailure),
-}
-
-/// HO-S4 test seam: faults a test arms on a live store (inert unless armed). Every injected
-/// fault is counted, so a test run can report injected / survived.
-#[derive(Debug, Default)]
-pub struct Faults {
-    /// `run_transaction` / `reconcile` fail to begin this many times (DB unavailable).
-    fail_begins: AtomicU32,
-    /// The next `run_transaction` commits, then its result is lost.
-    lose_next_commit_result: AtomicBool,
-    /// The next `run_transaction` stops after taking the host lock until released.
-    pause_after_lock: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
-    /// The next `run_transaction` stops before it begins (holds nothing).
-    pub before_begin: super::hooks::PausePoint,
-    injected: AtomicU64,
-}
-
-/// A transaction stopped by [`Faults::arm_pause_after_lock`].
-#[derive(Debug)]
-pub struct Paused {
-    /// Resolves once a transaction holds the host lock and waits.
-    pub reached: oneshot::Receiver<()>,
-    /// Send (or drop) to let it go on.
-    pub resume: oneshot::Sender<()>,
-}
-
-impl Faults {
-    pub fn fail_next_begins(&self, n: u32) {
-        self.fail_begins.store(n, Ordering::SeqCst);
-    }
-
-    pub fn lose_next_commit_result(&self) {
-        self.lose_next_commit_result.store(true, Ordering::SeqCst);
-    }
-
-    pub fn arm_pause_after_lock(&self) -> Paused {
-        let (reached_tx, reached) = oneshot::channel();
-        let (resume, resume_rx) = oneshot::channel();
-        if let Ok(mut slot) = self.pause_after_lock.lock() {
-            *slot = Some((reached_tx, resume_rx));
-        }
-        Paused { reached, resume }
-    }
-
-    /// Faults that actually fired.
-    #[must_use]
-    pub fn injected(&self) -> u64 {
-        self.injected.load(Ordering::SeqCst)
-    }
-
-    fn take_begin_failure(&self) -> bool {
-        let took = self
-            .fail_begins
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if took {
-            self.injected.fetch_add(1, Ordering::SeqCst);
-        }
-        took
-    }
-
-    fn take_lost_result(&self) -> bool {
-        let took = self.lose_next_commit_result.swap(false, Ordering::SeqCst);
-        if took {
-            self.injected.fetch_add(1, Ordering::SeqCst);
-        }
-        took
-    }
-
-    fn take_pause(&self) -> Option<(oneshot::Sender<()>, oneshot::Receiver<()>)> {
-        let taken = self.pause_after_lock.lock().ok().and_then(|mut s| s.take());
-        if taken.is_some() {
-            self.injected.fetch_add(1, Ordering::SeqCst);
-        }
-        taken
-    }
 }
 
 /// Every row of the store, in the reference's shapes (for the differential test and for
@@ -381,7 +303,7 @@ pub struct SqlStore {
     pool: AnyPool,
     dialect: Dialect,
     opts: StoreOptions,
-    faults: Arc<Faults>,
+    faults: Arc<super::hooks::Faults>,
 }
 
 type Txn = sqlx::Transaction<'static, sqlx::Any>;
@@ -442,7 +364,7 @@ impl SqlStore {
             pool,
             dialect,
             opts,
-            faults: Arc::new(Faults::default()),
+            faults: Arc::new(super::hooks::Faults::default()),
         })
     }
 
@@ -453,7 +375,8 @@ impl SqlStore {
 
     /// The fault-injection seam (inert unless a test arms it).
     #[must_use]
-    pub fn faults(&self) -> &Faults {
+    /// The fault seams (armable only with the `test-hooks` feature; inert otherwise).
+    pub fn faults(&self) -> &super::hooks::Faults {
         &self.faults
     }
 
