@@ -402,6 +402,13 @@ impl FailoverModel {
         }
     }
 
+    /// The actions enabled in `state` (the model's `actions`, for walks outside the checker).
+    pub fn enabled_actions(&self, state: &FoState) -> Vec<FoAction> {
+        let mut actions = Vec::new();
+        self.actions(state, &mut actions);
+        actions
+    }
+
     /// The URLs of list `list` of [`FailoverParams::directory_lists`].
     pub fn directory_list(&self, list: u16) -> &[RelayUrl] {
         &self.lists[usize::from(list)]

@@ -15,6 +15,7 @@ pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod director;
+/// Test seams, armable only with the `test-hooks` cargo feature (inert twins otherwise).
 pub mod hooks;
 pub mod http;
 pub mod proto;
