@@ -38,7 +38,7 @@ use switchyard_core::handoff::store::{
 };
 use switchyard_core::handoff::WRONG_CELL_CLOSE_CODE;
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::auth::{Secret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use super::clock::Clock;
@@ -78,6 +78,9 @@ pub struct CellConfig {
     pub hard_drain_deadline: Duration,
     /// A desktop of an unknown host is enrolled here on its first registration.
     pub enroll_unknown_hosts: bool,
+    /// HO-L2: how long the cell's identity lease lasts; renewed every third of it. A second
+    /// process with the same cell id is refused while it lasts.
+    pub cell_lease: Duration,
 }
 
 impl CellConfig {
@@ -100,6 +103,7 @@ impl CellConfig {
             activity_lease: Duration::from_secs(90),
             hard_drain_deadline: Duration::from_secs(2),
             enroll_unknown_hosts: true,
+            cell_lease: Duration::from_secs(15),
         }
     }
 
@@ -123,6 +127,9 @@ pub enum CellError {
     },
     #[error("cannot register the cell in the store: {0}")]
     Store(#[from] super::store::StoreFailure),
+    /// HO-L2: another live process holds this cell id; nothing was changed.
+    #[error("{0}")]
+    Held(#[from] super::store::CellHeld),
 }
 
 /// Counters of what the cell did (tests and `/internal/v1/stats`).
@@ -229,6 +236,7 @@ pub struct CellHandle {
     pub url: String,
     pub incarnation: Incarnation,
     server: tokio::task::JoinHandle<()>,
+    renewal: tokio::task::JoinHandle<()>,
 }
 
 impl std::fmt::Debug for CellHandle {
@@ -282,12 +290,31 @@ impl CellHandle {
         })
     }
 
+    /// Stop on purpose: as [`CellHandle::kill`], then end the cell's identity lease so a
+    /// successor may start at once (HO-L2).
+    pub async fn stop(&self) {
+        self.kill();
+        let sh = &self.shared;
+        match sh
+            .store
+            .release_cell_lease(sh.cfg.cell, sh.incarnation)
+            .await
+        {
+            Ok(_) => info!(cell = sh.cfg.cell.0, "cell stopped; its lease is released"),
+            Err(e) => {
+                warn!(cell = sh.cfg.cell.0, error = %e, "cell stopped; its lease could not be released and runs out by itself")
+            }
+        }
+    }
+
     /// Stop as a crashed process would: sockets dropped without close frames, timers and
     /// pending work abandoned (a transaction already sent may still commit on the server).
     pub fn kill(&self) {
         self.shared.alive.store(false, Ordering::SeqCst);
         let _ = self.shared.shutdown.send(true);
         self.server.abort();
+        // A crashed process renews nothing: its lease runs out (HO-L2).
+        self.renewal.abort();
         let mut hosts = self.shared.hosts();
         for e in hosts.values_mut() {
             if let Some(t) = e.timer.take() {
@@ -324,9 +351,18 @@ pub async fn start_cell(
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
+    let lease_ms = u64::try_from(cfg.cell_lease.as_millis()).unwrap_or(u64::MAX);
     let incarnation = store
-        .start_cell(cfg.cell, cfg.capacity, cfg.handoff_capable, &url, &url)
-        .await?;
+        .start_cell(
+            cfg.cell,
+            cfg.capacity,
+            cfg.handoff_capable,
+            &url,
+            &url,
+            clock.now(),
+            lease_ms,
+        )
+        .await??;
     let (shutdown, _) = watch::channel(false);
     let shared = Arc::new(Shared {
         cfg,
@@ -360,6 +396,7 @@ pub async fn start_cell(
             warn!(error = %e, "cell server stopped");
         }
     });
+    let renewal = tokio::spawn(renew_lease(shared.clone(), lease_ms));
     info!(cell = shared.cfg.cell.0, %url, incarnation = incarnation.0, "cell listening");
     Ok(CellHandle {
         shared,
@@ -367,7 +404,47 @@ pub async fn start_cell(
         url,
         incarnation,
         server,
+        renewal,
     })
+}
+
+/// HO-L2: keeps the cell's identity lease alive. A newer incarnation in the store means another
+/// process took the cell (this one's lease lapsed): this process stops serving, since every
+/// store operation it makes now fails its incarnation re-check anyway.
+async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
+    let every = Duration::from_millis((lease_ms / 3).max(1));
+    let mut failing = false;
+    loop {
+        tokio::time::sleep(every).await;
+        let renewed = sh
+            .store
+            .renew_cell_lease(sh.cfg.cell, sh.incarnation, sh.clock.now(), lease_ms)
+            .await;
+        match renewed {
+            Ok(true) => {
+                if failing {
+                    info!(cell = sh.cfg.cell.0, "cell lease renewed again");
+                }
+                failing = false;
+            }
+            Ok(false) => {
+                error!(
+                    cell = sh.cfg.cell.0,
+                    incarnation = sh.incarnation.0,
+                    "another process took this cell id (a newer incarnation): stopping"
+                );
+                sh.alive.store(false, Ordering::SeqCst);
+                let _ = sh.shutdown.send(true);
+                return;
+            }
+            Err(e) => {
+                if !failing {
+                    warn!(cell = sh.cfg.cell.0, error = %e, "cannot renew the cell lease; retrying");
+                }
+                failing = true;
+            }
+        }
+    }
 }
 
 // ----- work tickets (HO-7) -----

@@ -77,6 +77,11 @@ pub struct CellArgs {
     reconcile_timeout_ms: u64,
     #[arg(long, default_value_t = 5_000)]
     quarantine_retry_ms: u64,
+    /// HO-L2: the cell id's lease (renewed every third of it). A second process with the same
+    /// --cell-id is refused while it lasts; after a crash a successor may start once it ends.
+    #[arg(long, env = "SWITCHYARD_CELL_LEASE_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(30..=3_600_000))]
+    cell_lease_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -267,12 +272,13 @@ async fn run_cell(a: CellArgs) -> Result<(), String> {
     cfg.request_timeout = Duration::from_millis(a.request_timeout_ms);
     cfg.reconcile_timeout = Duration::from_millis(a.reconcile_timeout_ms);
     cfg.quarantine_retry = Duration::from_millis(a.quarantine_retry_ms);
+    cfg.cell_lease = Duration::from_millis(a.cell_lease_ms);
     let cell = start_cell(cfg, store, Clock::default())
         .await
         .map_err(|e| e.to_string())?;
     info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; Ctrl-C stops it");
     ctrl_c_or(None).await;
-    cell.kill();
+    cell.stop().await;
     Ok(())
 }
 

@@ -48,11 +48,12 @@ use switchyard_core::handoff::ids::{
 };
 use switchyard_core::handoff::policy::{self, HandoffRequest, Measurement};
 use switchyard_core::handoff::store::{
-    authority_of, claim_check, commit_precheck, commit_writes, decide_commit, drain_fence,
-    recorded_outcome, AbortReason, AssignmentRow, AssignmentStore, AttemptOutcome, AttemptRow,
-    CellRow, CommitFacts, CommitWrites, DrainWrite, HostFacts, LimitFacts, RateRow,
-    RegisterRefusal, Registration, ReservationRow, StoreConfig, StoreError as SetupRefusal,
-    TxnOutcome, MAX_ATTEMPT_ROWS, MAX_EXPIRED_PER_CALL, MAX_STORE_CELLS, MAX_STORE_HOSTS,
+    authority_of, cell_lease, claim_check, commit_precheck, commit_writes, decide_commit,
+    drain_fence, recorded_outcome, AbortReason, AssignmentRow, AssignmentStore, AttemptOutcome,
+    AttemptRow, CellLease, CellRow, CommitFacts, CommitWrites, DrainWrite, HostFacts, LimitFacts,
+    RateRow, RegisterRefusal, Registration, ReservationRow, StoreConfig,
+    StoreError as SetupRefusal, TxnOutcome, MAX_ATTEMPT_ROWS, MAX_EXPIRED_PER_CALL,
+    MAX_STORE_CELLS, MAX_STORE_HOSTS,
 };
 use switchyard_core::MonoMs;
 
@@ -196,6 +197,15 @@ impl Rows {
     }
 }
 
+/// HO-L2: the cell is held by another live process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("cell {} is held by a live process (incarnation {}, lease until {} Unix ms): refusing to start a second process with the same cell id; it becomes free when that process stops or stops renewing its lease", cell.0, incarnation.0, until.as_ms())]
+pub struct CellHeld {
+    pub cell: CellId,
+    pub incarnation: Incarnation,
+    pub until: MonoMs,
+}
+
 /// Where a host is assigned, for the resolve path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -282,16 +292,30 @@ impl MigrationSource<'static> for Embedded {
             )
         };
         let migrations = match self.0 {
-            Dialect::Postgres => vec![migration(
-                1,
-                "handoff",
-                include_str!("../../migrations/postgres/0001_handoff.sql"),
-            )],
-            Dialect::Sqlite => vec![migration(
-                1,
-                "handoff",
-                include_str!("../../migrations/sqlite/0001_handoff.sql"),
-            )],
+            Dialect::Postgres => vec![
+                migration(
+                    1,
+                    "handoff",
+                    include_str!("../../migrations/postgres/0001_handoff.sql"),
+                ),
+                migration(
+                    2,
+                    "cell lease",
+                    include_str!("../../migrations/postgres/0002_cell_lease.sql"),
+                ),
+            ],
+            Dialect::Sqlite => vec![
+                migration(
+                    1,
+                    "handoff",
+                    include_str!("../../migrations/sqlite/0001_handoff.sql"),
+                ),
+                migration(
+                    2,
+                    "cell lease",
+                    include_str!("../../migrations/sqlite/0002_cell_lease.sql"),
+                ),
+            ],
         };
         Box::pin(async move { Ok(migrations) })
     }
@@ -526,8 +550,11 @@ impl SqlStore {
         .await
     }
 
-    /// A cell process starts: its incarnation becomes one more than the last one recorded
-    /// (a restart isolates everything the old process held), and its row is refreshed.
+    /// A cell process starts (HO-L2): under the cell row's lock, [`cell_lease`] decides. A cell
+    /// whose lease is still live belongs to another process: nothing is written and the holder
+    /// is returned. Otherwise the incarnation becomes one more than the last one recorded (a
+    /// restart isolates everything the old process held), the row is refreshed and leased.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start_cell(
         &self,
         cell: CellId,
@@ -535,40 +562,100 @@ impl SqlStore {
         handoff_capable: bool,
         public_url: &str,
         internal_url: &str,
-    ) -> Result<Incarnation, StoreFailure> {
+        now: MonoMs,
+        lease_ms: u64,
+    ) -> Result<Result<Incarnation, CellHeld>, StoreFailure> {
         self.bounded(async {
             let mut tx = self.begin().await?;
             let sql = format!(
-                "SELECT incarnation FROM ho_cells WHERE cell = $1{}",
+                "SELECT incarnation, lease_until FROM ho_cells WHERE cell = $1{}",
                 self.dialect.for_update()
             );
-            let current = sqlx::query(&sql)
+            let current = match sqlx::query(&sql)
                 .bind(i64::from(cell.0))
                 .fetch_optional(&mut *tx)
                 .await
-                .map_err(in_txn)?;
-            let next = match current {
-                Some(r) => u(get(&r, "incarnation")?, "incarnation")?.saturating_add(1),
-                None => 1,
+                .map_err(in_txn)?
+            {
+                Some(r) => Some((
+                    Incarnation(u(get(&r, "incarnation")?, "incarnation")?),
+                    MonoMs(u(get(&r, "lease_until")?, "lease_until")?),
+                )),
+                None => None,
+            };
+            let (next, until) = match cell_lease(current, now, lease_ms) {
+                CellLease::Held { incarnation, until } => {
+                    return Ok(Err(CellHeld {
+                        cell,
+                        incarnation,
+                        until,
+                    }));
+                }
+                CellLease::Take { incarnation, until } => (incarnation, until),
             };
             sqlx::query(
                 "INSERT INTO ho_cells (cell, capacity, handoff_capable, incarnation, public_url, \
-                 internal_url) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (cell) DO UPDATE SET \
+                 internal_url, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (cell) DO UPDATE SET \
                  capacity = excluded.capacity, handoff_capable = excluded.handoff_capable, \
                  incarnation = excluded.incarnation, public_url = excluded.public_url, \
-                 internal_url = excluded.internal_url",
+                 internal_url = excluded.internal_url, lease_until = excluded.lease_until",
             )
             .bind(i64::from(cell.0))
             .bind(i64::from(capacity))
             .bind(i64::from(handoff_capable))
-            .bind(i(next, "incarnation")?)
+            .bind(i(next.0, "incarnation")?)
             .bind(public_url.to_owned())
             .bind(internal_url.to_owned())
+            .bind(i(until.as_ms(), "lease_until")?)
             .execute(&mut *tx)
             .await
             .map_err(in_txn)?;
             Self::commit(tx).await?;
-            Ok(Incarnation(next))
+            Ok(Ok(next))
+        })
+        .await
+    }
+
+    /// HO-L2: the running process keeps its cell for another `lease_ms`. `false`: another
+    /// process has taken the cell (a newer incarnation); this one no longer owns it.
+    pub async fn renew_cell_lease(
+        &self,
+        cell: CellId,
+        incarnation: Incarnation,
+        now: MonoMs,
+        lease_ms: u64,
+    ) -> Result<bool, StoreFailure> {
+        self.set_lease(cell, incarnation, now.plus_ms(lease_ms))
+            .await
+    }
+
+    /// HO-L2: a graceful stop ends the lease, so a successor may start at once.
+    pub async fn release_cell_lease(
+        &self,
+        cell: CellId,
+        incarnation: Incarnation,
+    ) -> Result<bool, StoreFailure> {
+        self.set_lease(cell, incarnation, MonoMs::ZERO).await
+    }
+
+    async fn set_lease(
+        &self,
+        cell: CellId,
+        incarnation: Incarnation,
+        until: MonoMs,
+    ) -> Result<bool, StoreFailure> {
+        self.bounded(async {
+            let done = sqlx::query(
+                "UPDATE ho_cells SET lease_until = $1 WHERE cell = $2 AND incarnation = $3",
+            )
+            .bind(i(until.as_ms(), "lease_until")?)
+            .bind(i64::from(cell.0))
+            .bind(i(incarnation.0, "incarnation")?)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| StoreFailure::Unavailable(e.to_string()))?;
+            Ok(done.rows_affected() == 1)
         })
         .await
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use hyper::Method;
 use switchyard_adapters::handoff::auth::{Secret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
-use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellHandle, HostView};
+use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellError, CellHandle, HostView};
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::http;
@@ -121,6 +121,8 @@ impl Rig {
         cfg.quarantine_retry = Duration::from_millis(300);
         cfg.result_wait = Duration::from_millis(4_000);
         cfg.hard_drain_deadline = Duration::from_millis(500);
+        // HO-L2: short, so a restart after a kill (a crash) waits only briefly for the lease.
+        cfg.cell_lease = Duration::from_millis(300);
         cfg
     }
 
@@ -130,9 +132,16 @@ impl Rig {
 
     pub async fn start_with(&mut self, cfg: CellConfig) -> &CellHandle {
         let id = cfg.cell.0;
-        let handle = start_cell(cfg, self.store.clone(), self.clock.clone())
-            .await
-            .expect("cell starts");
+        // A restart after a kill waits for the dead process's lease to run out (HO-L2).
+        let give_up = std::time::Instant::now() + cfg.cell_lease * 4;
+        let handle = loop {
+            match start_cell(cfg.clone(), self.store.clone(), self.clock.clone()).await {
+                Err(CellError::Held(_)) if std::time::Instant::now() < give_up => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                started => break started.expect("cell starts"),
+            }
+        };
         self.cells.insert(id, handle);
         &self.cells[&id]
     }

@@ -455,6 +455,40 @@ pub fn drain_fence(
     })
 }
 
+/// HO-L2: what a starting cell process may do with its cell's identity lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CellLease {
+    /// Take the cell: a new incarnation, leased until `until`.
+    Take {
+        incarnation: Incarnation,
+        until: MonoMs,
+    },
+    /// Another live process holds the cell: change nothing.
+    Held {
+        incarnation: Incarnation,
+        until: MonoMs,
+    },
+}
+
+/// HO-L2: one live process per cell id. `current` is the cell's row as read under its lock
+/// (`None`: a cell never started): `(incarnation, lease held until)`. A lease that ends at or
+/// before `now` has expired (its process stopped renewing, or released it on a graceful stop).
+/// Shared by every store.
+#[must_use]
+pub fn cell_lease(current: Option<(Incarnation, MonoMs)>, now: MonoMs, lease_ms: u64) -> CellLease {
+    match current {
+        Some((incarnation, until)) if until > now => CellLease::Held { incarnation, until },
+        Some((incarnation, _)) => CellLease::Take {
+            incarnation: Incarnation(incarnation.0.saturating_add(1)),
+            until: now.plus_ms(lease_ms),
+        },
+        None => CellLease::Take {
+            incarnation: Incarnation(1),
+            until: now.plus_ms(lease_ms),
+        },
+    }
+}
+
 /// The source authority a host's assignment row stands for.
 #[must_use]
 pub fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
