@@ -2,10 +2,13 @@
 //! thresholds are named, a relay that never completes the handshake times out, a relay that
 //! sends garbage is survived.
 
+mod support_directory;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::SinkExt;
+use support_directory::sign_raw;
 use switchyard_adapters::failover::channel::{self, Channel, ChannelReport};
 use switchyard_adapters::failover::cli::thresholds_from_env_and_flags;
 use switchyard_adapters::failover::directory::DirectoryConfig;
@@ -136,17 +139,6 @@ fn fo_r5_directory_bad_documents_are_rejected_with_a_named_reason() {
     assert!(directory::verify("d.json", &extra, &public).is_ok());
     // every message names the file
     assert!(verify(b"[]".to_vec()).to_string().contains("d.json"));
-}
-
-fn sign_raw(secret: &ed25519_dalek::SigningKey, payload: &str) -> Vec<u8> {
-    use base64::Engine;
-    use ed25519_dalek::Signer;
-    let signature = secret.sign(payload.as_bytes());
-    serde_json::to_vec(&SignedDirectory {
-        payload: payload.to_owned(),
-        signature: base64::engine::general_purpose::STANDARD.encode(signature.to_bytes()),
-    })
-    .expect("serialize")
 }
 
 #[test]

@@ -3,13 +3,14 @@
 //! writes and validates sequence and expiry, and reading the directory is bounded for devices
 //! and FIFOs (no memory growth, no hang on shutdown). Loopback only; every wait is bounded.
 
+mod support_directory;
+
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
-use ed25519_dalek::Signer;
+use support_directory::sign_raw;
 use switchyard_adapters::failover::directory::{self, SignedDirectory};
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -32,16 +33,6 @@ fn keys() -> (ed25519_dalek::SigningKey, String) {
         directory::parse_secret_key("test", &secret).expect("secret key"),
         public,
     )
-}
-
-/// Signs a payload given as raw JSON text, so the test states exactly what is signed.
-fn sign_raw(secret: &ed25519_dalek::SigningKey, payload: &str) -> Vec<u8> {
-    let signature = secret.sign(payload.as_bytes());
-    serde_json::to_vec(&SignedDirectory {
-        payload: payload.to_owned(),
-        signature: base64::engine::general_purpose::STANDARD.encode(signature.to_bytes()),
-    })
-    .expect("serialize")
 }
 
 fn payload(relays: &[&str], sequence: u64, expires_at_unix_s: u64) -> String {

@@ -16,7 +16,7 @@ use switchyard_adapters::failover::relay::{
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
 use switchyard_spec::failover::{
-    FailoverParams, FoAction, FoProjection, Report, MODEL_CHECK_MS, MODEL_UP_TIMEOUT_MS,
+    FailoverParams, FoAction, FoProjection, MODEL_CHECK_MS, MODEL_UP_TIMEOUT_MS,
 };
 use switchyard_spec::trace::{replay, Replayer, Trace};
 use tokio_tungstenite::tungstenite::Message;
@@ -278,16 +278,8 @@ impl Replayer for SocketReplayer {
             }
             FoAction::ChannelReport { report } => {
                 let current = self.sup.current().expect("a channel").clone();
-                let state = match report {
-                    Report::Healthy => {
-                        self.attempts = 0;
-                        ChannelState::Healthy
-                    }
-                    Report::Backoff { attempts } => {
-                        self.attempts = attempts;
-                        ChannelState::Backoff { attempts }
-                    }
-                };
+                let (state, attempts) = report.channel_state();
+                self.attempts = attempts;
                 self.sup.handle_channel_state(self.now, &current, state);
             }
             FoAction::OddTime { offset_ms } => {

@@ -207,6 +207,16 @@ pub enum Report {
     },
 }
 
+impl Report {
+    /// The state handed to the core, and the attempts the channel has made so far.
+    pub fn channel_state(self) -> (ChannelState, u32) {
+        match self {
+            Report::Healthy => (ChannelState::Healthy, 0),
+            Report::Backoff { attempts } => (ChannelState::Backoff { attempts }, attempts),
+        }
+    }
+}
+
 /// The environment's moves; every one is a core input or "time advances".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
@@ -552,16 +562,8 @@ impl FailoverModel {
                 state.env_acted_this_tick = true;
                 state.budget.channel_reports -= 1;
                 let current = state.sup.current().expect("enabled").clone();
-                let report = match report {
-                    Report::Healthy => {
-                        state.attempts = 0;
-                        ChannelState::Healthy
-                    }
-                    Report::Backoff { attempts } => {
-                        state.attempts = attempts;
-                        ChannelState::Backoff { attempts }
-                    }
-                };
+                let (report, attempts) = report.channel_state();
+                state.attempts = attempts;
                 outputs.extend(state.feed(Input::Channel(&current, report)));
             }
             FoAction::OddTime { offset_ms } => {

@@ -180,13 +180,9 @@ impl Supervisor {
             }
         }
         self.candidates = Arc::from(candidates);
-        // FO-D2a: the cooldown table is keyed by URL, not by list membership: a URL that leaves
-        // the list keeps its entry (and its exemption budget) until it expires. Only the
-        // passed-over set may need trimming, and only of URLs no longer listed.
-        if self.passed_over.len() > MAX_TRACKED_URLS {
-            let candidates = &self.candidates;
-            self.passed_over.retain(|url| candidates.contains(url));
-        }
+        // FO-D2a: the cooldown table and the passed-over set are keyed by URL, not by list
+        // membership: a URL that leaves the list keeps its entry (and its exemption budget)
+        // until it expires. Both stay bounded where they grow (`cool`, `pass_over`).
 
         let first = self.candidates[0].clone();
         if self.current.as_ref() == Some(&first) {
