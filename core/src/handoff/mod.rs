@@ -4,6 +4,8 @@
 //! - [`admission`]: per-host quiescence tickets and the barrier at the source (HO-7, HO-8,
 //!   HO-10, HO-S2, HO-S3).
 //! - [`attempt`]: the source-led attempt machine (HO-S2..S6, HO-A1..A6).
+//! - [`cell`]: the source cell as a sans-IO endpoint: the per-host machine table, machine and
+//!   session identities, control installation, drain and undrain (HO-A4, HO-A5, HO-L1).
 //! - [`store`]: the reference assignment transaction, locked reconciliation, registration and
 //!   drain fence (HO-S4, HO-A1, HO-A2, HO-A4..A6).
 //! - [`director`] and [`policy`]: eligibility, cohort, read-only paged selection, dispatch
@@ -16,6 +18,7 @@
 
 pub mod admission;
 pub mod attempt;
+pub mod cell;
 pub mod director;
 pub mod ids;
 pub mod policy;
@@ -29,6 +32,7 @@ pub use attempt::{
     Action, AttemptRef, Begin, DurableResult, HandoffReply, HandoffResult, SourceConfig,
     SourceHandoff,
 };
+pub use cell::{CellAction, Fed, MachineId, SessionId, SourceCell, Work};
 pub use ids::{
     CellId, Epoch, Generation, HostId, Incarnation, OpId, SourceAuthority, OP_ID_NAMESPACE,
 };

@@ -1,0 +1,734 @@
+//! The source cell as a sans-IO endpoint (the shape of quinn-proto's `Endpoint`): the table of
+//! per-host handoff machines of one cell process, their identities, and the control session
+//! each one serves.
+//!
+//! The adapter keeps sockets, timers, the mutex and the spawning; every choice about a host is
+//! made here, where the model checker drives it (`switchyard-spec`):
+//! - which machine a control registration gets: a new one, a fresh one over a retired one, or a
+//!   rebind of the live one through the caller's own or a temporary control ticket (HO-A4);
+//! - machine fencing: every ticket and every store result names the [`MachineId`] it belongs
+//!   to, and anything for a replaced machine is ignored ([`Fed::Late`]);
+//! - what a refused client or control is told (WrongCell / SourceRetired, and the close code);
+//! - which control sessions to close and when (retire, drain, replacement), and the hard drain;
+//! - the emergency drain and its recovery path, [`SourceCell::undrain`] (HO-L1);
+//! - how a duplicate that reaches a source no longer holding the attempt is answered from the
+//!   durable record ([`answer_from_record`], HO-A1).
+//!
+//! Inputs are `handle_*` / `begin_*` / `acquire` calls (time as an argument), outputs are
+//! [`CellAction`]s drained with [`SourceCell::poll_action`] after every input, and
+//! [`SourceCell::poll_timeout`] gives a host's next deadline.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use super::admission::{
+    AdmissionRefusal, GateState, Heartbeat, NotCounted, ReleaseReport, Revalidation, Ticket,
+    WorkKind, WRONG_CELL_CLOSE_CODE,
+};
+use super::attempt::{
+    Action, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
+    HandoffResult, RebindRefusal, Refusal, RetireReason, SourceConfig, SourceHandoff,
+};
+use super::ids::{HostId, SourceAuthority};
+use super::policy::HandoffRequest;
+use super::store::{AttemptOutcome, AttemptRow, TxnOutcome};
+use crate::MonoMs;
+
+/// Hosts one cell process serves at once; a registration beyond it is refused.
+pub const MAX_CELL_HOSTS: usize = 65_536;
+/// Bound on undrained endpoint actions: the adapter drains after every input, and one input
+/// queues at most one machine's actions plus two session commands.
+pub const MAX_CELL_ACTIONS: usize = super::attempt::MAX_PENDING_ACTIONS + 4;
+
+/// WebSocket close codes the cell's decisions use.
+pub mod close_code {
+    /// An ordinary close (a retired or replaced control, after its DRAINING frame).
+    pub const NORMAL: u16 = 1000;
+    /// Hard drain of a client (reconnect elsewhere).
+    pub const DRAINING: u16 = 1012;
+    /// Ordinary retryable error (try again later).
+    pub const TRY_AGAIN: u16 = 1013;
+    /// HO-S3: the host is not (or no longer) served here: resolve again.
+    pub const WRONG_CELL: u16 = super::WRONG_CELL_CLOSE_CODE;
+}
+
+/// Identity of one machine of one host in this process. A machine replaced (retired and
+/// re-registered, or undrained) never comes back, so late work naming it is fenced off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MachineId(pub u64);
+
+/// Identity of one control session (one desktop socket) in this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SessionId(pub u64);
+
+/// One unit of work's ownership of a ticket of one machine (the adapter wraps it in a guard
+/// that releases it on every exit path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Work {
+    pub host: HostId,
+    pub machine: MachineId,
+    pub ticket: Ticket,
+}
+
+/// A registered control, installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Installed {
+    pub machine: MachineId,
+    pub session: SessionId,
+    /// How the machine was chosen.
+    pub how: InstallKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum InstallKind {
+    /// The host had no machine here.
+    NewMachine,
+    /// The host's machine was retired (committed or stale): a fresh one replaces it. Its
+    /// barrier only ever closed over zero tickets, so no live work is orphaned.
+    OverRetired,
+    /// HO-A4: the live machine was rebound to the newer registration.
+    Rebound,
+}
+
+/// Why a registered control was not installed (retryable for the desktop).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum InstallRefusal {
+    /// HO-A5: the host is drained here until an operator undrains it.
+    SourceDraining,
+    /// HO-S3 / HO-A4: no rebind while a barrier stands (or a ticket could not be taken).
+    Admission(AdmissionRefusal),
+    Rebind(RebindRefusal),
+    /// The registration is for another cell or an older process.
+    WrongAuthority,
+    TooManyHosts,
+}
+
+/// What a result or deadline fed to a named machine did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Fed {
+    Applied(Disposition),
+    /// HO-A4: the machine it was meant for is gone (replaced, undrained): ignored.
+    Late,
+}
+
+/// Why a control session is closed through the DRAINING path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CloseReason {
+    /// HO-S5 / HO-S6: the source retired.
+    Retired(RetireReason),
+    /// HO-A5.
+    Drained(DrainReason),
+    /// HO-A4: a newer control of the same host took over.
+    Replaced,
+}
+
+impl CloseReason {
+    /// Stable name for the wire and for logs.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::Retired(RetireReason::Committed { .. }) => "committed",
+            CloseReason::Retired(RetireReason::StaleAuthority { .. }) => "stale_authority",
+            CloseReason::Drained(DrainReason::Emergency) => "emergency_drain",
+            CloseReason::Drained(DrainReason::AuthRefused) => "auth_refused",
+            CloseReason::Replaced => "replaced",
+        }
+    }
+}
+
+/// The endpoint's decisions, for the adapter to execute in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CellAction {
+    /// Execute a machine's action; feed its result back naming `machine`.
+    Machine {
+        host: HostId,
+        machine: MachineId,
+        action: Action,
+    },
+    /// Send the DRAINING frame on this control session, then close it. Sent before the
+    /// machine's own `RetireSourceDraining`.
+    CloseControl {
+        host: HostId,
+        session: SessionId,
+        reason: CloseReason,
+    },
+    /// HO-A5: close every client of the host within the hard-drain deadline.
+    HardDrain { host: HostId },
+    /// The host's machine is gone (undrained): drop the adapter's per-host state.
+    Forget { host: HostId },
+}
+
+/// Why an undrain is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UndrainRefusal {
+    UnknownHost,
+    NotDrained,
+    /// The drained attempt still reconciles: it must end first (HO-A5).
+    AttemptInFlight,
+    /// Drained work is still closing (tickets live): retry in a moment.
+    StillClosing,
+}
+
+impl UndrainRefusal {
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            UndrainRefusal::UnknownHost => "unknown_host",
+            UndrainRefusal::NotDrained => "not_drained",
+            UndrainRefusal::AttemptInFlight => "attempt_in_flight",
+            UndrainRefusal::StillClosing => "still_closing",
+        }
+    }
+}
+
+impl InstallRefusal {
+    /// Stable name for the wire and for logs.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            InstallRefusal::SourceDraining => "source_draining",
+            InstallRefusal::Admission(r) => admission_refusal_name(r),
+            InstallRefusal::Rebind(RebindRefusal::Gated) => "gated",
+            InstallRefusal::Rebind(RebindRefusal::SourceRetired) => "source_retired",
+            InstallRefusal::Rebind(RebindRefusal::SourceDraining) => "source_draining",
+            InstallRefusal::Rebind(RebindRefusal::NoControlTicket) => "no_control_ticket",
+            InstallRefusal::Rebind(RebindRefusal::WrongAuthority)
+            | InstallRefusal::WrongAuthority => "wrong_authority",
+            InstallRefusal::Rebind(RebindRefusal::NotNewer) => "not_newer",
+            InstallRefusal::TooManyHosts => "too_many_hosts",
+        }
+    }
+}
+
+/// Stable name of an admission refusal (wire and logs; never `{:?}` text).
+#[must_use]
+pub fn admission_refusal_name(refusal: AdmissionRefusal) -> &'static str {
+    match refusal {
+        AdmissionRefusal::WrongCell => "wrong_cell",
+        AdmissionRefusal::ControlGated => "control_gated",
+        AdmissionRefusal::SourceRetired => "source_retired",
+        AdmissionRefusal::SourceDraining => "source_draining",
+        AdmissionRefusal::TooManyTickets => "too_many_tickets",
+    }
+}
+
+/// HO-S3 / HO-A5: the close code for a client refused admission.
+#[must_use]
+pub fn client_close_code(refusal: AdmissionRefusal) -> u16 {
+    match refusal {
+        AdmissionRefusal::WrongCell => WRONG_CELL_CLOSE_CODE,
+        AdmissionRefusal::SourceDraining => close_code::DRAINING,
+        AdmissionRefusal::ControlGated
+        | AdmissionRefusal::SourceRetired
+        | AdmissionRefusal::TooManyTickets => close_code::TRY_AGAIN,
+    }
+}
+
+/// HO-A1: a reply that may hide a durable result, because the machine that held the attempt is
+/// no longer there to answer it (retired, restarted, replaced).
+#[must_use]
+pub fn needs_durable_record(reply: &HandoffReply) -> bool {
+    matches!(
+        reply,
+        HandoffReply::Superseded { .. }
+            | HandoffReply::Refused {
+                reason: Refusal::NoSession | Refusal::SourceRetired | Refusal::NotOwner(_),
+                ..
+            }
+    )
+}
+
+/// HO-A1: the answer to a duplicate once the durable record of its op id was read (read-only).
+/// A committed record is the result; anything else leaves the reply as it was.
+#[must_use]
+pub fn answer_from_record(reply: HandoffReply, record: Option<&AttemptRow>) -> HandoffReply {
+    if !needs_durable_record(&reply) {
+        return reply;
+    }
+    match record {
+        Some(row) => match row.outcome {
+            AttemptOutcome::Committed { new_epoch, .. } => HandoffReply::Result(HandoffResult {
+                op_id: reply.op_id(),
+                outcome: TxnOutcome::Committed {
+                    target: row.target,
+                    new_epoch,
+                },
+            }),
+            AttemptOutcome::FencedAbort => reply,
+        },
+        None => reply,
+    }
+}
+
+impl HandoffReply {
+    /// The op id this reply answers.
+    #[must_use]
+    pub fn op_id(&self) -> super::ids::OpId {
+        match self {
+            HandoffReply::Busy { op_id, .. }
+            | HandoffReply::InProgress { op_id }
+            | HandoffReply::Superseded { op_id, .. }
+            | HandoffReply::Refused { op_id, .. } => *op_id,
+            HandoffReply::Result(r) => r.op_id,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+struct HostSlot {
+    machine_id: MachineId,
+    machine: SourceHandoff,
+    control: Option<SessionId>,
+}
+
+/// The handoff endpoint of one source cell process.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceCell {
+    config: SourceConfig,
+    authority_cell: super::ids::CellId,
+    incarnation: super::ids::Incarnation,
+    enabled: bool,
+    hosts: BTreeMap<HostId, HostSlot>,
+    next_id: u64,
+    actions: VecDeque<CellAction>,
+}
+
+impl SourceCell {
+    /// The endpoint of the process that holds `cell` as `incarnation` (HO-L2).
+    #[must_use]
+    pub fn new(
+        config: SourceConfig,
+        cell: super::ids::CellId,
+        incarnation: super::ids::Incarnation,
+    ) -> SourceCell {
+        SourceCell {
+            config,
+            authority_cell: cell,
+            incarnation,
+            enabled: true,
+            hosts: BTreeMap::new(),
+            next_id: 1,
+            actions: VecDeque::new(),
+        }
+    }
+
+    // ----- queries -----
+
+    #[must_use]
+    pub fn config(&self) -> &SourceConfig {
+        &self.config
+    }
+
+    #[must_use]
+    pub fn host_count(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// The host's machine and its identity.
+    #[must_use]
+    pub fn machine(&self, host: HostId) -> Option<(MachineId, &SourceHandoff)> {
+        self.hosts.get(&host).map(|s| (s.machine_id, &s.machine))
+    }
+
+    /// The host's open control session, if any.
+    #[must_use]
+    pub fn control(&self, host: HostId) -> Option<SessionId> {
+        self.hosts.get(&host).and_then(|s| s.control)
+    }
+
+    /// The authority the host's machine serves (what activity renewals are written under).
+    #[must_use]
+    pub fn authority(&self, host: HostId) -> Option<SourceAuthority> {
+        self.hosts.get(&host).map(|s| s.machine.authority())
+    }
+
+    #[must_use]
+    pub fn pending_actions(&self) -> usize {
+        self.actions.len()
+    }
+
+    /// Next decision for the adapter.
+    pub fn poll_action(&mut self) -> Option<CellAction> {
+        self.actions.pop_front()
+    }
+
+    /// The host's next deadline, naming the machine to feed it to.
+    #[must_use]
+    pub fn poll_timeout(&self, host: HostId) -> Option<(MachineId, MonoMs)> {
+        let slot = self.hosts.get(&host)?;
+        slot.machine.poll_timeout().map(|at| (slot.machine_id, at))
+    }
+
+    // ----- admission (HO-7, HO-S3) -----
+
+    /// HO-7: a ticket for new work, taken before the work's first await. A host without a
+    /// machine here refuses client work as the wrong cell and control work as retired.
+    pub fn acquire(&mut self, host: HostId, kind: WorkKind) -> Result<Work, AdmissionRefusal> {
+        let Some(slot) = self.hosts.get_mut(&host) else {
+            return Err(if kind.is_client_work() {
+                AdmissionRefusal::WrongCell
+            } else {
+                AdmissionRefusal::SourceRetired
+            });
+        };
+        let ticket = slot.machine.acquire(kind)?;
+        Ok(Work {
+            host,
+            machine: slot.machine_id,
+            ticket,
+        })
+    }
+
+    /// HO-S3: re-check after an await. `false`: abandon (the ticket is already released, or
+    /// its machine is gone).
+    pub fn revalidate(&mut self, work: &Work) -> bool {
+        match self.slot_of(work) {
+            Some(slot) => matches!(slot.machine.revalidate(work.ticket), Revalidation::Continue),
+            None => false,
+        }
+    }
+
+    /// Swap `work`'s ticket for one of `kind` in one step (no idle instant in between).
+    pub fn convert(&mut self, work: &Work, kind: WorkKind) -> Result<Work, AdmissionRefusal> {
+        let Some(slot) = self.slot_of(work) else {
+            return Err(AdmissionRefusal::SourceRetired);
+        };
+        let ticket = slot.machine.acquire(kind)?;
+        let _ = slot.machine.release(work.ticket);
+        Ok(Work { ticket, ..*work })
+    }
+
+    /// HO-7: release exactly once. `None`: the machine is gone (nothing to release).
+    pub fn release(&mut self, work: &Work) -> Option<ReleaseReport> {
+        self.slot_of(work).map(|s| s.machine.release(work.ticket))
+    }
+
+    /// HO-8: control traffic that is not client work.
+    #[must_use]
+    pub fn note_heartbeat(&self, host: HostId, heartbeat: Heartbeat) -> Option<NotCounted> {
+        self.hosts
+            .get(&host)
+            .map(|s| s.machine.note_heartbeat(heartbeat))
+    }
+
+    fn slot_of(&mut self, work: &Work) -> Option<&mut HostSlot> {
+        self.hosts
+            .get_mut(&work.host)
+            .filter(|s| s.machine_id == work.machine)
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id = self.next_id.saturating_add(1);
+        id
+    }
+
+    // ----- control sessions (HO-A4) -----
+
+    /// HO-S3 / HO-A4: a desktop's control activation, before its first await. At a live
+    /// machine it is a counted control operation (refused, retryable, under a barrier); where
+    /// there is no live machine (none, retired, drained) [`Self::install_control`] decides.
+    pub fn begin_control(&mut self, host: HostId) -> Result<Option<Work>, AdmissionRefusal> {
+        let live = self.hosts.get(&host).is_some_and(|s| {
+            !s.machine.gate().is_drained()
+                && !matches!(s.machine.gate().state(), GateState::Closed(_))
+        });
+        if live {
+            self.acquire(host, WorkKind::ControlOp).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// HO-A4: install a control the store registered (`authority` from `register_control`),
+    /// consuming the activation's ticket `op` (released whatever happens). The old control of
+    /// the host, if any, is closed as replaced.
+    pub fn install_control(
+        &mut self,
+        now: MonoMs,
+        authority: SourceAuthority,
+        desktop_capable: bool,
+        op: Option<Work>,
+    ) -> Result<Installed, InstallRefusal> {
+        let host = authority.host;
+        let result = self.install(now, authority, desktop_capable, op);
+        if let Some(op) = op {
+            // Released here on every path; a ticket of a replaced machine is a no-op.
+            let _ = self.release(&op);
+        }
+        debug_assert!(self.actions.len() <= MAX_CELL_ACTIONS);
+        debug_assert!(result.is_err() || self.control(host).is_some());
+        result
+    }
+
+    fn install(
+        &mut self,
+        now: MonoMs,
+        authority: SourceAuthority,
+        desktop_capable: bool,
+        op: Option<Work>,
+    ) -> Result<Installed, InstallRefusal> {
+        let host = authority.host;
+        if authority.cell != self.authority_cell || authority.incarnation != self.incarnation {
+            return Err(InstallRefusal::WrongAuthority);
+        }
+        let Some(slot) = self.hosts.get(&host) else {
+            if self.hosts.len() >= MAX_CELL_HOSTS {
+                return Err(InstallRefusal::TooManyHosts);
+            }
+            let machine = MachineId(self.fresh_id());
+            let session = SessionId(self.fresh_id());
+            let slot = HostSlot {
+                machine_id: machine,
+                machine: self.fresh_machine(now, authority, desktop_capable),
+                control: Some(session),
+            };
+            self.hosts.insert(host, slot);
+            return Ok(Installed {
+                machine,
+                session,
+                how: InstallKind::NewMachine,
+            });
+        };
+        let gate = slot.machine.gate();
+        if gate.is_drained() {
+            return Err(InstallRefusal::SourceDraining);
+        }
+        let (machine, how) = if matches!(gate.state(), GateState::Closed(_)) {
+            // A retired gate closed over zero tickets and admits nothing since.
+            debug_assert!(gate.counters().is_zero() && slot.machine.attempt().is_none());
+            let machine = MachineId(self.fresh_id());
+            let fresh = self.fresh_machine(now, authority, desktop_capable);
+            let Some(slot) = self.hosts.get_mut(&host) else {
+                return Err(InstallRefusal::WrongAuthority);
+            };
+            slot.machine_id = machine;
+            slot.machine = fresh;
+            (machine, InstallKind::OverRetired)
+        } else {
+            let Some(slot) = self.hosts.get_mut(&host) else {
+                return Err(InstallRefusal::WrongAuthority);
+            };
+            // Rebind through our own ticket if it is of this machine, else a temporary one.
+            let own = op
+                .filter(|w| w.machine == slot.machine_id)
+                .map(|w| w.ticket);
+            let (ticket, temporary) = match own {
+                Some(t) => (t, false),
+                None => (
+                    slot.machine
+                        .acquire(WorkKind::ControlOp)
+                        .map_err(InstallRefusal::Admission)?,
+                    true,
+                ),
+            };
+            let rebound = slot
+                .machine
+                .handle_rebind(now, ticket, authority, desktop_capable);
+            if temporary {
+                let _ = slot.machine.release(ticket);
+            }
+            rebound.map_err(InstallRefusal::Rebind)?;
+            (slot.machine_id, InstallKind::Rebound)
+        };
+        let session = SessionId(self.fresh_id());
+        let Some(slot) = self.hosts.get_mut(&host) else {
+            return Err(InstallRefusal::WrongAuthority);
+        };
+        if let Some(old) = slot.control.replace(session) {
+            self.actions.push_back(CellAction::CloseControl {
+                host,
+                session: old,
+                reason: CloseReason::Replaced,
+            });
+        }
+        Ok(Installed {
+            machine,
+            session,
+            how,
+        })
+    }
+
+    fn fresh_machine(
+        &self,
+        now: MonoMs,
+        authority: SourceAuthority,
+        desktop_capable: bool,
+    ) -> SourceHandoff {
+        let mut m = SourceHandoff::new(self.config, authority, desktop_capable);
+        if !self.enabled {
+            let _ = m.handle_set_enabled(now, false);
+        }
+        m
+    }
+
+    /// The control session `session` of `host` ended. A session already replaced or closed by
+    /// a decision is ignored; otherwise the machine learns it (an attempt in flight still
+    /// completes, HO-A3). `true`: the machine was told.
+    pub fn control_closed(&mut self, now: MonoMs, host: HostId, session: SessionId) -> bool {
+        let Some(slot) = self.hosts.get_mut(&host) else {
+            return false;
+        };
+        if slot.control != Some(session) {
+            return false;
+        }
+        slot.control = None;
+        let generation = slot.machine.authority().generation;
+        let _ = slot.machine.handle_session_closed(now, generation);
+        self.collect(host);
+        true
+    }
+
+    // ----- the director's requests (HO-S1, HO-S2, HO-A1) -----
+
+    /// HO-S2: a handoff request. A host without a machine here has no session.
+    pub fn begin_handoff(&mut self, now: MonoMs, request: &HandoffRequest) -> Begin {
+        let host = request.source.host;
+        let Some(slot) = self.hosts.get_mut(&host) else {
+            return Begin::Answered(HandoffReply::Refused {
+                op_id: request.op_id,
+                reason: Refusal::NoSession,
+            });
+        };
+        let begin = slot.machine.begin_handoff(now, request);
+        self.collect(host);
+        begin
+    }
+
+    /// HO-S4..S6 / HO-A2: the result of `RunTransaction`, for the machine that asked.
+    pub fn handle_transaction_result(
+        &mut self,
+        now: MonoMs,
+        host: HostId,
+        machine: MachineId,
+        attempt: AttemptRef,
+        result: DurableResult,
+    ) -> Fed {
+        self.feed(host, machine, |m| {
+            m.handle_transaction_result(now, attempt, result)
+        })
+    }
+
+    /// HO-A2: the result of `Reconcile`, for the machine that asked.
+    pub fn handle_reconcile_result(
+        &mut self,
+        now: MonoMs,
+        host: HostId,
+        machine: MachineId,
+        attempt: AttemptRef,
+        result: DurableResult,
+    ) -> Fed {
+        self.feed(host, machine, |m| {
+            m.handle_reconcile_result(now, attempt, result)
+        })
+    }
+
+    /// HO-A2: a deadline of `machine` (from [`Self::poll_timeout`]) passed.
+    pub fn handle_timeout(&mut self, now: MonoMs, host: HostId, machine: MachineId) -> Fed {
+        self.feed(host, machine, |m| m.handle_timeout(now))
+    }
+
+    fn feed(
+        &mut self,
+        host: HostId,
+        machine: MachineId,
+        f: impl FnOnce(&mut SourceHandoff) -> Disposition,
+    ) -> Fed {
+        let Some(slot) = self
+            .hosts
+            .get_mut(&host)
+            .filter(|s| s.machine_id == machine)
+        else {
+            return Fed::Late;
+        };
+        let disposition = f(&mut slot.machine);
+        self.collect(host);
+        Fed::Applied(disposition)
+    }
+
+    /// HO-A5: the disable switch, for every machine now and every machine made later.
+    pub fn set_enabled(&mut self, now: MonoMs, enabled: bool) {
+        self.enabled = enabled;
+        for slot in self.hosts.values_mut() {
+            let _ = slot.machine.handle_set_enabled(now, enabled);
+        }
+    }
+
+    // ----- operator (HO-A5, HO-L1) -----
+
+    /// HO-A5: emergency drain / auth enforcement of one host. The hard drain runs unchanged
+    /// (every client and the control close), whether or not the machine was already drained.
+    /// `None`: no such host here.
+    pub fn emergency_drain(
+        &mut self,
+        now: MonoMs,
+        host: HostId,
+        reason: DrainReason,
+    ) -> Option<bool> {
+        let slot = self.hosts.get_mut(&host)?;
+        let applied = matches!(
+            slot.machine.handle_emergency_drain(now, reason),
+            Disposition::Applied
+        );
+        let control = slot.control.take();
+        self.actions.push_back(CellAction::HardDrain { host });
+        if let Some(session) = control {
+            self.actions.push_back(CellAction::CloseControl {
+                host,
+                session,
+                reason: CloseReason::Drained(reason),
+            });
+        }
+        self.collect(host);
+        Some(applied)
+    }
+
+    /// HO-L1: the drain's recovery path. A drained host whose attempt has ended and whose work
+    /// has closed is forgotten here, so the desktop's next registration gets a fresh machine
+    /// (its store fence already bumped the generation: nothing old can commit).
+    pub fn undrain(&mut self, host: HostId) -> Result<(), UndrainRefusal> {
+        let slot = self.hosts.get(&host).ok_or(UndrainRefusal::UnknownHost)?;
+        let gate = slot.machine.gate();
+        if !gate.is_drained() {
+            return Err(UndrainRefusal::NotDrained);
+        }
+        if slot.machine.attempt().is_some() {
+            return Err(UndrainRefusal::AttemptInFlight);
+        }
+        if !gate.counters().is_zero() {
+            return Err(UndrainRefusal::StillClosing);
+        }
+        debug_assert!(slot.control.is_none(), "a drain closes the control");
+        self.hosts.remove(&host);
+        self.actions.push_back(CellAction::Forget { host });
+        Ok(())
+    }
+
+    /// Move the host's machine actions to the endpoint's queue, closing its control before
+    /// a retirement (HO-S5 / HO-A6: whether or not the reply can be delivered).
+    fn collect(&mut self, host: HostId) {
+        let Some(slot) = self.hosts.get_mut(&host) else {
+            return;
+        };
+        while let Some(action) = slot.machine.poll_action() {
+            if let Action::RetireSourceDraining { reason } = action {
+                if let Some(session) = slot.control.take() {
+                    self.actions.push_back(CellAction::CloseControl {
+                        host,
+                        session,
+                        reason: CloseReason::Retired(reason),
+                    });
+                }
+            }
+            self.actions.push_back(CellAction::Machine {
+                host,
+                machine: slot.machine_id,
+                action,
+            });
+        }
+        debug_assert!(self.actions.len() <= MAX_CELL_ACTIONS);
+    }
+}

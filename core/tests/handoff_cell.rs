@@ -1,0 +1,360 @@
+//! The source cell endpoint (`SourceCell`): which machine a control gets, machine fencing of
+//! late work, the sessions it closes, the drain and its recovery path (HO-A4, HO-A5, HO-L1),
+//! and the durable answer to a duplicate (HO-A1).
+
+mod handoff_rig;
+
+use handoff_rig::*;
+use switchyard_core::handoff::admission::{AdmissionRefusal, GateState, WorkKind};
+use switchyard_core::handoff::attempt::{
+    Action, Begin, DrainReason, DurableResult, HandoffReply, RebindRefusal, Refusal, RetireReason,
+};
+use switchyard_core::handoff::cell::*;
+use switchyard_core::handoff::ids::{Incarnation, SourceAuthority};
+use switchyard_core::handoff::policy::HandoffRequest;
+use switchyard_core::handoff::store::{AssignmentStore, AttemptOutcome, TxnOutcome};
+use switchyard_core::MonoMs;
+
+const NOW: MonoMs = MonoMs(1_000_000);
+
+fn cell() -> SourceCell {
+    SourceCell::new(source_config(), SRC, Incarnation(1))
+}
+
+fn drain(cell: &mut SourceCell) -> Vec<CellAction> {
+    std::iter::from_fn(|| cell.poll_action()).collect()
+}
+
+/// A store with the host registered at SRC, and a cell whose control for it is installed.
+fn registered() -> (AssignmentStore, SourceCell, SourceAuthority, Installed) {
+    let (mut store, _) = new_store();
+    let auth = store
+        .register_control(NOW, HOST, SRC, Incarnation(1), true)
+        .expect("register");
+    let mut cell = cell();
+    let installed = cell
+        .install_control(NOW, auth, true, None)
+        .expect("install");
+    (store, cell, auth, installed)
+}
+
+fn request(auth: SourceAuthority) -> HandoffRequest {
+    HandoffRequest::new(auth, TGT, 100, good_measurement(NOW))
+}
+
+fn txn_of(actions: &[CellAction]) -> (MachineId, switchyard_core::handoff::AttemptRef) {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            CellAction::Machine {
+                machine,
+                action: Action::RunTransaction { attempt, .. },
+                ..
+            } => Some((*machine, *attempt)),
+            _ => None,
+        })
+        .expect("a transaction to run")
+}
+
+#[test]
+fn ho_s3_a_host_without_a_machine_refuses_clients_as_wrong_cell_and_control_work_as_retired() {
+    let mut cell = cell();
+    assert_eq!(
+        cell.acquire(HOST, WorkKind::Accept),
+        Err(AdmissionRefusal::WrongCell)
+    );
+    assert_eq!(
+        cell.acquire(HOST, WorkKind::ControlOp),
+        Err(AdmissionRefusal::SourceRetired)
+    );
+    assert_eq!(
+        client_close_code(AdmissionRefusal::WrongCell),
+        4409,
+        "HO-S3 wrong cell"
+    );
+    assert_eq!(
+        client_close_code(AdmissionRefusal::SourceDraining),
+        close_code::DRAINING
+    );
+    assert_eq!(
+        client_close_code(AdmissionRefusal::ControlGated),
+        close_code::TRY_AGAIN
+    );
+    match cell.begin_handoff(NOW, &request(new_store().1)) {
+        Begin::Answered(HandoffReply::Refused {
+            reason: Refusal::NoSession,
+            ..
+        }) => {}
+        other => panic!("expected no session, got {other:?}"),
+    }
+}
+
+#[test]
+fn ho_a4_a_replacement_control_rebinds_the_live_machine_and_closes_the_old_session() {
+    let (mut store, mut cell, _, first) = registered();
+    assert_eq!(first.how, InstallKind::NewMachine);
+    let op = cell.begin_control(HOST).expect("ticket").expect("live");
+    let newer = store
+        .register_control(NOW, HOST, SRC, Incarnation(1), true)
+        .expect("register");
+    let second = cell
+        .install_control(NOW, newer, true, Some(op))
+        .expect("rebind");
+    assert_eq!(second.how, InstallKind::Rebound);
+    assert_eq!(second.machine, first.machine, "same machine, rebound");
+    assert_eq!(cell.authority(HOST), Some(newer));
+    assert_eq!(cell.control(HOST), Some(second.session));
+    assert_eq!(
+        drain(&mut cell),
+        vec![CellAction::CloseControl {
+            host: HOST,
+            session: first.session,
+            reason: CloseReason::Replaced
+        }]
+    );
+    let (_, m) = cell.machine(HOST).expect("machine");
+    assert!(
+        m.gate().counters().is_zero(),
+        "the activation's ticket was released"
+    );
+    // The first session's late close changes nothing.
+    assert!(!cell.control_closed(NOW, HOST, first.session));
+    assert!(cell.machine(HOST).is_some_and(|(_, m)| m.session_open()));
+}
+
+#[test]
+fn ho_s3_no_rebind_and_no_control_activation_under_a_barrier() {
+    let (mut store, mut cell, auth, _) = registered();
+    assert!(matches!(
+        cell.begin_handoff(NOW, &request(auth)),
+        Begin::Started(_)
+    ));
+    assert_eq!(
+        cell.begin_control(HOST),
+        Err(AdmissionRefusal::ControlGated)
+    );
+    let newer = store
+        .register_control(NOW, HOST, SRC, Incarnation(1), true)
+        .expect("register");
+    assert_eq!(
+        cell.install_control(NOW, newer, true, None),
+        Err(InstallRefusal::Admission(AdmissionRefusal::ControlGated))
+    );
+    let (_, m) = cell.machine(HOST).expect("machine");
+    assert!(matches!(m.gate().state(), GateState::Gated(_)));
+    assert!(m.gate().counters().is_zero(), "no ticket left behind");
+}
+
+#[test]
+fn ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced() {
+    let (mut store, mut cell, auth, first) = registered();
+    let req = request(auth);
+    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    let (machine, attempt) = txn_of(&drain(&mut cell));
+    assert_eq!(machine, first.machine);
+    let outcome = store.run_transaction(NOW, &req);
+    assert!(outcome.is_committed());
+    let fed =
+        cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome));
+    assert!(matches!(fed, Fed::Applied(_)));
+    let actions = drain(&mut cell);
+    // HO-S5: the control closes before the retirement executes; the reply goes last.
+    let close = actions
+        .iter()
+        .position(|a| {
+            matches!(
+                a,
+                CellAction::CloseControl {
+                    reason: CloseReason::Retired(RetireReason::Committed { .. }),
+                    ..
+                }
+            )
+        })
+        .expect("control closed");
+    let retire = actions
+        .iter()
+        .position(|a| {
+            matches!(
+                a,
+                CellAction::Machine {
+                    action: Action::RetireSourceDraining { .. },
+                    ..
+                }
+            )
+        })
+        .expect("retired");
+    assert!(close < retire);
+    assert_eq!(cell.control(HOST), None);
+    // The host comes back here later (a second move back, or a stale retire): fresh machine.
+    let back = SourceAuthority {
+        generation: auth.generation.next(),
+        ..auth
+    };
+    let second = cell.install_control(NOW, back, true, None).expect("fresh");
+    assert_eq!(second.how, InstallKind::OverRetired);
+    assert_ne!(second.machine, first.machine);
+    // A late result for the old machine is fenced off.
+    assert_eq!(
+        cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome)),
+        Fed::Late
+    );
+    assert_eq!(cell.handle_timeout(NOW, HOST, machine), Fed::Late);
+    // And a ticket of the old machine neither revalidates nor releases anything.
+    let work = Work {
+        host: HOST,
+        machine,
+        ticket: cell.acquire(HOST, WorkKind::Accept).expect("open").ticket,
+    };
+    assert!(!cell.revalidate(&work));
+    assert_eq!(cell.release(&work), None);
+}
+
+#[test]
+fn ho_a5_drain_closes_clients_and_control_fences_and_refuses_a_new_control_until_undrained() {
+    let (mut store, mut cell, auth, first) = registered();
+    let client = cell.acquire(HOST, WorkKind::ClientConn).expect("client");
+    assert_eq!(
+        cell.emergency_drain(NOW, HOST, DrainReason::Emergency),
+        Some(true)
+    );
+    let actions = drain(&mut cell);
+    assert!(actions.contains(&CellAction::HardDrain { host: HOST }));
+    assert!(actions.contains(&CellAction::CloseControl {
+        host: HOST,
+        session: first.session,
+        reason: CloseReason::Drained(DrainReason::Emergency)
+    }));
+    assert!(actions.iter().any(|a| matches!(
+        a,
+        CellAction::Machine {
+            action: Action::FenceAuthority { authority, .. },
+            ..
+        } if *authority == auth
+    )));
+    let again = store
+        .register_control(NOW, HOST, SRC, Incarnation(1), true)
+        .expect("register");
+    assert_eq!(
+        cell.install_control(NOW, again, true, None),
+        Err(InstallRefusal::SourceDraining)
+    );
+    // HO-L1: the recovery path waits for the drained work to close, then forgets the host.
+    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::StillClosing));
+    assert_eq!(
+        cell.release(&client),
+        Some(switchyard_core::handoff::ReleaseReport::Released)
+    );
+    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(drain(&mut cell), vec![CellAction::Forget { host: HOST }]);
+    let fresh = cell
+        .install_control(NOW, again, true, None)
+        .expect("a fresh machine after the undrain");
+    assert_eq!(fresh.how, InstallKind::NewMachine);
+    assert_ne!(fresh.machine, first.machine);
+    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::NotDrained));
+    assert_eq!(cell.undrain(OTHER_HOST), Err(UndrainRefusal::UnknownHost));
+}
+
+const OTHER_HOST: switchyard_core::handoff::HostId = switchyard_core::handoff::HostId(99);
+
+#[test]
+fn ho_l1_an_undrain_waits_for_the_drained_attempt_to_end() {
+    let (mut store, mut cell, auth, _) = registered();
+    let req = request(auth);
+    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    let (machine, attempt) = txn_of(&drain(&mut cell));
+    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::AttemptInFlight));
+    let outcome = store.run_transaction(NOW, &req);
+    let _ =
+        cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome));
+    assert_eq!(cell.undrain(HOST), Ok(()));
+}
+
+#[test]
+fn ho_a4_an_install_for_another_cell_or_process_is_refused() {
+    let (_, mut cell, auth, _) = registered();
+    let other_process = SourceAuthority {
+        incarnation: Incarnation(2),
+        ..auth
+    };
+    assert_eq!(
+        cell.install_control(NOW, other_process, true, None),
+        Err(InstallRefusal::WrongAuthority)
+    );
+    let older = SourceAuthority {
+        generation: switchyard_core::handoff::Generation(0),
+        ..auth
+    };
+    assert_eq!(
+        cell.install_control(NOW, older, true, None),
+        Err(InstallRefusal::Rebind(RebindRefusal::NotNewer))
+    );
+}
+
+#[test]
+fn ho_a1_a_duplicate_at_a_source_without_the_attempt_answers_the_committed_record() {
+    let (mut store, _, auth, _) = registered();
+    let req = request(auth);
+    assert!(store.run_transaction(NOW, &req).is_committed());
+    let row = store.attempt(req.op_id).copied();
+    let refused = HandoffReply::Refused {
+        op_id: req.op_id,
+        reason: Refusal::NoSession,
+    };
+    assert!(needs_durable_record(&refused));
+    match answer_from_record(refused, row.as_ref()) {
+        HandoffReply::Result(r) => {
+            assert_eq!(r.op_id, req.op_id);
+            assert!(matches!(r.outcome, TxnOutcome::Committed { target, .. } if target == TGT));
+        }
+        other => panic!("expected the committed result, got {other:?}"),
+    }
+    // Busy, in progress and a fenced record are answered as they are.
+    let busy = HandoffReply::InProgress { op_id: req.op_id };
+    assert!(!needs_durable_record(&busy));
+    assert_eq!(answer_from_record(busy, row.as_ref()), busy);
+    let fenced = row.map(|r| switchyard_core::handoff::store::AttemptRow {
+        outcome: AttemptOutcome::FencedAbort,
+        ..r
+    });
+    assert_eq!(answer_from_record(refused, fenced.as_ref()), refused);
+    assert_eq!(answer_from_record(refused, None), refused);
+}
+
+#[test]
+fn ho_a5_a_disabled_cell_makes_every_machine_refuse_new_attempts() {
+    let (_, mut cell, auth, _) = registered();
+    cell.set_enabled(NOW, false);
+    match cell.begin_handoff(NOW, &request(auth)) {
+        Begin::Answered(HandoffReply::Refused {
+            reason: Refusal::Disabled,
+            ..
+        }) => {}
+        other => panic!("expected disabled, got {other:?}"),
+    }
+}
+
+#[test]
+fn stable_names_never_use_debug_text() {
+    for r in [
+        AdmissionRefusal::WrongCell,
+        AdmissionRefusal::ControlGated,
+        AdmissionRefusal::SourceRetired,
+        AdmissionRefusal::SourceDraining,
+        AdmissionRefusal::TooManyTickets,
+    ] {
+        let name = admission_refusal_name(r);
+        assert!(
+            name.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "{name}"
+        );
+        assert_eq!(
+            InstallRefusal::Admission(r).name(),
+            name,
+            "an install refused by admission says why"
+        );
+    }
+    assert_eq!(CloseReason::Replaced.name(), "replaced");
+    assert_eq!(UndrainRefusal::StillClosing.name(), "still_closing");
+}
