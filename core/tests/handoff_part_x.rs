@@ -1,7 +1,10 @@
-//! Part X of the requirements for handoff: HO-L2 (one live process per cell id).
+//! Part X of the requirements for handoff: HO-L1 (no stranded host after a store outage) and
+//! HO-L2 (one live process per cell id); and the pure store decisions that the reference store
+//! and the SQL stores share (the SQL side is held to them by `adapters/tests/handoff_store_diff.rs`).
 
-use switchyard_core::handoff::ids::Incarnation;
-use switchyard_core::handoff::store::{cell_lease, CellLease};
+use switchyard_core::handoff::ids::*;
+use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
+use switchyard_core::handoff::store::*;
 use switchyard_core::MonoMs;
 
 const LEASE_MS: u64 = 15_000;
@@ -51,5 +54,289 @@ fn ho_l2_an_expired_lease_lets_a_successor_take_over_with_a_new_incarnation() {
             until: MonoMs(15_001)
         },
         "saturates instead of wrapping"
+    );
+}
+
+#[test]
+fn ho_l2_renewal_keeps_the_lease_only_for_its_own_incarnation() {
+    let mine = Incarnation(4);
+    let held = Some((mine, MonoMs(20_000)));
+    assert_eq!(
+        cell_lease_renewal(held, mine, MonoMs(19_000), LEASE_MS),
+        Ok(MonoMs(34_000))
+    );
+    // Ran out, but no successor took the cell: still its one live process.
+    assert_eq!(
+        cell_lease_renewal(held, mine, MonoMs(25_000), LEASE_MS),
+        Ok(MonoMs(40_000))
+    );
+    let taken = Some((Incarnation(5), MonoMs(40_000)));
+    assert_eq!(
+        cell_lease_renewal(taken, mine, MonoMs(25_000), LEASE_MS),
+        Err(LeaseLost {
+            holder: Some(Incarnation(5))
+        })
+    );
+    assert_eq!(
+        cell_lease_renewal(None, mine, MonoMs(25_000), LEASE_MS),
+        Err(LeaseLost { holder: None })
+    );
+    assert_eq!(cell_lease_release(held, mine), Ok(MonoMs::ZERO));
+    assert_eq!(
+        cell_lease_release(taken, mine),
+        Err(LeaseLost {
+            holder: Some(Incarnation(5))
+        }),
+        "a process never ends its successor's lease"
+    );
+}
+
+fn lease_store() -> AssignmentStore {
+    AssignmentStore::new(StoreConfig {
+        enabled: true,
+        policy: PolicyConfig {
+            freshness_window_ms: 60_000,
+            host_cooldown_ms: 20_000,
+        },
+        max_in_flight_migrations: 4,
+        rate_window_ms: 1_000,
+        max_commits_per_window: 4,
+        registration_timeout_ms: 30_000,
+    })
+}
+
+#[test]
+fn ho_l2_reference_store_holds_one_live_process_per_cell() {
+    let mut store = lease_store();
+    let cell = CellId(2);
+    let first = store
+        .start_cell(cell, 10, true, MonoMs(1_000), LEASE_MS)
+        .expect("free cell");
+    assert_eq!(first, Incarnation(1));
+    let before = store.clone();
+    assert_eq!(
+        store.start_cell(cell, 99, false, MonoMs(2_000), LEASE_MS),
+        Err(StartRefusal::Held(CellHeld {
+            cell,
+            incarnation: first,
+            until: MonoMs(16_000)
+        }))
+    );
+    assert_eq!(store, before, "a refused start writes nothing");
+    assert_eq!(
+        store.renew_cell_lease(cell, first, MonoMs(10_000), LEASE_MS),
+        Ok(MonoMs(25_000))
+    );
+    // The first process dies: its lease runs out and a successor takes over.
+    let second = store
+        .start_cell(cell, 10, true, MonoMs(25_000), LEASE_MS)
+        .expect("expired lease");
+    assert_eq!(second, Incarnation(2));
+    assert_eq!(store.cell(cell).map(|c| c.incarnation), Some(second));
+    assert_eq!(
+        store.renew_cell_lease(cell, first, MonoMs(25_001), LEASE_MS),
+        Err(LeaseLost {
+            holder: Some(second)
+        })
+    );
+    assert!(store.release_cell_lease(cell, first).is_err());
+    // A graceful stop frees the cell at once.
+    assert_eq!(store.release_cell_lease(cell, second), Ok(()));
+    assert_eq!(
+        store.start_cell(cell, 10, true, MonoMs(25_002), LEASE_MS),
+        Ok(Incarnation(3))
+    );
+}
+
+#[test]
+fn ho_l2_a_cell_set_up_without_a_process_is_free() {
+    let mut store = lease_store();
+    let cell = CellId(3);
+    let row = CellRow {
+        capacity: 5,
+        handoff_capable: true,
+        incarnation: Incarnation(7),
+    };
+    store.upsert_cell(cell, row).expect("cell");
+    assert_eq!(store.lease_of(cell), Some((Incarnation(7), MonoMs::ZERO)));
+    assert_eq!(
+        store.start_cell(cell, 5, true, MonoMs(1), LEASE_MS),
+        Ok(Incarnation(8))
+    );
+    // `upsert_cell` (setup) keeps the lease of a running process.
+    store.upsert_cell(cell, row).expect("cell");
+    assert_eq!(store.lease_of(cell), Some((Incarnation(7), MonoMs(15_001))));
+}
+
+// ---- store decisions shared by the reference and the SQL stores ----------------------------------
+
+fn row(cell: u32, epoch: u64, inc: u64, generation: u64) -> AssignmentRow {
+    AssignmentRow {
+        cell: CellId(cell),
+        epoch: Epoch(epoch),
+        incarnation: Incarnation(inc),
+        generation: Generation(generation),
+        desktop_capable: true,
+    }
+}
+
+fn cell_row(inc: u64) -> CellRow {
+    CellRow {
+        capacity: 10,
+        handoff_capable: true,
+        incarnation: Incarnation(inc),
+    }
+}
+
+#[test]
+fn decide_upsert_cell_bounds_new_cells_only() {
+    let max = MAX_STORE_CELLS as u64;
+    assert_eq!(decide_upsert_cell(false, max - 1), Ok(()));
+    assert_eq!(
+        decide_upsert_cell(false, max),
+        Err(StoreError::TooManyCells)
+    );
+    assert_eq!(decide_upsert_cell(true, max), Ok(()));
+}
+
+#[test]
+fn decide_insert_host_checks_cell_then_host_then_bound() {
+    let max = MAX_STORE_HOSTS as u64;
+    assert_eq!(
+        decide_insert_host(None, true, max, CellId(1), true),
+        Err(StoreError::UnknownCell)
+    );
+    assert_eq!(
+        decide_insert_host(Some(cell_row(3)), true, max, CellId(1), true),
+        Err(StoreError::HostExists)
+    );
+    assert_eq!(
+        decide_insert_host(Some(cell_row(3)), false, max, CellId(1), true),
+        Err(StoreError::TooManyHosts)
+    );
+    assert_eq!(
+        decide_insert_host(Some(cell_row(3)), false, max - 1, CellId(1), false),
+        Ok(AssignmentRow {
+            desktop_capable: false,
+            ..row(1, 1, 3, 1)
+        })
+    );
+}
+
+#[test]
+fn decide_register_bumps_the_generation_at_the_assigned_cell_only() {
+    let current = row(1, 4, 2, 9);
+    let reg = |current, cell_row, cell, inc| {
+        decide_register(current, cell_row, CellId(cell), Incarnation(inc), false)
+    };
+    // An unknown host is refused before the cell is looked at.
+    assert_eq!(reg(None, None, 1, 2), Err(RegisterRefusal::UnknownHost));
+    assert_eq!(
+        reg(Some(current), None, 1, 2),
+        Err(RegisterRefusal::UnknownCell)
+    );
+    assert_eq!(
+        reg(Some(current), Some(cell_row(2)), 2, 2),
+        Err(RegisterRefusal::NotAssignedHere {
+            assigned: CellId(1)
+        })
+    );
+    assert_eq!(
+        reg(Some(current), Some(cell_row(3)), 1, 2),
+        Err(RegisterRefusal::StaleIncarnation)
+    );
+    assert_eq!(
+        reg(Some(current), Some(cell_row(2)), 1, 2),
+        Ok(AssignmentRow {
+            desktop_capable: false,
+            ..row(1, 4, 2, 10)
+        })
+    );
+    // A restarted process registers with a newer incarnation than the cell's.
+    assert_eq!(
+        reg(Some(current), Some(cell_row(2)), 1, 5),
+        Ok(AssignmentRow {
+            desktop_capable: false,
+            ..row(1, 4, 5, 10)
+        })
+    );
+}
+
+fn request_for(current: &AssignmentRow) -> HandoffRequest {
+    let m = Measurement {
+        measured_at: MonoMs(1_000),
+        current_rtt_ms: 120,
+        target_rtt_ms: 60,
+    };
+    HandoffRequest::new(authority_of(HOST, current), CellId(2), 100, m)
+}
+
+const HOST: HostId = HostId(7);
+
+#[test]
+fn decide_reconcile_answers_a_record_without_the_limits() {
+    let current = row(1, 1, 1, 1);
+    let req = request_for(&current);
+    let committed = AttemptRow {
+        source: req.source,
+        target: req.target,
+        outcome: AttemptOutcome::Committed {
+            new_epoch: Epoch(2),
+            registration: Registration::Pending,
+        },
+        recorded_at: MonoMs(5),
+    };
+    let moved = row(2, 2, 1, 1);
+    let expected = TxnOutcome::Committed {
+        target: CellId(2),
+        new_epoch: Epoch(2),
+    };
+    let auth = authority_of(HOST, &moved);
+    assert_eq!(
+        reconcile_precheck(&req, Some(&auth), Some(&committed)),
+        Some(expected)
+    );
+    // Whatever the attempt count: a record is answered, never "store full".
+    for attempt_rows in [0, MAX_ATTEMPT_ROWS as u64] {
+        assert_eq!(
+            decide_reconcile(MonoMs(9), &req, Some(moved), Some(&committed), attempt_rows),
+            ReconcileDecision::Answer(expected)
+        );
+    }
+    assert_eq!(reconcile_precheck(&req, Some(&auth), None), None);
+}
+
+#[test]
+fn decide_reconcile_fences_a_stale_claim_without_touching_the_host() {
+    let claimed = row(1, 1, 1, 1);
+    let req = request_for(&claimed);
+    // A replacement control registered meanwhile (generation 2).
+    let current = row(1, 1, 1, 2);
+    assert_eq!(
+        decide_reconcile(
+            MonoMs(9),
+            &req,
+            Some(current),
+            None,
+            MAX_ATTEMPT_ROWS as u64
+        ),
+        ReconcileDecision::StoreFull
+    );
+    assert_eq!(
+        decide_reconcile(MonoMs(9), &req, Some(current), None, 0),
+        ReconcileDecision::Fence {
+            writes: FenceWrites {
+                attempt: AttemptRow {
+                    source: req.source,
+                    target: req.target,
+                    outcome: AttemptOutcome::FencedAbort,
+                    recorded_at: MonoMs(9),
+                },
+                assignment: None,
+            },
+            answer: TxnOutcome::AuthorityChanged {
+                check: AuthorityCheck::Superseded(AuthorityField::Generation)
+            },
+        }
     );
 }

@@ -4,9 +4,10 @@ use switchyard_core::handoff::attempt::Ambiguity;
 use switchyard_core::handoff::ids::{AuthorityCheck, AuthorityField, CellId, OpId};
 use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::{
-    authority_of, claim_check, commit_precheck, commit_writes, decide_commit, recorded_outcome,
-    AbortReason, AttemptOutcome, AttemptRow, CellRow, CommitFacts, CommitWrites, HostFacts,
-    LimitFacts, RateRow, StoreConfig, TxnOutcome, MAX_ATTEMPT_ROWS,
+    authority_of, claim_check, commit_precheck, commit_writes, decide_commit, decide_reconcile,
+    reconcile_precheck, recorded_outcome, AbortReason, AssignmentRow, AttemptRow, CellRow,
+    CommitFacts, CommitWrites, FenceWrites, HostFacts, LimitFacts, RateRow, ReconcileDecision,
+    StoreConfig, TxnOutcome,
 };
 use switchyard_core::MonoMs;
 
@@ -150,19 +151,31 @@ impl SqlStore {
         })
     }
 
-    /// HO-A1: record an attempt and count it (`attempt_rows` is the new count): one statement
-    /// on PostgreSQL, two on SQLite.
-    async fn insert_attempt(
+    /// HO-A1 / HO-A2: write a reconciliation's fence ([`FenceWrites`]: the attempt record and,
+    /// if the fence changes it, the host's assignment) and count the record (`attempt_rows` is
+    /// the new count): one statement on PostgreSQL, a statement per table on SQLite. Under the
+    /// host lock and the limits lock.
+    async fn write_fence(
         tx: &mut Txn,
         dialect: Dialect,
         op: OpId,
-        row: &AttemptRow,
+        w: &FenceWrites,
         attempt_rows: u64,
     ) -> Result<(), StoreFailure> {
-        let a = AttemptBinds::of(op, row)?;
+        let a = AttemptBinds::of(op, &w.attempt)?;
         let n = i(attempt_rows, "attempt_rows")?;
-        match dialect {
-            Dialect::Postgres => {
+        let host = i(w.attempt.source.host.0, "host")?;
+        let assignment = |q: AnyQuery<'static>, row: &AssignmentRow| {
+            Ok::<_, StoreFailure>(
+                q.bind(i64::from(row.cell.0))
+                    .bind(i(row.epoch.0, "epoch")?)
+                    .bind(i(row.incarnation.0, "incarnation")?)
+                    .bind(i(row.generation.0, "generation")?)
+                    .bind(i64::from(row.desktop_capable)),
+            )
+        };
+        match (dialect, &w.assignment) {
+            (Dialect::Postgres, None) => {
                 let q = sqlx::query(
                     "WITH recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
                      src_incarnation, src_generation, target, outcome, new_epoch, registration, \
@@ -172,16 +185,43 @@ impl SqlStore {
                      AND EXISTS (SELECT 1 FROM recorded)",
                 );
                 let done = a.bind(q).bind(n).execute(&mut **tx).await.map_err(in_txn)?;
-                one_row(done.rows_affected(), "attempt write")
+                one_row(done.rows_affected(), "fence write")
             }
-            Dialect::Sqlite => {
+            (Dialect::Postgres, Some(row)) => {
+                // Data-modifying CTEs always run to completion; the EXISTS tests make the one
+                // row the statement reports mean that every one of them wrote its row.
+                let q = sqlx::query(
+                    "WITH recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
+                     src_incarnation, src_generation, target, outcome, new_epoch, registration, \
+                     recorded_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+                     RETURNING op_id), \
+                     renewed AS (UPDATE ho_assignments SET cell = $13, epoch = $14, \
+                     incarnation = $15, generation = $16, desktop_capable = $17 WHERE host = $2 \
+                     RETURNING host) \
+                     UPDATE ho_limits SET attempt_rows = $12 WHERE id = 1 \
+                     AND EXISTS (SELECT 1 FROM recorded) AND EXISTS (SELECT 1 FROM renewed)",
+                );
+                let q = assignment(a.bind(q).bind(n), row)?;
+                let done = q.execute(&mut **tx).await.map_err(in_txn)?;
+                one_row(done.rows_affected(), "fence write")
+            }
+            (Dialect::Sqlite, _) => {
                 let q = sqlx::query(
                     "INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, src_incarnation, \
                      src_generation, target, outcome, new_epoch, registration, recorded_at_ms) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                 );
                 let done = a.bind(q).execute(&mut **tx).await.map_err(in_txn)?;
-                one_row(done.rows_affected(), "attempt insert")?;
+                one_row(done.rows_affected(), "fence insert")?;
+                if let Some(row) = &w.assignment {
+                    let q = sqlx::query(
+                        "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3, \
+                         generation = $4, desktop_capable = $5 WHERE host = $6",
+                    );
+                    let q = assignment(q, row)?.bind(host);
+                    let done = q.execute(&mut **tx).await.map_err(in_txn)?;
+                    one_row(done.rows_affected(), "fence assignment")?;
+                }
                 let done = sqlx::query("UPDATE ho_limits SET attempt_rows = $1 WHERE id = 1")
                     .bind(n)
                     .execute(&mut **tx)
@@ -439,9 +479,10 @@ impl SqlStore {
 
     // ----- HO-A1 / HO-A2: locked reconciliation -----
 
-    /// Reference `reconcile`: under the host lock, the recorded outcome of the op id, or a
-    /// written `FencedAbort` so a late original commit fails. `Ok(None)`: the fence could not
-    /// be written (store full): stay quarantined.
+    /// Reference `reconcile`, under the host lock: the rows read, then `reconcile_precheck`
+    /// (a recorded op id is answered without the limits lock), then the limits lock and
+    /// `decide_reconcile`, whose fence rows are written. `Ok(None)`: the fence could not be
+    /// written (store full): stay quarantined.
     pub async fn reconcile(
         &self,
         now: MonoMs,
@@ -459,25 +500,24 @@ impl SqlStore {
             let d = self.dialect;
             let mut tx = self.begin().await?;
             let host = req.source.host;
-            let locked = Self::lock_host(&mut tx, d, host).await?;
-            let current = locked.map(|l| authority_of(host, &l.row));
-            if let Some(row) = Self::attempt_in(&mut tx, req.op_id).await? {
-                return Ok(Some(recorded_outcome(req, current.as_ref(), &row)));
+            let current = Self::lock_host(&mut tx, d, host).await?.map(|l| l.row);
+            let authority = current.map(|row| authority_of(host, &row));
+            let recorded = Self::attempt_in(&mut tx, req.op_id).await?;
+            // Every early answer below wrote nothing: dropping the transaction rolls it back.
+            if let Some(answer) = reconcile_precheck(req, authority.as_ref(), recorded.as_ref()) {
+                return Ok(Some(answer));
             }
             let (_, attempt_rows) = Self::lock_limits(&mut tx, d).await?;
-            if attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
-                return Ok(None);
+            match decide_reconcile(now, req, current, recorded.as_ref(), attempt_rows) {
+                ReconcileDecision::Answer(answer) => Ok(Some(answer)),
+                ReconcileDecision::StoreFull => Ok(None),
+                ReconcileDecision::Fence { writes, answer } => {
+                    let counted = attempt_rows.saturating_add(1);
+                    Self::write_fence(&mut tx, d, req.op_id, &writes, counted).await?;
+                    Self::commit(tx).await?;
+                    Ok(Some(answer))
+                }
             }
-            let row = AttemptRow {
-                source: req.source,
-                target: req.target,
-                outcome: AttemptOutcome::FencedAbort,
-                recorded_at: now,
-            };
-            Self::insert_attempt(&mut tx, d, req.op_id, &row, attempt_rows.saturating_add(1))
-                .await?;
-            Self::commit(tx).await?;
-            Ok(Some(recorded_outcome(req, current.as_ref(), &row)))
         })
         .await
     }

@@ -52,7 +52,7 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::{AnyConnection, AnyPool, Executor};
 use switchyard_core::handoff::attempt::{Ambiguity, DurableResult};
-use switchyard_core::handoff::ids::{CellId, Epoch, HostId, Incarnation, OpId};
+use switchyard_core::handoff::ids::{CellId, Epoch, HostId, OpId};
 use switchyard_core::handoff::store::{
     AssignmentRow, AssignmentStore, AttemptRow, CellRow, RateRow, ReservationRow, StoreConfig,
 };
@@ -200,14 +200,9 @@ impl Rows {
     }
 }
 
-/// HO-L2: the cell is held by another live process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("cell {} is held by a live process (incarnation {}, lease until {} Unix ms): refusing to start a second process with the same cell id; it becomes free when that process stops or stops renewing its lease", cell.0, incarnation.0, until.as_ms())]
-pub struct CellHeld {
-    pub cell: CellId,
-    pub incarnation: Incarnation,
-    pub until: MonoMs,
-}
+/// HO-L2: the cell is held by another live process (the core's refusal, shared with the
+/// reference store).
+pub use switchyard_core::handoff::store::CellHeld;
 
 /// Where a host is assigned, for the resolve path.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,18 +2,17 @@
 //! emergency-drain fence (HO-A5) and bounded migration recovery (HO-A6).
 
 use sqlx::AnyConnection;
-use switchyard_core::handoff::ids::{
-    CellId, Epoch, Generation, HostId, Incarnation, OpId, SourceAuthority,
-};
+use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::store::{
-    authority_of, cell_lease, drain_fence, AssignmentRow, CellLease, CellRow, DrainWrite,
-    RegisterRefusal, Registration, StoreConfig, StoreError as SetupRefusal, MAX_EXPIRED_PER_CALL,
-    MAX_STORE_CELLS, MAX_STORE_HOSTS,
+    authority_of, cell_lease, cell_lease_release, cell_lease_renewal, decide_insert_host,
+    decide_register, decide_upsert_cell, drain_fence, CellHeld, CellLease, CellRow, DrainWrite,
+    LeaseLost, RegisterRefusal, Registration, StoreConfig, StoreError as SetupRefusal,
+    MAX_EXPIRED_PER_CALL,
 };
 use switchyard_core::MonoMs;
 
 use super::codec::{cell_row_of, config_of, get, i, no_settings, op_of, registration_text, u};
-use super::{begin_failed, in_txn, CellHeld, Dialect, SqlStore, StoreFailure, Txn};
+use super::{begin_failed, in_txn, Dialect, SqlStore, StoreFailure, Txn};
 
 impl SqlStore {
     // ----- settings and setup -----
@@ -84,7 +83,8 @@ impl SqlStore {
         .await
     }
 
-    /// Setup: add or replace a cell row (reference `upsert_cell`; URLs kept).
+    /// Setup: add or replace a cell row (reference `upsert_cell`, [`decide_upsert_cell`]; URLs
+    /// and lease kept).
     pub async fn upsert_cell(
         &self,
         cell: CellId,
@@ -98,17 +98,14 @@ impl SqlStore {
                 .await
                 .map_err(in_txn)?
                 .is_some();
-            if !exists {
-                let n: i64 = get(
-                    &sqlx::query("SELECT COUNT(*) AS n FROM ho_cells")
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(in_txn)?,
-                    "n",
-                )?;
-                if u(n, "cell count")? >= MAX_STORE_CELLS as u64 {
-                    return Ok(Err(SetupRefusal::TooManyCells));
-                }
+            // The count only matters for a new cell: an existing one is never refused.
+            let cell_count = if exists {
+                0
+            } else {
+                Self::count_in(&mut tx, "SELECT COUNT(*) AS n FROM ho_cells").await?
+            };
+            if let Err(refusal) = decide_upsert_cell(exists, cell_count) {
+                return Ok(Err(refusal));
             }
             sqlx::query(
                 "INSERT INTO ho_cells (cell, capacity, handoff_capable, incarnation) \
@@ -129,6 +126,39 @@ impl SqlStore {
         .await
     }
 
+    /// A `SELECT COUNT(*) AS n` inside a transaction.
+    async fn count_in(tx: &mut Txn, sql: &'static str) -> Result<u64, StoreFailure> {
+        let row = sqlx::query(sql)
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(in_txn)?;
+        u(get(&row, "n")?, "count")
+    }
+
+    /// HO-L2: the cell's incarnation and lease end, read under the cell row's lock.
+    async fn lease_in(
+        tx: &mut Txn,
+        dialect: Dialect,
+        cell: CellId,
+    ) -> Result<Option<(Incarnation, MonoMs)>, StoreFailure> {
+        let sql = format!(
+            "SELECT incarnation, lease_until FROM ho_cells WHERE cell = $1{}",
+            dialect.for_update()
+        );
+        let row = sqlx::query(&sql)
+            .bind(i64::from(cell.0))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(in_txn)?;
+        row.map(|r| {
+            Ok((
+                Incarnation(u(get(&r, "incarnation")?, "incarnation")?),
+                MonoMs(u(get(&r, "lease_until")?, "lease_until")?),
+            ))
+        })
+        .transpose()
+    }
+
     /// A cell process starts (HO-L2): under the cell row's lock, [`cell_lease`] decides. A cell
     /// whose lease is still live belongs to another process: nothing is written and the holder
     /// is returned. Otherwise the incarnation becomes one more than the last one recorded (a
@@ -146,22 +176,7 @@ impl SqlStore {
     ) -> Result<Result<Incarnation, CellHeld>, StoreFailure> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let sql = format!(
-                "SELECT incarnation, lease_until FROM ho_cells WHERE cell = $1{}",
-                self.dialect.for_update()
-            );
-            let current = match sqlx::query(&sql)
-                .bind(i64::from(cell.0))
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(in_txn)?
-            {
-                Some(r) => Some((
-                    Incarnation(u(get(&r, "incarnation")?, "incarnation")?),
-                    MonoMs(u(get(&r, "lease_until")?, "lease_until")?),
-                )),
-                None => None,
-            };
+            let current = Self::lease_in(&mut tx, self.dialect, cell).await?;
             let (next, until) = match cell_lease(current, now, lease_ms) {
                 CellLease::Held { incarnation, until } => {
                     return Ok(Err(CellHeld {
@@ -196,8 +211,9 @@ impl SqlStore {
         .await
     }
 
-    /// HO-L2: the running process keeps its cell for another `lease_ms`. `false`: another
-    /// process has taken the cell (a newer incarnation); this one no longer owns it.
+    /// HO-L2: the running process keeps its cell for another `lease_ms`
+    /// ([`cell_lease_renewal`]). `false`: another process has taken the cell (a newer
+    /// incarnation); this one no longer owns it.
     pub async fn renew_cell_lease(
         &self,
         cell: CellId,
@@ -205,41 +221,56 @@ impl SqlStore {
         now: MonoMs,
         lease_ms: u64,
     ) -> Result<bool, StoreFailure> {
-        self.set_lease(cell, incarnation, now.plus_ms(lease_ms))
-            .await
+        self.write_lease(cell, |current| {
+            cell_lease_renewal(current, incarnation, now, lease_ms)
+        })
+        .await
     }
 
-    /// HO-L2: a graceful stop ends the lease, so a successor may start at once.
+    /// HO-L2: a graceful stop ends the lease, so a successor may start at once
+    /// ([`cell_lease_release`]). `false`: the cell was no longer this process's.
     pub async fn release_cell_lease(
         &self,
         cell: CellId,
         incarnation: Incarnation,
     ) -> Result<bool, StoreFailure> {
-        self.set_lease(cell, incarnation, MonoMs::ZERO).await
+        self.write_lease(cell, |current| cell_lease_release(current, incarnation))
+            .await
     }
 
-    async fn set_lease(
+    /// HO-L2: under the cell row's lock, `decide` maps the lease read to its new end (written)
+    /// or to the loss of the cell (nothing written, `false`).
+    async fn write_lease(
         &self,
         cell: CellId,
-        incarnation: Incarnation,
-        until: MonoMs,
+        decide: impl FnOnce(Option<(Incarnation, MonoMs)>) -> Result<MonoMs, LeaseLost>,
     ) -> Result<bool, StoreFailure> {
         self.bounded(async {
-            let done = sqlx::query(
-                "UPDATE ho_cells SET lease_until = $1 WHERE cell = $2 AND incarnation = $3",
-            )
-            .bind(i(until.as_ms(), "lease_until")?)
-            .bind(i64::from(cell.0))
-            .bind(i(incarnation.0, "incarnation")?)
-            .execute(&self.pool)
-            .await
-            .map_err(|e| StoreFailure::Unavailable(e.to_string()))?;
-            Ok(done.rows_affected() == 1)
+            let mut tx = self.begin().await?;
+            let current = Self::lease_in(&mut tx, self.dialect, cell).await?;
+            let Ok(until) = decide(current) else {
+                return Ok(false);
+            };
+            let done = sqlx::query("UPDATE ho_cells SET lease_until = $1 WHERE cell = $2")
+                .bind(i(until.as_ms(), "lease_until")?)
+                .bind(i64::from(cell.0))
+                .execute(&mut *tx)
+                .await
+                .map_err(in_txn)?;
+            if done.rows_affected() != 1 {
+                return Err(StoreFailure::BadRow(format!(
+                    "lease update of cell {} touched {} rows",
+                    cell.0,
+                    done.rows_affected()
+                )));
+            }
+            Self::commit(tx).await?;
+            Ok(true)
         })
         .await
     }
 
-    /// Setup: assign a new host (reference `insert_host`).
+    /// Setup: assign a new host (reference `insert_host`, [`decide_insert_host`]).
     pub async fn insert_host(
         &self,
         host: HostId,
@@ -248,42 +279,27 @@ impl SqlStore {
     ) -> Result<Result<SourceAuthority, SetupRefusal>, StoreFailure> {
         self.bounded(async {
             let mut tx = self.begin().await?;
-            let Some(cell_row) = Self::cell_in(&mut tx, self.dialect, cell, false).await? else {
-                return Ok(Err(SetupRefusal::UnknownCell));
-            };
-            if Self::lock_host(&mut tx, self.dialect, host)
+            let cell_row = Self::cell_in(&mut tx, self.dialect, cell, false).await?;
+            let exists = Self::lock_host(&mut tx, self.dialect, host)
                 .await?
-                .is_some()
+                .is_some();
+            let host_count =
+                Self::count_in(&mut tx, "SELECT COUNT(*) AS n FROM ho_assignments").await?;
+            let row = match decide_insert_host(cell_row, exists, host_count, cell, desktop_capable)
             {
-                return Ok(Err(SetupRefusal::HostExists));
-            }
-            let n: i64 = get(
-                &sqlx::query("SELECT COUNT(*) AS n FROM ho_assignments")
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(in_txn)?,
-                "n",
-            )?;
-            if u(n, "host count")? >= MAX_STORE_HOSTS as u64 {
-                return Ok(Err(SetupRefusal::TooManyHosts));
-            }
-            let row = AssignmentRow {
-                cell,
-                epoch: Epoch(1),
-                incarnation: cell_row.incarnation,
-                generation: Generation(1),
-                desktop_capable,
+                Ok(row) => row,
+                Err(refusal) => return Ok(Err(refusal)),
             };
             sqlx::query(
                 "INSERT INTO ho_assignments (host, cell, epoch, incarnation, generation, \
                  desktop_capable) VALUES ($1, $2, $3, $4, $5, $6)",
             )
             .bind(i(host.0, "host")?)
-            .bind(i64::from(cell.0))
+            .bind(i64::from(row.cell.0))
             .bind(i(row.epoch.0, "epoch")?)
             .bind(i(row.incarnation.0, "incarnation")?)
             .bind(i(row.generation.0, "generation")?)
-            .bind(i64::from(desktop_capable))
+            .bind(i64::from(row.desktop_capable))
             .execute(&mut *tx)
             .await
             .map_err(in_txn)?;
@@ -313,7 +329,9 @@ impl SqlStore {
 
     // ----- HO-A4 / HO-A6: registration -----
 
-    /// Reference `register_control`, under the host lock.
+    /// Reference `register_control`: under the host lock, then the cell's lock,
+    /// [`decide_register`] over the rows read; its row, the cell's incarnation and the
+    /// completed reservations of (host, cell) are written.
     pub async fn register_control(
         &self,
         now: MonoMs,
@@ -326,42 +344,34 @@ impl SqlStore {
         self.bounded(async {
             let d = self.dialect;
             let mut tx = self.begin().await?;
-            let Some(locked) = Self::lock_host(&mut tx, d, host).await? else {
-                return Ok(Err(RegisterRefusal::UnknownHost));
+            let current = Self::lock_host(&mut tx, d, host).await?.map(|l| l.row);
+            // An unknown host is refused whatever the cell: its lock is not taken.
+            let cell_row = match current {
+                Some(_) => Self::cell_in(&mut tx, d, cell, true).await?,
+                None => None,
             };
-            let Some(cell_row) = Self::cell_in(&mut tx, d, cell, true).await? else {
-                return Ok(Err(RegisterRefusal::UnknownCell));
-            };
-            if locked.row.cell != cell {
-                return Ok(Err(RegisterRefusal::NotAssignedHere {
-                    assigned: locked.row.cell,
-                }));
-            }
-            if incarnation < cell_row.incarnation {
-                return Ok(Err(RegisterRefusal::StaleIncarnation));
-            }
-            let inc = i(incarnation.0, "incarnation")?;
+            let new_row =
+                match decide_register(current, cell_row, cell, incarnation, desktop_capable) {
+                    Ok(row) => row,
+                    // Nothing written: dropping the transaction rolls it back.
+                    Err(refusal) => return Ok(Err(refusal)),
+                };
             sqlx::query("UPDATE ho_cells SET incarnation = $1 WHERE cell = $2")
-                .bind(inc)
+                .bind(i(new_row.incarnation.0, "incarnation")?)
                 .bind(i64::from(cell.0))
                 .execute(&mut *tx)
                 .await
                 .map_err(in_txn)?;
-            let new_row = AssignmentRow {
-                cell,
-                epoch: locked.row.epoch,
-                incarnation,
-                generation: locked.row.generation.next(),
-                desktop_capable,
-            };
             let h = i(host.0, "host")?;
             sqlx::query(
-                "UPDATE ho_assignments SET incarnation = $1, generation = $2, \
-                 desktop_capable = $3 WHERE host = $4",
+                "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3, \
+                 generation = $4, desktop_capable = $5 WHERE host = $6",
             )
-            .bind(inc)
+            .bind(i64::from(new_row.cell.0))
+            .bind(i(new_row.epoch.0, "epoch")?)
+            .bind(i(new_row.incarnation.0, "incarnation")?)
             .bind(i(new_row.generation.0, "generation")?)
-            .bind(i64::from(desktop_capable))
+            .bind(i64::from(new_row.desktop_capable))
             .bind(h)
             .execute(&mut *tx)
             .await
