@@ -95,6 +95,16 @@ impl Dialect {
             Dialect::Sqlite => "",
         }
     }
+
+    /// Row-lock suffix of a locking read whose transaction changes no key column. PostgreSQL:
+    /// it does not conflict with the key-share locks that foreign-key checks take (a commit
+    /// moving a host onto the cell), so a cell's lease renewal never waits for a handoff.
+    fn for_no_key_update(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR NO KEY UPDATE",
+            Dialect::Sqlite => "",
+        }
+    }
 }
 
 /// Connection and timeout settings of a store.

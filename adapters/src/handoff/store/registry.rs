@@ -135,7 +135,8 @@ impl SqlStore {
         u(get(&row, "n")?, "count")
     }
 
-    /// HO-L2: the cell's incarnation and lease end, read under the cell row's lock.
+    /// HO-L2: the cell's incarnation and lease end, read under the cell row's lock (its
+    /// callers change no key column).
     async fn lease_in(
         tx: &mut Txn,
         dialect: Dialect,
@@ -143,7 +144,7 @@ impl SqlStore {
     ) -> Result<Option<(Incarnation, MonoMs)>, StoreFailure> {
         let sql = format!(
             "SELECT incarnation, lease_until FROM ho_cells WHERE cell = $1{}",
-            dialect.for_update()
+            dialect.for_no_key_update()
         );
         let row = sqlx::query(&sql)
             .bind(i64::from(cell.0))
