@@ -2,12 +2,128 @@
 //! HO-L2 (one live process per cell id); and the pure store decisions that the reference store
 //! and the SQL stores share (the SQL side is held to them by `adapters/tests/handoff_store_diff.rs`).
 
+mod handoff_rig;
+
+use handoff_rig::{World, HOST, QUARANTINE_RETRY_MS, TGT};
+use switchyard_core::handoff::admission::GateState;
+use switchyard_core::handoff::attempt::*;
 use switchyard_core::handoff::ids::*;
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::*;
 use switchyard_core::MonoMs;
 
 const LEASE_MS: u64 = 15_000;
+
+// ---- HO-L1 ------------------------------------------------------------------------------------
+
+/// The director's pick for `HOST`, read from the store (as `CandidateView` is): the op id is
+/// the UUIDv5 of the store's current authority and the target (HO-S1).
+fn director_pick(w: &World) -> HandoffRequest {
+    let authority = w.store.authority(HOST).expect("host");
+    HandoffRequest::new(authority, TGT, 100, handoff_rig::good_measurement(w.now))
+}
+
+/// A store outage: the transaction cannot run; the source quarantines and, after the retry
+/// delay, reconciles under the lock, which fences the op id.
+fn outage_then_fence(w: &mut World) -> HandoffRequest {
+    w.start();
+    let (_, original) = w.last_txn();
+    w.deliver_txn(DurableResult::StoreUnavailable);
+    assert!(w.gated());
+    w.advance(QUARANTINE_RETRY_MS);
+    w.timeout();
+    assert_eq!(
+        w.run_reconcile(),
+        TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        }
+    );
+    original
+}
+
+#[test]
+fn ho_l1_fenced_abort_renews_the_authority_and_a_new_op_id_commits() {
+    let mut w = World::new();
+    let claimed = w.src.authority();
+    let original = outage_then_fence(&mut w);
+    assert_eq!(original.source, claimed);
+    // The fence renewed the host's authority in the same write, and the reopened source holds
+    // the renewed one: store and source agree.
+    let renewed = w.store.authority(HOST).expect("host");
+    assert_eq!(
+        renewed,
+        SourceAuthority {
+            generation: claimed.generation.next(),
+            ..claimed
+        }
+    );
+    assert_eq!(w.src.authority(), renewed);
+    assert_eq!(w.src.gate().state(), GateState::Open);
+    assert_eq!(w.src.gate().generation(), renewed.generation);
+    assert_eq!(w.seen.reopened.len(), 1);
+    // The old op id still answers the fence, and never commits.
+    let fenced = TxnOutcome::RolledBack {
+        reason: AbortReason::Fenced,
+    };
+    assert_eq!(w.store.run_transaction(w.now, &original), fenced);
+    assert_eq!(w.store.reconcile(w.now, &original), Some(fenced));
+    // The director's next pick derives a new op id, which the source starts and the store
+    // commits: the host is not stranded, and its desktop never reconnected.
+    let pick = director_pick(&w);
+    assert_ne!(pick.op_id, original.op_id);
+    let attempt = match w.begin(&pick) {
+        Begin::Started(a) => a,
+        other => panic!("the new pick must start, got {other:?}"),
+    };
+    assert_eq!(attempt.op_id, pick.op_id);
+    assert_eq!(
+        w.run_txn(),
+        TxnOutcome::Committed {
+            target: TGT,
+            new_epoch: claimed.epoch.next()
+        }
+    );
+    assert_eq!(w.store.assignment(HOST).map(|a| a.cell), Some(TGT));
+    // Afterwards the old op id reads the authority change, and still never commits.
+    let late = w.store.run_transaction(w.now, &original);
+    assert!(
+        matches!(late, TxnOutcome::AuthorityChanged { .. }),
+        "{late:?}"
+    );
+    assert_eq!(w.store.check_invariants(), Ok(()));
+}
+
+#[test]
+fn ho_l1_the_late_original_transaction_after_the_fence_does_not_commit() {
+    let mut w = World::new();
+    w.start();
+    let (_, original) = w.last_txn();
+    // The transaction's result is lost before it ran (a timeout); reconciliation fences it.
+    w.deliver_txn(DurableResult::Ambiguous(Ambiguity::Timeout));
+    let before = w.store.assignment(HOST).copied().expect("host");
+    assert_eq!(
+        w.run_reconcile(),
+        TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        }
+    );
+    // Twice over: the op id is recorded as fenced, and the claimed authority is stale.
+    assert_eq!(
+        claim_check(&original.source, w.store.authority(HOST).as_ref()),
+        AuthorityCheck::Superseded(AuthorityField::Generation)
+    );
+    let rows = w.store.clone();
+    assert_eq!(
+        w.store.run_transaction(w.now, &original),
+        TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        }
+    );
+    assert_eq!(w.store, rows, "the late transaction wrote nothing");
+    let after = w.store.assignment(HOST).copied().expect("host");
+    assert_eq!((after.cell, after.epoch), (before.cell, before.epoch));
+    assert_eq!(w.store.reservations().count(), 0);
+}
 
 #[test]
 fn ho_l2_a_cell_never_started_is_taken_as_incarnation_one() {
@@ -168,6 +284,209 @@ fn ho_l2_a_cell_set_up_without_a_process_is_free() {
     assert_eq!(store.lease_of(cell), Some((Incarnation(7), MonoMs(15_001))));
 }
 
+#[test]
+fn ho_l1_an_explicit_rollback_answered_after_reconciliation_started_waits_for_the_fence() {
+    // The transaction times out (the source turns to reconciliation) but still runs, slowly:
+    // an explicit rollback, nothing written. Its answer arrives after the reconciliation was
+    // asked for; that reconciliation lands afterwards and fences (renewing the authority).
+    // Reopening on the transaction's answer would leave the source holding the authority the
+    // fence replaced: the director's picks (the store's authority) would be refused, stranded.
+    let mut w = World::new();
+    w.store.set_enabled(false);
+    w.start();
+    let (attempt, original) = w.last_txn();
+    w.advance(handoff_rig::REQUEST_TIMEOUT_MS);
+    w.timeout();
+    assert_eq!(w.seen.reconciles.len(), 1);
+    let slow = w.store.run_transaction(w.now, &original);
+    assert!(matches!(
+        slow,
+        TxnOutcome::RolledBack {
+            reason: AbortReason::Policy(_)
+        }
+    ));
+    assert_eq!(
+        w.src
+            .handle_transaction_result(w.now, attempt, DurableResult::Done(slow)),
+        Disposition::Ignored(Ignored::AwaitingReconciliation)
+    );
+    assert!(w.gated(), "only the reconciliation ends the attempt");
+    assert_eq!(
+        w.run_reconcile(),
+        TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        }
+    );
+    assert!(w.open());
+    assert_eq!(Some(w.src.authority()), w.store.authority(HOST));
+    // A commit reported by the transaction is final whoever reports it: nothing to wait for.
+    let mut w = World::new();
+    w.start();
+    let (attempt, original) = w.last_txn();
+    w.advance(handoff_rig::REQUEST_TIMEOUT_MS);
+    w.timeout();
+    let committed = w.store.run_transaction(w.now, &original);
+    assert!(committed.is_committed());
+    assert_eq!(
+        w.src
+            .handle_transaction_result(w.now, attempt, DurableResult::Done(committed)),
+        Disposition::Applied
+    );
+    w.drain();
+    assert_eq!(w.seen.retired.len(), 1);
+}
+
+#[test]
+fn ho_l1_a_drained_source_keeps_its_authority_and_stays_closed() {
+    let mut w = World::new();
+    let claimed = w.src.authority();
+    w.start();
+    w.deliver_txn(DurableResult::StoreUnavailable);
+    w.src.handle_emergency_drain(w.now, DrainReason::Emergency);
+    w.drain();
+    w.advance(QUARANTINE_RETRY_MS);
+    w.timeout();
+    // The reconciliation lands before the drain fence: it renews; the drain fence finds the
+    // claimed authority stale and writes nothing (the op id is fenced anyway).
+    assert_eq!(
+        w.run_reconcile(),
+        TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        }
+    );
+    assert_eq!(w.apply_fences(), vec![DrainWrite::NotCurrent]);
+    assert_eq!(
+        w.src.authority(),
+        claimed,
+        "a drained source adopts nothing"
+    );
+    assert!(matches!(w.src.gate().state(), GateState::Closed(_)));
+    assert!(w.seen.reopened.is_empty());
+    assert_eq!(w.store.authority(HOST), Some(fenced_authority(claimed)));
+}
+
+#[test]
+fn ho_l1_the_control_session_that_registered_still_closes_after_a_renewal() {
+    let mut w = World::new();
+    let registered = w.src.authority().generation;
+    outage_then_fence(&mut w);
+    assert_eq!(w.src.authority().generation, registered.next());
+    // The adapter reports the close by the generation the session registered with.
+    assert_eq!(
+        w.src.handle_session_closed(w.now, registered),
+        Disposition::Applied
+    );
+    assert!(!w.src.session_open());
+    let pick = director_pick(&w);
+    assert_eq!(
+        w.begin(&pick),
+        Begin::Answered(HandoffReply::Refused {
+            op_id: pick.op_id,
+            reason: Refusal::NoSession
+        })
+    );
+}
+
+#[test]
+fn ho_l1_fenced_authority_bumps_the_generation_only() {
+    let claim = authority_of(HOST, &row(1, 3, 2, 5));
+    assert_eq!(
+        fenced_authority(claim),
+        authority_of(HOST, &row(1, 3, 2, 6))
+    );
+}
+
+#[test]
+fn ho_l1_a_renewing_fence_answers_rolled_back_only_under_the_renewed_authority() {
+    let claimed = row(1, 1, 1, 1);
+    let req = request_for(&claimed);
+    let claim = req.source;
+    let renewed_row = AttemptRow {
+        source: claim,
+        target: req.target,
+        outcome: AttemptOutcome::FencedRenewed,
+        recorded_at: MonoMs(9),
+    };
+    let fenced = TxnOutcome::RolledBack {
+        reason: AbortReason::Fenced,
+    };
+    let renewed = fenced_authority(claim);
+    assert_eq!(recorded_outcome(&req, Some(&renewed), &renewed_row), fenced);
+    // A later registration (or drain fence) replaced the renewed authority.
+    let later = fenced_authority(renewed);
+    assert_eq!(
+        recorded_outcome(&req, Some(&later), &renewed_row),
+        TxnOutcome::AuthorityChanged {
+            check: AuthorityCheck::Superseded(AuthorityField::Generation)
+        }
+    );
+    assert_eq!(
+        recorded_outcome(&req, None, &renewed_row),
+        TxnOutcome::AuthorityChanged {
+            check: AuthorityCheck::Mismatch(AuthorityField::Host)
+        }
+    );
+    // A fence that renewed nothing (a stale claim, or a row from before HO-L1): the claim
+    // itself must still hold. A drain fence that bumped the generation by one since is an
+    // authority change, not the fence's own renewal.
+    let plain_row = AttemptRow {
+        outcome: AttemptOutcome::FencedAbort,
+        ..renewed_row
+    };
+    assert_eq!(recorded_outcome(&req, Some(&claim), &plain_row), fenced);
+    assert_eq!(
+        recorded_outcome(&req, Some(&renewed), &plain_row),
+        TxnOutcome::AuthorityChanged {
+            check: AuthorityCheck::Superseded(AuthorityField::Generation)
+        }
+    );
+}
+
+#[test]
+fn ho_l1_decide_reconcile_renews_an_exact_claim_in_the_fence_write() {
+    let current = row(1, 1, 1, 1);
+    let req = request_for(&current);
+    assert_eq!(
+        decide_reconcile(
+            MonoMs(9),
+            &req,
+            Some(current),
+            None,
+            MAX_ATTEMPT_ROWS as u64
+        ),
+        ReconcileDecision::StoreFull,
+        "a fence that cannot be recorded renews nothing either"
+    );
+    assert_eq!(
+        decide_reconcile(MonoMs(9), &req, Some(current), None, 0),
+        ReconcileDecision::Fence {
+            writes: FenceWrites {
+                attempt: AttemptRow {
+                    source: req.source,
+                    target: req.target,
+                    outcome: AttemptOutcome::FencedRenewed,
+                    recorded_at: MonoMs(9),
+                },
+                assignment: Some(row(1, 1, 1, 2)),
+            },
+            answer: TxnOutcome::RolledBack {
+                reason: AbortReason::Fenced
+            },
+        }
+    );
+    // An unknown host: fenced, nothing to renew.
+    assert!(matches!(
+        decide_reconcile(MonoMs(9), &req, None, None, 0),
+        ReconcileDecision::Fence {
+            writes: FenceWrites {
+                assignment: None,
+                ..
+            },
+            answer: TxnOutcome::AuthorityChanged { .. },
+        }
+    ));
+}
+
 // ---- store decisions shared by the reference and the SQL stores ----------------------------------
 
 fn row(cell: u32, epoch: u64, inc: u64, generation: u64) -> AssignmentRow {
@@ -180,7 +499,7 @@ fn row(cell: u32, epoch: u64, inc: u64, generation: u64) -> AssignmentRow {
     }
 }
 
-fn cell_row(inc: u64) -> CellRow {
+fn cell_row_of(inc: u64) -> CellRow {
     CellRow {
         capacity: 10,
         handoff_capable: true,
@@ -207,15 +526,15 @@ fn decide_insert_host_checks_cell_then_host_then_bound() {
         Err(StoreError::UnknownCell)
     );
     assert_eq!(
-        decide_insert_host(Some(cell_row(3)), true, max, CellId(1), true),
+        decide_insert_host(Some(cell_row_of(3)), true, max, CellId(1), true),
         Err(StoreError::HostExists)
     );
     assert_eq!(
-        decide_insert_host(Some(cell_row(3)), false, max, CellId(1), true),
+        decide_insert_host(Some(cell_row_of(3)), false, max, CellId(1), true),
         Err(StoreError::TooManyHosts)
     );
     assert_eq!(
-        decide_insert_host(Some(cell_row(3)), false, max - 1, CellId(1), false),
+        decide_insert_host(Some(cell_row_of(3)), false, max - 1, CellId(1), false),
         Ok(AssignmentRow {
             desktop_capable: false,
             ..row(1, 1, 3, 1)
@@ -236,17 +555,17 @@ fn decide_register_bumps_the_generation_at_the_assigned_cell_only() {
         Err(RegisterRefusal::UnknownCell)
     );
     assert_eq!(
-        reg(Some(current), Some(cell_row(2)), 2, 2),
+        reg(Some(current), Some(cell_row_of(2)), 2, 2),
         Err(RegisterRefusal::NotAssignedHere {
             assigned: CellId(1)
         })
     );
     assert_eq!(
-        reg(Some(current), Some(cell_row(3)), 1, 2),
+        reg(Some(current), Some(cell_row_of(3)), 1, 2),
         Err(RegisterRefusal::StaleIncarnation)
     );
     assert_eq!(
-        reg(Some(current), Some(cell_row(2)), 1, 2),
+        reg(Some(current), Some(cell_row_of(2)), 1, 2),
         Ok(AssignmentRow {
             desktop_capable: false,
             ..row(1, 4, 2, 10)
@@ -254,7 +573,7 @@ fn decide_register_bumps_the_generation_at_the_assigned_cell_only() {
     );
     // A restarted process registers with a newer incarnation than the cell's.
     assert_eq!(
-        reg(Some(current), Some(cell_row(2)), 1, 5),
+        reg(Some(current), Some(cell_row_of(2)), 1, 5),
         Ok(AssignmentRow {
             desktop_capable: false,
             ..row(1, 4, 5, 10)
@@ -270,8 +589,6 @@ fn request_for(current: &AssignmentRow) -> HandoffRequest {
     };
     HandoffRequest::new(authority_of(HOST, current), CellId(2), 100, m)
 }
-
-const HOST: HostId = HostId(7);
 
 #[test]
 fn decide_reconcile_answers_a_record_without_the_limits() {

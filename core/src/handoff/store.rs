@@ -94,9 +94,17 @@ pub enum AttemptOutcome {
         new_epoch: Epoch,
         registration: Registration,
     },
-    /// HO-A1 / HO-A2: written by a locked reconciliation that found no attempt: a late original
-    /// commit of this op id fails its re-check.
+    /// HO-A1 / HO-A2: written by a locked reconciliation that found no attempt while the claimed
+    /// authority was already stale (or, before HO-L1, whatever it was): a late original commit
+    /// of this op id fails its re-check. The host's row was not touched.
     FencedAbort,
+    /// HO-A1 / HO-A2 / HO-L1: written by a locked reconciliation that found no attempt while the
+    /// claimed authority was exact; the same write renewed the host's authority to
+    /// [`fenced_authority`] of the claim (generation bumped), so the director's next pick
+    /// derives a new op id. Kept apart from `FencedAbort` because a drain fence or a
+    /// registration also bumps the generation by one: only this record proves that the
+    /// renewed authority is the fence's own.
+    FencedRenewed,
 }
 
 /// Row: the durable record of an operation id.
@@ -304,25 +312,47 @@ pub fn claim_check(claim: &SourceAuthority, current: Option<&SourceAuthority>) -
     }
 }
 
-/// HO-A1: the answer to an op id that is already recorded: its commit, or (fenced) a rollback
-/// if the claimed authority still holds, else the authority change.
+/// HO-L1: the authority a locked reconciliation leaves a host in when it fences an attempt whose
+/// claimed authority was exact: the claim with its generation bumped. The store writes it with
+/// the fence; the source that reads `RolledBack { Fenced }` for its own attempt adopts it.
+#[must_use]
+pub fn fenced_authority(claim: SourceAuthority) -> SourceAuthority {
+    SourceAuthority {
+        generation: claim.generation.next(),
+        ..claim
+    }
+}
+
+/// HO-A1: the answer to an op id that is already recorded: its commit; or (fenced) a rollback
+/// if the authority is still the one the fence left (HO-L1: the renewed authority; for a
+/// fence that renewed nothing, the claim itself), else the authority change.
 #[must_use]
 pub fn recorded_outcome(
     req: &HandoffRequest,
     current: Option<&SourceAuthority>,
     row: &AttemptRow,
 ) -> TxnOutcome {
+    let fenced = TxnOutcome::RolledBack {
+        reason: AbortReason::Fenced,
+    };
     match row.outcome {
         AttemptOutcome::Committed { new_epoch, .. } => TxnOutcome::Committed {
             target: row.target,
             new_epoch,
         },
         AttemptOutcome::FencedAbort => match claim_check(&req.source, current) {
-            AuthorityCheck::Exact => TxnOutcome::RolledBack {
-                reason: AbortReason::Fenced,
-            },
+            AuthorityCheck::Exact => fenced,
             check => TxnOutcome::AuthorityChanged { check },
         },
+        AttemptOutcome::FencedRenewed => {
+            if current == Some(&fenced_authority(req.source)) {
+                fenced
+            } else {
+                TxnOutcome::AuthorityChanged {
+                    check: claim_check(&req.source, current),
+                }
+            }
+        }
     }
 }
 
@@ -671,6 +701,13 @@ pub fn reconcile_precheck(
 /// The recorded outcome if there is one; else a terminal fence record, so that a late original
 /// commit of this op id fails its re-check, and the answer as if read from it. The caller has
 /// checked the op id (an inconsistent one is a definitive rollback, nothing written).
+///
+/// HO-L1: if the claimed authority is exact, the fence also renews the host's authority
+/// ([`fenced_authority`]: generation bumped, like the drain fence) in the same write. The
+/// answer is `RolledBack { Fenced }`: the source reopens holding the renewed authority, and the
+/// director's next pick derives a new op id, so the host is retried after the outage without
+/// its desktop reconnecting. A late original commit then fails its re-check twice over (the
+/// record, and the stale generation). A stale claim is fenced without touching the host.
 #[must_use]
 pub fn decide_reconcile(
     now: MonoMs,
@@ -688,18 +725,38 @@ pub fn decide_reconcile(
     if attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
         return ReconcileDecision::StoreFull;
     }
+    let exact = claim_check(&req.source, authority.as_ref()) == AuthorityCheck::Exact;
+    let renewed = current.filter(|_| exact).map(|row| AssignmentRow {
+        generation: fenced_authority(req.source).generation,
+        ..row
+    });
     let attempt = AttemptRow {
         source: req.source,
         target: req.target,
-        outcome: AttemptOutcome::FencedAbort,
+        outcome: if renewed.is_some() {
+            AttemptOutcome::FencedRenewed
+        } else {
+            AttemptOutcome::FencedAbort
+        },
         recorded_at: now,
     };
+    // The answer as a later duplicate reads it from the rows written now.
+    let after = renewed.map(|row| authority_of(host, &row)).or(authority);
+    let answer = recorded_outcome(req, after.as_ref(), &attempt);
+    debug_assert_eq!(
+        exact,
+        answer
+            == TxnOutcome::RolledBack {
+                reason: AbortReason::Fenced
+            },
+        "an exact claim is fenced and renewed; a stale one reads the authority change"
+    );
     ReconcileDecision::Fence {
         writes: FenceWrites {
             attempt,
-            assignment: None,
+            assignment: renewed,
         },
-        answer: recorded_outcome(req, authority.as_ref(), &attempt),
+        answer,
     }
 }
 

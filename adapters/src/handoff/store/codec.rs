@@ -87,6 +87,7 @@ impl AttemptBinds {
                 Some(registration_text(registration)),
             ),
             AttemptOutcome::FencedAbort => ("fenced", None, None),
+            AttemptOutcome::FencedRenewed => ("fenced_renewed", None, None),
         };
         Ok(AttemptBinds {
             op: op_text(op),
@@ -194,6 +195,7 @@ pub(super) fn attempt_of(r: &AnyRow) -> Result<AttemptRow, StoreFailure> {
             }
         }
         "fenced" => AttemptOutcome::FencedAbort,
+        "fenced_renewed" => AttemptOutcome::FencedRenewed,
         other => return Err(StoreFailure::BadRow(format!("outcome {other:?}"))),
     };
     Ok(AttemptRow {

@@ -271,6 +271,11 @@ impl MigrationSource<'static> for Embedded {
                     "cell lease",
                     include_str!("../../../migrations/postgres/0002_cell_lease.sql"),
                 ),
+                migration(
+                    3,
+                    "fenced renewed",
+                    include_str!("../../../migrations/postgres/0003_fenced_renewed.sql"),
+                ),
             ],
             Dialect::Sqlite => vec![
                 migration(
@@ -282,6 +287,11 @@ impl MigrationSource<'static> for Embedded {
                     2,
                     "cell lease",
                     include_str!("../../../migrations/sqlite/0002_cell_lease.sql"),
+                ),
+                migration(
+                    3,
+                    "fenced renewed",
+                    include_str!("../../../migrations/sqlite/0003_fenced_renewed.sql"),
                 ),
             ],
         };
