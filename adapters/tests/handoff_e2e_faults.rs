@@ -176,6 +176,86 @@ both_stores!(
     t4_timeout_during_transaction_never_reopens_alone
 );
 
+/// HO-L1: a host whose attempt ended fenced (the transaction timed out under the lock, the
+/// locked reconciliation fenced its op id) is retried: the fence renewed the host's authority,
+/// the reopened source holds the renewed one, and the director's next pick derives a new op
+/// id that commits; the desktop stayed connected at the source until the commit moved it.
+async fn l1_a_fenced_host_is_retried_with_a_new_op_id(backend: Backend, tag: &str) {
+    let (rig, mut desk) = setup(backend, tag).await;
+    let held = rig.store.faults().arm_pause_after_lock();
+    fault_injected();
+    let req = rig.request(7, TGT).await;
+    let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
+        held.reached.await.expect("in transaction");
+        // The transaction hangs under the lock until its own timeout abandons it.
+        eventually("reconciled", WAIT, || !rig.gated(SRC, 7)).await;
+        drop(held.resume);
+    });
+    assert_eq!(
+        outcome(&ans.expect("answer")),
+        Some(TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        })
+    );
+    let registrations = desk.state().registrations.len();
+    let renewed = rig
+        .store
+        .authority(HostId(7))
+        .await
+        .expect("store")
+        .expect("host");
+    assert_eq!(renewed.generation, req.source.generation.next());
+    let view = rig.view(SRC, 7).expect("host");
+    assert_eq!(
+        view.authority, renewed,
+        "the source adopted the renewed authority"
+    );
+    assert_eq!(view.gate, GateState::Open);
+    assert!(
+        view.control_connected,
+        "the desktop did not have to reconnect"
+    );
+    // The director's next pick: a new op id, started and committed by the source.
+    let pick = rig.request(7, TGT).await;
+    assert_ne!(pick.op_id, req.op_id);
+    let ans = rig.send(SRC, &pick, WAIT).await.expect("answer");
+    assert!(committed(&ans), "{ans:?}");
+    assert_eq!(rig.assigned(7).await, TGT);
+    desk.wait_registered(TGT.0, WAIT)
+        .await
+        .expect("desktop follows the commit");
+    assert_eq!(
+        desk.state().registrations[..registrations]
+            .last()
+            .map(|r| r.0),
+        Some(SRC.0),
+        "no registration between the fence and the commit"
+    );
+    assert_eq!(
+        desk.state().registrations.len(),
+        registrations + 1,
+        "the only new registration is the one at the target"
+    );
+    // The old op id never commits.
+    let late = rig
+        .store
+        .run_transaction(rig.clock.now(), &req)
+        .await
+        .expect("late");
+    assert!(
+        matches!(late, TxnOutcome::AuthorityChanged { .. }),
+        "{late:?}"
+    );
+    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_l1_a_fenced_host_is_retried_with_a_new_op_id,
+    l1_a_fenced_host_is_retried_with_a_new_op_id
+);
+
 async fn t4_db_outage_mid_transaction_quarantines_then_reconciles(backend: Backend, tag: &str) {
     let (rig, mut desk) = setup(backend, tag).await;
     let held = rig.store.faults().arm_pause_after_lock();

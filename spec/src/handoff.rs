@@ -73,8 +73,8 @@ use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
-    AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite, RegisterRefusal,
-    StoreConfig, TxnOutcome,
+    fenced_authority, AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite,
+    RegisterRefusal, StoreConfig, TxnOutcome,
 };
 use switchyard_core::MonoMs;
 
@@ -1242,7 +1242,19 @@ impl HandoffModel {
         let is_drained = src.gate().is_drained();
         let retire = drained.retire.map(|(reason, _)| reason);
         let reservation_kept = state.store.reservation(result.op_id).is_some();
-        let authority_unchanged = state.store.authority(HOST) == Some(src.authority());
+        let current = state.store.authority(HOST);
+        // HO-S6 / HO-L1: "unchanged" is the authority the attempt left the host in. A fence
+        // that found the claim exact renewed it in the same write (`FencedRenewed`): the store
+        // must hold the renewed authority, and an undrained source must have adopted it (a
+        // drained one never reopens and keeps its own). Otherwise the store and the source
+        // both still hold the claim.
+        let authority_unchanged = match state.store.attempt(result.op_id).map(|r| r.outcome) {
+            Some(AttemptOutcome::FencedRenewed) if outcome == OutcomeKind::Fenced => {
+                current == Some(fenced_authority(job.request.source))
+                    && (is_drained || current == Some(src.authority()))
+            }
+            _ => current == Some(src.authority()),
+        };
         let a = &mut state.last.anomalies;
         a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
         a.reply_before_retire = match (drained.retire, drained.reply) {
