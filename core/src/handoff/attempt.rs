@@ -325,6 +325,13 @@ impl SourceHandoff {
         self.enabled
     }
 
+    /// The generation the open (or last) control session registered with; a fence renewal
+    /// (HO-L1) moves `authority().generation` past it without a new session.
+    #[must_use]
+    pub fn session_generation(&self) -> Generation {
+        self.session_generation
+    }
+
     #[must_use]
     pub fn session_open(&self) -> bool {
         self.session_open

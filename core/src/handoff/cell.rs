@@ -257,7 +257,7 @@ pub fn answer_from_record(reply: HandoffReply, record: Option<&AttemptRow>) -> H
                     new_epoch,
                 },
             }),
-            AttemptOutcome::FencedAbort => reply,
+            AttemptOutcome::FencedAbort | AttemptOutcome::FencedRenewed => reply,
         },
         None => reply,
     }
@@ -576,7 +576,7 @@ impl SourceCell {
             return false;
         }
         slot.control = None;
-        let generation = slot.machine.authority().generation;
+        let generation = slot.machine.session_generation();
         let _ = slot.machine.handle_session_closed(now, generation);
         self.collect(host);
         true
