@@ -50,14 +50,18 @@ pub enum HandoffCommand {
 /// endpoint (the same secret the cell and the director use).
 #[derive(Subcommand, Debug)]
 pub enum OperatorCommand {
-    /// Emergency-drain one host at a cell (HO-A5): its clients are closed (1012), its desktop
-    /// control is closed and refused until an undrain, no handoff of it starts. Prints the
-    /// cell's JSON answer; exits 0 if the host is drained (now or already), 1 otherwise.
+    /// Emergency-drain one host at a cell (HO-A5).
+    ///
+    /// Its clients are closed (1012), its desktop control is closed and refused until an
+    /// undrain, and no handoff of it starts. Prints the cell's JSON answer; exits 0 if the
+    /// host is drained (now or already), 1 with one line saying why otherwise.
     Drain(DrainArgs),
-    /// Return a drained host to service without restarting the cell (HO-L1): the desktop's
-    /// next registration gets a fresh source machine. Refused while the drained attempt still
-    /// reconciles or drained work is still closing (retry then). Exits 0 when undrained, 1
-    /// with the refusal's name otherwise.
+    /// Return a drained host to service, without restarting the cell (HO-L1).
+    ///
+    /// The desktop's next registration gets a fresh source machine. Refused while the drained
+    /// attempt still reconciles (`attempt_in_flight`) or drained work is still closing
+    /// (`still_closing`: retry in a moment). Prints the cell's JSON answer; exits 0 when
+    /// undrained, 1 with the refusal's name otherwise.
     Undrain(UndrainArgs),
 }
 
