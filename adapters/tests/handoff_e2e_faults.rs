@@ -7,8 +7,11 @@ mod handoff_rig;
 use std::time::Duration;
 
 use handoff_rig::*;
+use switchyard_adapters::handoff::auth::Secret;
+use switchyard_adapters::handoff::director::{Director, DirectorConfig, PassReport};
 use switchyard_core::handoff::admission::{ClosedReason, GateState};
 use switchyard_core::handoff::attempt::{HandoffReply, Phase};
+use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::ids::{AuthorityField, HostId};
 use switchyard_core::handoff::store::{AbortReason, AttemptOutcome, Registration, TxnOutcome};
 
@@ -81,15 +84,18 @@ async fn t4_lost_http_response_duplicates_and_director_restart(backend: Backend,
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
     // The director's request times out: its response is lost (HO-A3).
-    let (lost, ()) = tokio::join!(rig.send(SRC, &req, Duration::from_millis(200)), async {
+    let (lost, again) = tokio::join!(rig.send(SRC, &req, Duration::from_millis(200)), async {
         held.reached.await.expect("in transaction");
         tokio::time::sleep(Duration::from_millis(300)).await;
+        // A restarted director reads the host while the first transaction is still open (read
+        // after it commits, the host has moved and no director picks it again): it derives the
+        // same request (UUIDv5 of the exact authority).
+        let again = rig.request(7, TGT).await;
         let _ = held.resume.send(());
+        again
     });
     assert!(lost.is_err(), "the first response was lost");
     fault_injected();
-    // A restarted director derives the same request (UUIDv5 of the exact authority).
-    let again = rig.request(7, TGT).await;
     assert_eq!(again.op_id, req.op_id);
     let ans = rig.send(SRC, &again, WAIT).await.expect("answer");
     assert!(
@@ -490,6 +496,155 @@ async fn t4_source_restart_and_stale_authority(backend: Backend, tag: &str) {
 both_stores!(
     ho_t4_source_restart_and_stale_authority,
     t4_source_restart_and_stale_authority
+);
+
+// ---- HO-L1: no stranded host after a store outage ----------------------------------------------
+
+async fn l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting(
+    backend: Backend,
+    tag: &str,
+) {
+    const HOSTS: [u64; 4] = [11, 12, 13, 14];
+    let mut rig = Rig::new(backend, tag).await;
+    rig.start(SRC).await;
+    rig.start(TGT).await;
+    let mut desks = Vec::new();
+    for h in HOSTS {
+        desks.push((h, rig.desktop_at(h, SRC).await));
+    }
+    // Measurements are written asynchronously after registration.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut reqs = Vec::new();
+    for h in HOSTS {
+        reqs.push(rig.request(h, TGT).await);
+    }
+    // The first handoff is caught inside its transaction, holding its host lock, when the
+    // store goes away; the others start while it is away, concurrently.
+    let held = rig.store.faults().arm_pause_after_lock();
+    if backend == Backend::Sqlite {
+        // An embedded file cannot be taken away: the first commits and its result is lost.
+        rig.store.faults().lose_next_commit_result();
+    }
+    let outage = async {
+        held.reached.await.expect("in transaction");
+        match backend {
+            Backend::Postgres => support_pg::outage_begin(&rig.url).await,
+            Backend::Sqlite => rig.store.faults().fail_next_begins(u32::MAX),
+        }
+        fault_injected();
+        let short = Duration::from_millis(500);
+        let others = reqs[1..].iter().map(|r| rig.send(SRC, r, short));
+        let _ = held.resume.send(());
+        let _ = futures_util::future::join_all(others).await;
+    };
+    let _ = tokio::join!(rig.send(SRC, &reqs[0], Duration::from_millis(500)), outage);
+    eventually("every attempt quarantined by the outage", WAIT, || {
+        HOSTS.iter().all(|h| {
+            matches!(
+                rig.view(SRC, *h).and_then(|v| v.phase),
+                Some(Phase::Quarantined { .. })
+            )
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    match backend {
+        Backend::Postgres => support_pg::outage_end(&rig.url).await,
+        Backend::Sqlite => rig.store.faults().fail_next_begins(0),
+    }
+    eventually("every attempt reconciled after the outage", WAIT, || {
+        HOSTS.iter().all(|h| !rig.gated(SRC, *h))
+    })
+    .await;
+    let fenced: Vec<u64> = HOSTS
+        .iter()
+        .copied()
+        .filter(|h| {
+            rig.view(SRC, *h)
+                .and_then(|v| v.last_result)
+                .map(|r| r.outcome)
+                == Some(TxnOutcome::RolledBack {
+                    reason: AbortReason::Fenced,
+                })
+        })
+        .collect();
+    assert!(
+        fenced.len() >= HOSTS.len() - 1,
+        "the attempts started during the outage end fenced: {fenced:?}"
+    );
+
+    // HO-L1: later passes of the director move every fenced host (a new attempt under a new
+    // op id: the fence renewed the authority), within a bounded number of passes.
+    let director = Director::new(
+        DirectorConfig {
+            id: format!("d-{tag}"),
+            policy: DirectorPolicy {
+                enabled: true,
+                cohort_percent: 100,
+                policy: store_config().policy,
+            },
+            limits: ScanLimits {
+                page_size: 16,
+                max_pages: 1,
+                max_dispatch: 16,
+            },
+            max_failures: 4,
+            request_timeout: WAIT,
+            retries: 1,
+            secret: Secret::new(INTERNAL_SECRET, "internal").expect("secret"),
+            interval: Duration::from_secs(1),
+        },
+        rig.store.clone(),
+        rig.clock.clone(),
+    );
+    let mut reports: Vec<PassReport> = Vec::new();
+    let mut stranded = fenced.clone();
+    for _ in 0..4 {
+        reports.push(director.pass().await.expect("a pass after the outage"));
+        stranded.clear();
+        for h in &fenced {
+            if rig.assigned(*h).await != TGT {
+                stranded.push(*h);
+            }
+        }
+        if stranded.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let answers: Vec<&Vec<String>> = reports.iter().map(|r| &r.answers).collect();
+    assert!(
+        stranded.is_empty(),
+        "fenced hosts {stranded:?} are still at the source after {} director passes \
+         (answers per pass: {answers:?})",
+        reports.len()
+    );
+    // No desktop had to reconnect at the source: each registered there once, and every one
+    // followed its host to the target.
+    for (h, desk) in &mut desks {
+        desk.wait_registered(TGT.0, WAIT)
+            .await
+            .unwrap_or_else(|e| panic!("host {h}: {e}"));
+        let at_source = desk
+            .state()
+            .registrations
+            .iter()
+            .filter(|(c, _)| *c == SRC.0)
+            .count();
+        assert_eq!(
+            at_source, 1,
+            "host {h}'s desktop registered at the source again"
+        );
+    }
+    fault_survived();
+    ledger(tag, 0);
+    for (_, d) in desks {
+        d.stop().await;
+    }
+}
+both_stores!(
+    ho_l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting,
+    l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting
 );
 
 // ---- 5 ----------------------------------------------------------------------------------------
