@@ -554,6 +554,7 @@ impl Supervisor {
     /// `new_round` lets a tick start a new round over candidates that all failed since the
     /// chain last moved; the in-tick continuation after a failed open may not, so one tick
     /// tries each candidate at most once.
+    #[inline(always)]
     fn health_step(&mut self, now: MonoMs, new_round: bool) -> bool {
         debug_assert!(self.open_in_flight.is_none());
         let reason = SwitchReason::Unhealthy {
@@ -604,6 +605,7 @@ impl Supervisor {
 
     /// FO-D3 / FO-X2: the first clean candidate not passed over, else (starting a new round,
     /// which forgets who was passed over) the first clean one. One pass over the list.
+    #[inline(always)]
     fn pick_clean(&mut self, now: MonoMs, new_round: bool) -> CleanPick {
         let mut first_clean = None;
         for (id, state) in self.listed.iter().enumerate() {
@@ -670,6 +672,7 @@ impl Supervisor {
     /// FO-R5: only listed targets (`target` is an id in the current list). FO-D1: a cooling
     /// target is refused on the directory path; on the health path it is an exemption and must
     /// be eligible for one.
+    #[inline(always)]
     fn replace(
         &mut self,
         now: MonoMs,
@@ -715,6 +718,7 @@ impl Supervisor {
         self.start_open(now, target, reason, origin, exemption, false)
     }
 
+    #[inline(always)]
     fn start_open(
         &mut self,
         now: MonoMs,
@@ -727,20 +731,29 @@ impl Supervisor {
         // FO-R5 holds for every open, the probe's included: an id is a listed URL.
         assert!(target < self.listed.len() && !self.is_current(target));
         assert!(self.open_in_flight.is_none(), "one open in flight");
-        let url = self.candidates.url(target).clone();
-        self.emit(Output::Action(Action::Open {
+        // Both are built in place (the slots are known to be empty): an `Output` is 112 bytes,
+        // and staging it on the stack cost more than the rest of a small tick.
+        let url = self.candidates.url(target);
+        self.open_in_flight.get_or_insert_with(|| PendingOpen {
             url: url.clone(),
-            timeout_ms: self.thresholds.up_timeout_ms,
-            exempt: exemption.is_some(),
-            probe,
-        }));
-        self.open_in_flight = Some(PendingOpen {
-            url,
             origin,
             reason,
             exemption,
             probe,
             started_at: now,
+        });
+        let timeout_ms = self.thresholds.up_timeout_ms;
+        assert!(
+            self.outputs.len() < MAX_PENDING_OUTPUTS,
+            "outputs not drained: the caller must poll_output() after every input"
+        );
+        self.outputs.push_with(|| {
+            Output::Action(Action::Open {
+                url: url.clone(),
+                timeout_ms,
+                exempt: exemption.is_some(),
+                probe,
+            })
         });
         self.derived.open_id = Some(target as u16);
         true
@@ -889,7 +902,6 @@ impl Supervisor {
         }
     }
 
-    #[inline(always)]
     fn emit(&mut self, output: impl Into<Output>) {
         assert!(
             self.outputs.len() < MAX_PENDING_OUTPUTS,

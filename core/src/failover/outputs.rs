@@ -33,11 +33,19 @@ impl Outputs {
 
     #[inline]
     pub(super) fn push(&mut self, output: Output) {
+        self.push_with(|| output);
+    }
+
+    /// `push(make())`, with the output built straight into its ring slot when it goes there.
+    #[inline(always)]
+    pub(super) fn push_with(&mut self, make: impl FnOnce() -> Output) {
         if self.ring_len < INLINE && self.spill.is_empty() {
-            self.ring[(self.head + self.ring_len) % INLINE] = Some(output);
+            let slot = &mut self.ring[(self.head + self.ring_len) % INLINE];
+            assert!(slot.is_none(), "a free ring slot is empty");
+            slot.get_or_insert_with(make);
             self.ring_len += 1;
         } else {
-            self.spill.push_back(output);
+            self.spill.push_back(make());
         }
     }
 
