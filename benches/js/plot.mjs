@@ -23,8 +23,8 @@ export function plot(summary, paths, sizes) {
   const yHi = 10 ** Math.ceil(log10(Math.max(...values)));
   const xLo = 2;
   const xHi = 8192;
-  const x = (n) => M.left + ((log10(n) - log10(xLo)) / (log10(xHi) - log10(xLo))) * (W - M.left - M.right);
-  const y = (ns) => H - M.bottom - ((log10(ns) - log10(yLo)) / (log10(yHi) - log10(yLo))) * (H - M.top - M.bottom);
+  const x = (n) => +(M.left + ((log10(n) - log10(xLo)) / (log10(xHi) - log10(xLo))) * (W - M.left - M.right)).toFixed(1);
+  const y = (ns) => +(H - M.bottom - ((log10(ns) - log10(yLo)) / (log10(yHi) - log10(yLo))) * (H - M.top - M.bottom)).toFixed(1);
   const parts = [];
   parts.push(
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
