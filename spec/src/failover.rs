@@ -542,7 +542,7 @@ impl FailoverModel {
                 };
                 judge_at = state.now;
                 self.expire_records(&mut state);
-                tried = sup_before.tried_since_last_move().clone();
+                tried = sup_before.tried_since_last_move();
                 tried.insert(pending.url.clone());
                 failed_origin = Some(pending.origin);
                 outputs.extend(state.feed(Input::OpenFailed(&pending.url, failure)));
@@ -727,13 +727,13 @@ impl FailoverModel {
             .retain(|_, t| at.since_ms(*t) < MODEL_PROBE_MIN_MS);
         // FO-D2a: what cools in the core is exactly what the spec's record says cools.
         let now = state.now;
-        let core: Vec<(&RelayUrl, MonoMs)> = state
+        let mut core: Vec<(&RelayUrl, MonoMs)> = state
             .sup
-            .cooldown_table()
-            .iter()
+            .cooldown_rows()
             .filter(|(_, e)| e.is_cooling(now))
             .map(|(u, e)| (u, e.until))
             .collect();
+        core.sort_unstable();
         let spec: Vec<(&RelayUrl, MonoMs)> =
             state.cycles.iter().map(|(u, c)| (u, c.until)).collect();
         state.last.cooldown_record_differs = core != spec;
@@ -970,9 +970,8 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             "FO-D2 one cooldown entry per URL, until = since + cooldown",
             |_, s: &FoState| {
                 s.sup
-                    .cooldown_table()
-                    .values()
-                    .all(|e| e.until.since_ms(e.since) == s.sup.thresholds().cooldown_ms)
+                    .cooldown_rows()
+                    .all(|(_, e)| e.until.since_ms(e.since) == s.sup.thresholds().cooldown_ms)
             },
         ),
         Property::always(

@@ -682,7 +682,7 @@ pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
 /// The core's observable state at `now`, through its public accessors only.
 pub fn core_view(sup: &Supervisor, now: MonoMs) -> OracleView {
     let mut cooldown: Vec<CooldownRow> = Vec::new();
-    for (url, e) in sup.cooldown_table() {
+    for (url, e) in sup.cooldown_rows() {
         if e.is_cooling(now) {
             cooldown.push((
                 url.clone(),

@@ -1,11 +1,24 @@
 //! The failover supervisor: one channel, a candidate list, a cooldown table, one open in flight.
+//!
+//! Representation. A tick may look at every candidate, so a tick never compares, hashes or
+//! copies a URL string: the list is interned once per directory update (a URL's id is its
+//! position, the string is kept once), and the cooldown entry, passed-over and probed flags of
+//! the listed URLs sit in a dense array indexed by that id. URLs that left the list keep theirs
+//! by URL (FO-D2a) in a map that is empty unless the list changed under a cooling URL. Outputs
+//! carry the shared URL strings (a reference count, never a copy of the text).
+//!
+//! The representation is canonical: two machines that hold the same facts are equal and hash
+//! alike however they got there. The model checker dedups states by hash, so its state count
+//! does not depend on the representation.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
 
 use super::config::Thresholds;
+use super::interned::{Candidates, UrlState};
+use super::outputs::Outputs;
 use super::types::*;
 use crate::MonoMs;
 
@@ -35,15 +48,50 @@ pub struct PendingOpen {
 /// FO-X3: the probe schedule once the exemption budget is spent and the channel is still dead.
 /// A round probes each cooling candidate once, one at a time, in FO-D5 order; when every one
 /// failed, the next round is due after an interval that doubles from `PROBE_MIN_MS` to
-/// `PROBE_MAX_MS`. Reset whenever the chain moves or the channel recovers.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// `PROBE_MAX_MS`. Reset whenever the chain moves or the channel recovers. (Which candidates
+/// the round under way has probed is kept per URL, beside their cooldown entries.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProbeSchedule {
     /// Rounds that ended with every probe failed since the last reset (the doubling exponent).
     pub rounds_failed: u32,
     /// When the next round is due; a round is under way while this is `<= now`.
     pub next_round_at: Option<MonoMs>,
-    /// Candidates probed in the round under way.
-    pub probed: BTreeSet<RelayUrl>,
+}
+
+/// Facts kept only to avoid recomputing them; each is a function of the other fields
+/// (`Supervisor::derived_is_exact` checks it after every input in debug builds). Equality and
+/// hashing ignore them, which agrees with the machine's equality because they are derived.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Derived {
+    /// The id of `current`, if listed.
+    current_id: Option<u16>,
+    /// The id of the open in flight's URL, if listed.
+    open_id: Option<u16>,
+    /// The earliest `until` in the cooldown table: a tick prunes only once something expired,
+    /// so a tick with nothing to do stays O(1).
+    cooling_expiry_bound: Option<MonoMs>,
+    /// Rows of the cooldown table (FO-D2a bound).
+    cooldown_rows: usize,
+    /// URLs passed over (FO-X2).
+    passed_over: usize,
+    /// URLs probed in the round under way (FO-X3).
+    probed: usize,
+    /// A tick before this instant has nothing to do but schedule the next one: the supervisor
+    /// is off, an open is in flight, or the channel is healthy and nothing in the cooldown
+    /// table expires before it. Lets the common tick return after one comparison.
+    quiet_until: MonoMs,
+}
+
+impl PartialEq for Derived {
+    fn eq(&self, _: &Derived) -> bool {
+        true
+    }
+}
+
+impl Eq for Derived {}
+
+impl Hash for Derived {
+    fn hash<H: Hasher>(&self, _: &mut H) {}
 }
 
 /// The relay-failover state machine (sans-IO).
@@ -56,23 +104,18 @@ pub struct ProbeSchedule {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Supervisor {
     thresholds: Thresholds,
-    /// Shared, because it changes only on a directory update while the machine is cloned for
-    /// every state the model checker explores.
-    candidates: Arc<[RelayUrl]>,
+    /// The interned list: a listed URL's id is its position.
+    candidates: Candidates,
+    /// FO-D2 / FO-X2 / FO-X3 for the listed URLs, indexed by id.
+    listed: Vec<UrlState>,
+    /// FO-D2a: the same for URLs not in the list (they left it while cooling, passed over or
+    /// probed), keyed by URL: the cooldown table is keyed by URL, not by list membership, so an
+    /// entry survives directory updates until it expires. Never holds an empty state.
+    unlisted: BTreeMap<RelayUrl, UrlState>,
     current: Option<RelayUrl>,
     channel: ChannelState,
     /// When the current channel left `Healthy` (FO-H-1); `None` while healthy.
     left_healthy_at: Option<MonoMs>,
-    /// FO-D2 / FO-D10: keyed by URL, in memory only.
-    cooling: BTreeMap<RelayUrl, CooldownEntry>,
-    /// The earliest `until` in `cooling`: a tick prunes only when something expired, so a tick
-    /// with nothing to do stays O(1). Always exactly derived from `cooling`.
-    cooling_expiry_bound: Option<MonoMs>,
-    /// FO-X2: candidates whose open failed since the chain last moved. Orders the clean
-    /// candidates (untried first) so the chain moves on even with cooldown 0; never excludes.
-    /// FO-X2a: with cooldown > 0 a URL leaves this set when its cooldown expires, so an expired
-    /// URL is an ordinary clean candidate again.
-    passed_over: BTreeSet<RelayUrl>,
     probe: ProbeSchedule,
     /// FO-X3: the adapter's random shortening of the next probe interval (at most a quarter).
     probe_jitter_ms: u64,
@@ -80,28 +123,31 @@ pub struct Supervisor {
     last_skip_logged_at: Option<MonoMs>,
     next_tick_at: MonoMs,
     counters: Counters,
-    outputs: VecDeque<Output>,
+    outputs: Outputs,
+    derived: Derived,
 }
 
 impl Supervisor {
     pub fn new(thresholds: Thresholds, now: MonoMs) -> Supervisor {
-        Supervisor {
+        let mut sup = Supervisor {
             thresholds,
-            candidates: Arc::from(Vec::new()),
+            candidates: Candidates::empty(),
+            listed: Vec::new(),
+            unlisted: BTreeMap::new(),
             current: None,
             channel: ChannelState::Healthy,
             left_healthy_at: None,
-            cooling: BTreeMap::new(),
-            cooling_expiry_bound: None,
-            passed_over: BTreeSet::new(),
             probe: ProbeSchedule::default(),
             probe_jitter_ms: 0,
             open_in_flight: None,
             last_skip_logged_at: None,
             next_tick_at: now.plus_ms(thresholds.check_ms),
             counters: Counters::default(),
-            outputs: VecDeque::new(),
-        }
+            outputs: Outputs::default(),
+            derived: Derived::default(),
+        };
+        sup.settle();
+        sup
     }
 
     // ---- inputs -------------------------------------------------------------------------
@@ -110,8 +156,21 @@ impl Supervisor {
     ///
     /// While an open is in flight the tick does nothing: that open is already bounded by
     /// `UP_TIMEOUT_MS`, and a second one would break "one open in flight".
+    #[inline]
     pub fn handle_tick(&mut self, now: MonoMs) {
         self.next_tick_at = now.plus_ms(self.thresholds.check_ms);
+        // The common tick, decided here without a call: nothing to do (a healthy channel with
+        // nothing in the cooldown table expired, an open in flight, or the supervisor off).
+        if now < self.derived.quiet_until {
+            return;
+        }
+        self.tick_decide(now);
+        self.settle();
+    }
+
+    /// The rest of a tick: prune, then the health path if the channel is unhealthy.
+    #[inline(never)]
+    fn tick_decide(&mut self, now: MonoMs) {
         // FO-H-2: MIN_ATTEMPTS=0 switches the supervisor off.
         if !self.thresholds.supervisor_enabled() || self.open_in_flight.is_some() {
             return;
@@ -134,14 +193,12 @@ impl Supervisor {
             .is_some_and(|at| now.since_ms(at) < self.thresholds.grace_ms);
         if !throttled {
             self.last_skip_logged_at = Some(now);
-            let excluded = self
-                .candidates
-                .iter()
-                .filter(|url| !self.is_clean(url, now))
+            let excluded = (0..self.listed.len())
+                .filter(|id| !self.is_clean_id(*id, now))
                 .count();
             self.emit(Event::Skipped(Skip::NoCandidate {
                 health: self.health_snapshot(now),
-                candidates: self.candidates.len(),
+                candidates: self.listed.len(),
                 excluded,
                 exempt_enabled: self.thresholds.exempt,
                 next_probe_in_ms: self.probe.next_round_at.map(|at| at.since_ms(now)),
@@ -159,6 +216,17 @@ impl Supervisor {
         urls: &[RelayUrl],
         source: DirectorySource,
     ) -> DirectoryOutcome {
+        let outcome = self.directory_decide(now, urls, source);
+        self.settle();
+        outcome
+    }
+
+    fn directory_decide(
+        &mut self,
+        now: MonoMs,
+        urls: &[RelayUrl],
+        source: DirectorySource,
+    ) -> DirectoryOutcome {
         if urls.is_empty() || urls.len() > MAX_CANDIDATES {
             let why = if urls.is_empty() {
                 DirectoryRejection::Empty
@@ -171,32 +239,20 @@ impl Supervisor {
             self.emit(Event::Skipped(Skip::DirectoryRejected { why }));
             return DirectoryOutcome::Rejected;
         }
-        let mut candidates: Vec<RelayUrl> = Vec::with_capacity(urls.len());
-        let mut seen = BTreeSet::new();
-        for url in urls {
-            // A duplicate keeps its first position.
-            if seen.insert(url) {
-                candidates.push(url.clone());
-            }
+        // A refresh that re-reads the same list keeps the interned one (and every id).
+        if self.candidates.urls() != urls {
+            self.adopt(Candidates::intern(urls));
         }
-        self.candidates = Arc::from(candidates);
         // FO-D2a: the cooldown table and the passed-over set are keyed by URL, not by list
         // membership: a URL that leaves the list keeps its entry (and its exemption budget)
         // until it expires. Both stay bounded where they grow (`cool`, `pass_over`).
 
-        let first = self.candidates[0].clone();
-        if self.current.as_ref() == Some(&first) {
-            return DirectoryOutcome::Unchanged;
-        }
-        if self
-            .open_in_flight
-            .as_ref()
-            .is_some_and(|open| open.url == first)
-        {
+        // The first candidate has id 0.
+        if self.derived.current_id == Some(0) || self.derived.open_id == Some(0) {
             return DirectoryOutcome::Unchanged;
         }
         let reason = SwitchReason::DirectoryChanged { source };
-        if self.replace(now, first, reason, Origin::Directory) {
+        if self.replace(now, 0, reason, Origin::Directory) {
             DirectoryOutcome::Opening
         } else {
             DirectoryOutcome::Refused
@@ -216,26 +272,26 @@ impl Supervisor {
             (_, ChannelState::Healthy) => {
                 self.left_healthy_at = None;
                 // FO-X3: the channel recovered by itself; a later outage starts a new schedule.
-                self.probe = ProbeSchedule::default();
+                self.reset_probe_schedule();
             }
             (ChannelState::Backoff { .. }, ChannelState::Backoff { .. }) => {}
         }
         self.channel = state;
+        self.settle();
     }
 
     /// The open of `url` succeeded: switch to it (make-before-break: close the old one now).
     pub fn handle_open_succeeded(&mut self, now: MonoMs, url: &RelayUrl) -> bool {
-        let Some(open) = self.take_pending(url) else {
+        let Some((open, open_id)) = self.take_pending(url) else {
             return false;
         };
         let old = self.current.replace(open.url.clone());
+        let old_id = std::mem::replace(&mut self.derived.current_id, open_id);
         self.channel = ChannelState::Healthy;
         self.left_healthy_at = None;
-        if self.cooling.remove(&open.url).is_some() {
-            self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
-        }
-        self.passed_over.clear();
-        self.probe = ProbeSchedule::default();
+        self.update(open_id, &open.url, |state| state.cooldown = None);
+        self.clear_passed_over();
+        self.reset_probe_schedule();
         match old {
             None => self.emit(Event::Attached {
                 url: open.url,
@@ -243,7 +299,8 @@ impl Supervisor {
             }),
             Some(old) => {
                 self.cool(
-                    old.clone(),
+                    old_id,
+                    &old,
                     CooldownEntry {
                         kind: CooldownKind::SwitchedAway,
                         since: now,
@@ -272,6 +329,7 @@ impl Supervisor {
                 }));
             }
         }
+        self.settle();
         true
     }
 
@@ -285,18 +343,19 @@ impl Supervisor {
         url: &RelayUrl,
         failure: OpenFailure,
     ) -> bool {
-        let Some(open) = self.take_pending(url) else {
+        let Some((open, open_id)) = self.take_pending(url) else {
             return false;
         };
         let exempt = open.exemption.is_some();
         self.counters.open_failed += 1;
         if open.probe {
             // FO-X3: a failed probe changes only the probe schedule.
-            self.probe.probed.insert(open.url.clone());
+            self.update(open_id, &open.url, |state| state.probed = true);
         } else {
             // FO-D4: a failed exempt open restarts the cycle and spends its exemption.
             self.cool(
-                open.url.clone(),
+                open_id,
+                &open.url,
                 CooldownEntry {
                     kind: CooldownKind::OpenFailed,
                     since: now,
@@ -305,7 +364,7 @@ impl Supervisor {
                 },
             );
             // FO-X2: with cooldown 0 the entry above cools nothing; this moves the chain on.
-            self.pass_over(open.url.clone());
+            self.pass_over(open_id, &open.url);
         }
         self.emit(Event::Skipped(Skip::OpenFailed {
             url: open.url,
@@ -322,14 +381,16 @@ impl Supervisor {
             self.prune_expired(now);
             self.health_step(now, false);
         }
+        self.settle();
         true
     }
 
     // ---- outputs ------------------------------------------------------------------------
 
     /// The next action or event, in the order they were decided.
+    #[inline]
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
+        self.outputs.pop()
     }
 
     /// When the next tick is due; `None` while the supervisor is off (FO-H-2).
@@ -352,7 +413,7 @@ impl Supervisor {
         if let (Some(left), ChannelState::Backoff { .. }) = (self.left_healthy_at, self.channel) {
             consider(left.plus_ms(self.thresholds.grace_ms));
         }
-        for entry in self.cooling.values() {
+        for entry in self.cooldown_entries() {
             consider(entry.until);
         }
         if let Some(at) = self.last_skip_logged_at {
@@ -364,23 +425,27 @@ impl Supervisor {
         earliest
     }
 
-    /// FO-D7: counters, the current URL and the cooldown list (entries still cooling at `now`).
+    /// FO-D7: counters, the current URL and the cooldown list (entries still cooling at `now`),
+    /// in URL order.
     pub fn stats(&self, now: MonoMs) -> Stats {
-        Stats {
-            counters: self.counters,
-            current: self.current.clone(),
-            cooldown: self
-                .cooling
-                .iter()
-                .filter(|(_, entry)| entry.is_cooling(now))
-                .map(|(url, entry)| CooldownView {
+        let mut cooldown: Vec<CooldownView> = self
+            .url_states()
+            .filter_map(|(url, state)| {
+                let entry = state.cooldown.filter(|entry| entry.is_cooling(now))?;
+                Some(CooldownView {
                     url: url.clone(),
                     kind: entry.kind,
                     until: entry.until,
                     left_ms: entry.until.since_ms(now),
                     exempted_this_cycle: entry.exempted_this_cycle(),
                 })
-                .collect(),
+            })
+            .collect();
+        cooldown.sort_unstable_by(|a, b| a.url.cmp(&b.url));
+        Stats {
+            counters: self.counters,
+            current: self.current.clone(),
+            cooldown,
         }
     }
 
@@ -397,7 +462,7 @@ impl Supervisor {
     }
 
     pub fn candidates(&self) -> &[RelayUrl] {
-        &self.candidates
+        self.candidates.urls()
     }
 
     pub fn open_in_flight(&self) -> Option<&PendingOpen> {
@@ -405,12 +470,20 @@ impl Supervisor {
     }
 
     pub fn cooldown_entry(&self, url: &RelayUrl) -> Option<&CooldownEntry> {
-        self.cooling.get(url)
+        self.state_of(url)?.cooldown.as_ref()
     }
 
     /// FO-X3: the probe schedule.
     pub fn probe_schedule(&self) -> &ProbeSchedule {
         &self.probe
+    }
+
+    /// FO-X3: the URLs probed (and failed) in the round under way.
+    pub fn probed_this_round(&self) -> BTreeSet<RelayUrl> {
+        self.url_states()
+            .filter(|(_, state)| state.probed)
+            .map(|(url, _)| url.clone())
+            .collect()
     }
 
     /// FO-X3: the adapter's jitter for the next probe interval it schedules: the interval is
@@ -419,13 +492,26 @@ impl Supervisor {
         self.probe_jitter_ms = jitter_ms;
     }
 
-    /// FO-X2: URLs whose open failed since the chain last moved (the `passed_over` set).
-    pub fn tried_since_last_move(&self) -> &BTreeSet<RelayUrl> {
-        &self.passed_over
+    /// FO-X2: URLs whose open failed since the chain last moved (the passed-over set).
+    pub fn tried_since_last_move(&self) -> BTreeSet<RelayUrl> {
+        self.url_states()
+            .filter(|(_, state)| state.passed_over)
+            .map(|(url, _)| url.clone())
+            .collect()
     }
 
-    pub fn cooldown_table(&self) -> &BTreeMap<RelayUrl, CooldownEntry> {
-        &self.cooling
+    /// FO-D2: the cooldown table, keyed by URL (expired rows included until a tick prunes them).
+    pub fn cooldown_table(&self) -> BTreeMap<RelayUrl, CooldownEntry> {
+        self.url_states()
+            .filter_map(|(url, state)| Some((url.clone(), state.cooldown?)))
+            .collect()
+    }
+
+    /// FO-D2: the rows of the cooldown table without building a map: the listed URLs in
+    /// directory order, then those that left the list in URL order.
+    pub fn cooldown_rows(&self) -> impl Iterator<Item = (&RelayUrl, &CooldownEntry)> {
+        self.url_states()
+            .filter_map(|(url, state)| Some((url, state.cooldown.as_ref()?)))
     }
 
     pub fn channel_state(&self) -> Option<ChannelState> {
@@ -457,7 +543,8 @@ impl Supervisor {
     }
 
     pub fn is_cooling(&self, url: &RelayUrl, now: MonoMs) -> bool {
-        self.cooling.get(url).is_some_and(|e| e.is_cooling(now))
+        self.state_of(url)
+            .is_some_and(|state| state.is_cooling(now))
     }
 
     // ---- decisions ----------------------------------------------------------------------
@@ -467,6 +554,7 @@ impl Supervisor {
     /// `new_round` lets a tick start a new round over candidates that all failed since the
     /// chain last moved; the in-tick continuation after a failed open may not, so one tick
     /// tries each candidate at most once.
+    #[inline(always)]
     fn health_step(&mut self, now: MonoMs, new_round: bool) -> bool {
         debug_assert!(self.open_in_flight.is_none());
         let reason = SwitchReason::Unhealthy {
@@ -490,24 +578,20 @@ impl Supervisor {
         {
             return false;
         }
-        let target = self
-            .cooling_in_exemption_order(now)
-            .find(|url| !self.probe.probed.contains(*url))
-            .cloned();
-        if let Some(target) = target {
+        if let Some(target) = self.first_cooling_in_exemption_order(now, |state| !state.probed) {
             self.counters.probe_opens += 1;
             return self.start_open(now, target, reason, Origin::Health, None, true);
         }
-        if !self.probe.probed.is_empty() {
+        if self.derived.probed > 0 {
             self.probe.rounds_failed = self.probe.rounds_failed.saturating_add(1);
             let next_round_at = self.probe_due_after(now);
             self.probe.next_round_at = Some(next_round_at);
             self.emit(Event::Skipped(Skip::ProbeRoundFailed {
-                probed: self.probe.probed.len(),
+                probed: self.derived.probed,
                 next_round_at,
                 interval_ms: next_round_at.since_ms(now),
             }));
-            self.probe.probed.clear();
+            self.clear_probed();
         }
         false
     }
@@ -519,165 +603,171 @@ impl Supervisor {
         now.plus_ms(interval_ms - self.probe_jitter_ms.min(interval_ms / 4))
     }
 
+    /// FO-D3 / FO-X2: the first clean candidate not passed over, else (starting a new round,
+    /// which forgets who was passed over) the first clean one. One pass over the list.
+    #[inline(always)]
     fn pick_clean(&mut self, now: MonoMs, new_round: bool) -> CleanPick {
-        let untried = self
-            .candidates
-            .iter()
-            .find(|url| self.is_clean(url, now) && !self.passed_over.contains(*url));
-        if let Some(url) = untried {
-            return CleanPick::Target(url.clone());
+        let mut first_clean = None;
+        for (id, state) in self.listed.iter().enumerate() {
+            if self.is_current(id) || state.is_cooling(now) {
+                continue;
+            }
+            if !state.passed_over {
+                return CleanPick::Target(id);
+            }
+            first_clean.get_or_insert(id);
         }
-        let Some(any_clean) = self.candidates.iter().find(|url| self.is_clean(url, now)) else {
+        let Some(id) = first_clean else {
             return CleanPick::None;
         };
         if !new_round {
             return CleanPick::AllTriedThisRound;
         }
-        let url = any_clean.clone();
-        self.passed_over.clear();
-        CleanPick::Target(url)
+        self.clear_passed_over();
+        CleanPick::Target(id)
     }
 
     /// FO-D6 / FO-D5: the single place that chooses an exemption. Listed, cooling, not current,
     /// not yet exempted this cycle; `switched-away` before `open-failed`, then earliest `until`,
     /// then directory order. The in-tick continuation skips URLs that already failed since the
     /// chain last moved: a URL is never reopened in the same tick it just failed in.
-    fn pick_exempt_target(&self, now: MonoMs, new_round: bool) -> Option<RelayUrl> {
+    fn pick_exempt_target(&self, now: MonoMs, new_round: bool) -> Option<usize> {
         if !self.thresholds.exempt {
             return None; // FO-D6-OFF
         }
-        self.cooling_in_exemption_order(now)
-            .filter(|url| new_round || !self.passed_over.contains(*url))
-            .find(|url| {
-                self.cooling
-                    .get(*url)
+        self.first_cooling_in_exemption_order(now, |state| {
+            (new_round || !state.passed_over)
+                && state
+                    .cooldown
                     .is_some_and(|entry| !entry.exempted_this_cycle())
-            })
-            .cloned()
+        })
     }
 
-    /// FO-D5: the listed, cooling URLs other than the current one, `switched-away` before
-    /// `open-failed`, then earliest `until`, then directory order.
-    fn cooling_in_exemption_order(&self, now: MonoMs) -> impl Iterator<Item = &RelayUrl> {
-        let mut ranked: Vec<_> = self
-            .candidates
-            .iter()
-            .enumerate()
-            .filter(|(_, url)| self.current.as_ref() != Some(*url))
-            .filter_map(|(index, url)| {
-                let entry = self.cooling.get(url)?;
-                entry
-                    .is_cooling(now)
-                    .then_some(((entry.kind, entry.until, index), url))
-            })
-            .collect();
-        ranked.sort_unstable_by_key(|(key, _)| *key);
-        ranked.into_iter().map(|(_, url)| url)
+    /// FO-D5: among the listed, cooling URLs other than the current one that `eligible`
+    /// accepts, the first in exemption order: `switched-away` before `open-failed`, then
+    /// earliest `until`, then directory order. One pass, no sorting, no allocation.
+    fn first_cooling_in_exemption_order(
+        &self,
+        now: MonoMs,
+        eligible: impl Fn(&UrlState) -> bool,
+    ) -> Option<usize> {
+        let mut best: Option<(CooldownKind, MonoMs, usize)> = None;
+        for (id, state) in self.listed.iter().enumerate() {
+            let Some(entry) = state.cooldown else {
+                continue;
+            };
+            if !entry.is_cooling(now) || self.is_current(id) || !eligible(state) {
+                continue;
+            }
+            // Ids grow, so on equal (kind, until) the earlier one stays: directory order.
+            if best.is_none_or(|(kind, until, _)| (entry.kind, entry.until) < (kind, until)) {
+                best = Some((entry.kind, entry.until, id));
+            }
+        }
+        best.map(|(_, _, id)| id)
     }
 
     /// The one way to change the channel. Returns whether an open was started.
     ///
-    /// FO-R5: only listed targets. FO-D1: a cooling target is refused on the directory path;
-    /// on the health path it is an exemption and must be eligible for one.
+    /// FO-R5: only listed targets (`target` is an id in the current list). FO-D1: a cooling
+    /// target is refused on the directory path; on the health path it is an exemption and must
+    /// be eligible for one.
+    #[inline(always)]
     fn replace(
         &mut self,
         now: MonoMs,
-        target: RelayUrl,
+        target: usize,
         reason: SwitchReason,
         origin: Origin,
     ) -> bool {
         if let Some(open) = &self.open_in_flight {
             let in_flight = open.url.clone();
             self.emit(Event::Skipped(Skip::OpenInFlight {
-                requested: target,
+                requested: self.candidates.url(target).clone(),
                 in_flight,
             }));
             return false;
         }
-        if !self.candidates.contains(&target) {
-            self.emit(Event::Skipped(Skip::NotInList {
-                url: target,
-                origin,
-            }));
-            return false;
-        }
         assert!(
-            self.current.as_ref() != Some(&target),
+            !self.is_current(target),
             "replace() is never asked to switch to the current channel"
         );
         let mut exemption = None;
-        if let Some(entry) = self.cooling.get_mut(&target) {
-            if entry.is_cooling(now) {
-                let eligible = origin == Origin::Health
-                    && self.thresholds.exempt
-                    && !entry.exempted_this_cycle();
-                if !eligible {
-                    let skip = Skip::StillCooling {
-                        url: target,
-                        origin,
-                        left_ms: entry.until.since_ms(now),
-                        of_ms: entry.until.since_ms(entry.since),
-                    };
-                    self.emit(Event::Skipped(skip));
-                    return false;
-                }
-                entry.exempted_at = Some(now);
-                exemption = Some(Exemption {
-                    kind: entry.kind,
-                    remaining_ms: entry.until.since_ms(now),
-                });
+        if let Some(entry) = self.listed[target].cooldown.filter(|e| e.is_cooling(now)) {
+            let eligible =
+                origin == Origin::Health && self.thresholds.exempt && !entry.exempted_this_cycle();
+            if !eligible {
+                let skip = Skip::StillCooling {
+                    url: self.candidates.url(target).clone(),
+                    origin,
+                    left_ms: entry.until.since_ms(now),
+                    of_ms: entry.until.since_ms(entry.since),
+                };
+                self.emit(Event::Skipped(skip));
+                return false;
             }
+            // Only `exempted_at` changes: the counts and the table's earliest expiry stay.
+            if let Some(cooling) = &mut self.listed[target].cooldown {
+                cooling.exempted_at = Some(now);
+            }
+            exemption = Some(Exemption {
+                kind: entry.kind,
+                remaining_ms: entry.until.since_ms(now),
+            });
         }
         self.start_open(now, target, reason, origin, exemption, false)
     }
 
+    #[inline(always)]
     fn start_open(
         &mut self,
         now: MonoMs,
-        target: RelayUrl,
+        target: usize,
         reason: SwitchReason,
         origin: Origin,
         exemption: Option<Exemption>,
         probe: bool,
     ) -> bool {
-        // FO-R5 holds for every open, the probe's included.
-        assert!(self.candidates.contains(&target) && self.current.as_ref() != Some(&target));
+        // FO-R5 holds for every open, the probe's included: an id is a listed URL.
+        assert!(target < self.listed.len() && !self.is_current(target));
         assert!(self.open_in_flight.is_none(), "one open in flight");
-        self.emit(Output::Action(Action::Open {
-            url: target.clone(),
-            timeout_ms: self.thresholds.up_timeout_ms,
-            exempt: exemption.is_some(),
-            probe,
-        }));
-        self.open_in_flight = Some(PendingOpen {
-            url: target,
+        // Both are built in place (the slots are known to be empty): an `Output` is 112 bytes,
+        // and staging it on the stack cost more than the rest of a small tick.
+        let url = self.candidates.url(target);
+        self.open_in_flight.get_or_insert_with(|| PendingOpen {
+            url: url.clone(),
             origin,
             reason,
             exemption,
             probe,
             started_at: now,
         });
+        let timeout_ms = self.thresholds.up_timeout_ms;
+        assert!(
+            self.outputs.len() < MAX_PENDING_OUTPUTS,
+            "outputs not drained: the caller must poll_output() after every input"
+        );
+        self.outputs.push_with(|| {
+            Output::Action(Action::Open {
+                url: url.clone(),
+                timeout_ms,
+                exempt: exemption.is_some(),
+                probe,
+            })
+        });
+        self.derived.open_id = Some(target as u16);
         true
     }
 
-    fn cool(&mut self, url: RelayUrl, entry: CooldownEntry) {
-        if self.cooling.len() >= MAX_TRACKED_URLS && !self.cooling.contains_key(&url) {
+    /// FO-D2: puts `entry` in the table for `url` (id `id` if listed).
+    fn cool(&mut self, id: Option<u16>, url: &RelayUrl, entry: CooldownEntry) {
+        let new_row = self
+            .state(id, url)
+            .is_none_or(|state| state.cooldown.is_none());
+        if new_row && self.derived.cooldown_rows >= MAX_TRACKED_URLS {
             self.evict_earliest_unlisted();
         }
-        match self.cooling.insert(url, entry) {
-            // The replaced entry may have been the earliest.
-            Some(_) => self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min(),
-            None => {
-                let bound = self
-                    .cooling_expiry_bound
-                    .map_or(entry.until, |b| b.min(entry.until));
-                self.cooling_expiry_bound = Some(bound);
-            }
-        }
-        debug_assert_eq!(
-            self.cooling_expiry_bound,
-            self.cooling.values().map(|e| e.until).min()
-        );
+        self.update(id, url, |state| state.cooldown = Some(entry));
     }
 
     /// FO-D2a: the table is full; drop the unlisted entries that expire first: a batch of
@@ -685,12 +775,12 @@ impl Supervisor {
     /// URLs and the current one never number more than `MAX_CANDIDATES + 1`, so the batch
     /// always finds unlisted entries.
     fn evict_earliest_unlisted(&mut self) {
-        let listed: BTreeSet<&RelayUrl> = self.candidates.iter().chain(&self.current).collect();
+        let current = self.current.as_ref();
         let mut unlisted: Vec<(MonoMs, RelayUrl)> = self
-            .cooling
+            .unlisted
             .iter()
-            .filter(|(url, _)| !listed.contains(url))
-            .map(|(url, entry)| (entry.until, url.clone()))
+            .filter(|(url, _)| Some(*url) != current)
+            .filter_map(|(url, state)| Some((state.cooldown?.until, url.clone())))
             .collect();
         assert!(
             !unlisted.is_empty(),
@@ -698,43 +788,105 @@ impl Supervisor {
         );
         unlisted.sort_unstable();
         for (_, victim) in unlisted.into_iter().take(EVICTION_BATCH) {
-            self.cooling.remove(&victim);
-            self.passed_over.remove(&victim);
+            if let Some(state) = self.unlisted.get_mut(&victim) {
+                state.cooldown = None;
+                state.passed_over = false;
+                if state.is_empty() {
+                    self.unlisted.remove(&victim);
+                }
+            }
         }
-        self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
+        // Once per batch, not once per victim.
+        self.recount();
     }
 
     /// FO-X2: remember a failed candidate until the chain moves on, within the table's bound.
-    fn pass_over(&mut self, url: RelayUrl) {
-        self.passed_over.insert(url);
-        if self.passed_over.len() > MAX_TRACKED_URLS {
-            let candidates = &self.candidates;
-            self.passed_over.retain(|url| candidates.contains(url));
+    fn pass_over(&mut self, id: Option<u16>, url: &RelayUrl) {
+        self.update(id, url, |state| state.passed_over = true);
+        if self.derived.passed_over > MAX_TRACKED_URLS {
+            // Only URLs that left the list are dropped.
+            let before = self.unlisted.values().filter(|s| s.passed_over).count();
+            self.unlisted.retain(|_, state| {
+                state.passed_over = false;
+                !state.is_empty()
+            });
+            self.derived.passed_over -= before;
         }
+    }
+
+    /// Whether a tick must prune: an entry of the cooldown table has expired.
+    #[inline]
+    fn expiry_due(&self, now: MonoMs) -> bool {
+        self.derived
+            .cooling_expiry_bound
+            .is_some_and(|bound| bound <= now)
     }
 
     /// Drops the entries that no longer cool anything, once one has expired. FO-X2a: a URL
     /// whose cooldown (> 0) expired is no longer passed over either.
     fn prune_expired(&mut self, now: MonoMs) {
-        if self.cooling_expiry_bound.is_some_and(|bound| bound <= now) {
-            let cooldown_on = self.thresholds.cooldown_ms > 0;
-            let passed_over = &mut self.passed_over;
-            self.cooling.retain(|url, entry| {
-                let keep = entry.is_cooling(now);
-                if !keep && cooldown_on {
-                    passed_over.remove(url);
-                }
-                keep
-            });
-            self.cooling_expiry_bound = self.cooling.values().map(|e| e.until).min();
+        if !self.expiry_due(now) {
+            return;
         }
+        let cooldown_on = self.thresholds.cooldown_ms > 0;
+        let prune = |state: &mut UrlState| {
+            if state.cooldown.is_some_and(|entry| !entry.is_cooling(now)) {
+                state.cooldown = None;
+                if cooldown_on {
+                    state.passed_over = false;
+                }
+            }
+        };
+        self.listed.iter_mut().for_each(prune);
+        self.unlisted.retain(|_, state| {
+            prune(state);
+            !state.is_empty()
+        });
+        self.recount();
     }
 
-    fn take_pending(&mut self, url: &RelayUrl) -> Option<PendingOpen> {
+    /// FO-X2: the chain moved: nobody is passed over.
+    fn clear_passed_over(&mut self) {
+        if self.derived.passed_over == 0 {
+            return;
+        }
+        self.listed
+            .iter_mut()
+            .for_each(|state| state.passed_over = false);
+        self.unlisted.retain(|_, state| {
+            state.passed_over = false;
+            !state.is_empty()
+        });
+        self.derived.passed_over = 0;
+    }
+
+    /// FO-X3: a new round: nobody has been probed in it.
+    fn clear_probed(&mut self) {
+        if self.derived.probed == 0 {
+            return;
+        }
+        self.listed
+            .iter_mut()
+            .for_each(|state| state.probed = false);
+        self.unlisted.retain(|_, state| {
+            state.probed = false;
+            !state.is_empty()
+        });
+        self.derived.probed = 0;
+    }
+
+    /// FO-X3: the schedule starts over (the chain moved, or the channel recovered).
+    fn reset_probe_schedule(&mut self) {
+        self.probe = ProbeSchedule::default();
+        self.clear_probed();
+    }
+
+    fn take_pending(&mut self, url: &RelayUrl) -> Option<(PendingOpen, Option<u16>)> {
         if self.open_in_flight.as_ref().map(|open| &open.url) != Some(url) {
             return None; // a result for an open we are not waiting on: stale, ignored
         }
-        self.open_in_flight.take()
+        let open = self.open_in_flight.take()?;
+        Some((open, self.derived.open_id.take()))
     }
 
     fn unhealthy_for_ms(&self, now: MonoMs) -> u64 {
@@ -755,12 +907,216 @@ impl Supervisor {
             self.outputs.len() < MAX_PENDING_OUTPUTS,
             "outputs not drained: the caller must poll_output() after every input"
         );
-        self.outputs.push_back(output.into());
+        self.outputs.push(output.into());
+    }
+
+    // ---- the per-URL state ---------------------------------------------------------------
+
+    #[inline]
+    fn is_current(&self, id: usize) -> bool {
+        self.derived.current_id.map(usize::from) == Some(id)
+    }
+
+    /// FO-D3 by id: not current, not cooling.
+    fn is_clean_id(&self, id: usize, now: MonoMs) -> bool {
+        !self.is_current(id) && !self.listed[id].is_cooling(now)
+    }
+
+    /// What is known about `url`, listed or not.
+    fn state_of(&self, url: &RelayUrl) -> Option<&UrlState> {
+        self.state(self.candidates.id_of(url), url)
+    }
+
+    /// What is known about `url`, whose id is `id` if it is listed.
+    fn state(&self, id: Option<u16>, url: &RelayUrl) -> Option<&UrlState> {
+        match id {
+            Some(id) => self.listed.get(usize::from(id)),
+            None => self.unlisted.get(url),
+        }
+    }
+
+    /// Every URL with state: the listed ones, then the unlisted ones.
+    fn url_states(&self) -> impl Iterator<Item = (&RelayUrl, &UrlState)> {
+        self.candidates
+            .urls()
+            .iter()
+            .zip(&self.listed)
+            .chain(&self.unlisted)
+    }
+
+    fn cooldown_entries(&self) -> impl Iterator<Item = &CooldownEntry> {
+        self.listed
+            .iter()
+            .chain(self.unlisted.values())
+            .filter_map(|state| state.cooldown.as_ref())
+    }
+
+    /// Changes the state of `url` (id `id` if listed) and keeps `derived` exact: an unlisted
+    /// URL with nothing left to know is dropped, the counts follow, and the earliest expiry is
+    /// recomputed only when an entry went away or was replaced.
+    fn update(&mut self, id: Option<u16>, url: &RelayUrl, change: impl FnOnce(&mut UrlState)) {
+        let (before, after) = match id {
+            Some(id) => {
+                let state = &mut self.listed[usize::from(id)];
+                let before = *state;
+                change(state);
+                (before, *state)
+            }
+            None => {
+                let before = self.unlisted.get(url).copied().unwrap_or_default();
+                let mut after = before;
+                change(&mut after);
+                if after.is_empty() {
+                    self.unlisted.remove(url);
+                } else if after != before {
+                    self.unlisted.insert(url.clone(), after);
+                }
+                (before, after)
+            }
+        };
+        let derived = &mut self.derived;
+        let count = |was: bool, is: bool, n: &mut usize| match (was, is) {
+            (false, true) => *n += 1,
+            (true, false) => *n -= 1,
+            _ => {}
+        };
+        count(
+            before.cooldown.is_some(),
+            after.cooldown.is_some(),
+            &mut derived.cooldown_rows,
+        );
+        count(
+            before.passed_over,
+            after.passed_over,
+            &mut derived.passed_over,
+        );
+        count(before.probed, after.probed, &mut derived.probed);
+        let recompute_bound = match (before.cooldown, after.cooldown) {
+            (None, Some(new)) => {
+                let bound = derived
+                    .cooling_expiry_bound
+                    .map_or(new.until, |b| b.min(new.until));
+                derived.cooling_expiry_bound = Some(bound);
+                false
+            }
+            // An entry went away or its `until` changed: it may have been the earliest.
+            (Some(old), new) => new.map(|e| e.until) != Some(old.until),
+            (None, None) => false,
+        };
+        if recompute_bound {
+            self.derived.cooling_expiry_bound = self.cooldown_entries().map(|e| e.until).min();
+        }
+    }
+
+    /// Recomputes the counts and the earliest expiry from the per-URL state.
+    fn recount(&mut self) {
+        let counted = self.counted();
+        self.derived = Derived {
+            current_id: self.derived.current_id,
+            open_id: self.derived.open_id,
+            quiet_until: self.derived.quiet_until,
+            ..counted
+        };
+    }
+
+    /// The end of every input: the quiet-tick bound follows what the input changed.
+    fn settle(&mut self) {
+        self.derived.quiet_until = self.quiet_until();
+        debug_assert!(self.derived_is_exact());
+    }
+
+    /// See `Derived::quiet_until`.
+    fn quiet_until(&self) -> MonoMs {
+        let never = MonoMs(u64::MAX);
+        if !self.thresholds.supervisor_enabled() || self.open_in_flight.is_some() {
+            never
+        } else if self.current.is_some() && self.channel == ChannelState::Healthy {
+            self.derived.cooling_expiry_bound.unwrap_or(never)
+        } else {
+            MonoMs::ZERO
+        }
+    }
+
+    /// `derived`, computed from scratch (no allocation: it also runs in debug checks on the
+    /// tick path).
+    fn counted(&self) -> Derived {
+        let mut derived = Derived {
+            current_id: self
+                .current
+                .as_ref()
+                .and_then(|url| self.candidates.id_of(url)),
+            open_id: self
+                .open_in_flight
+                .as_ref()
+                .and_then(|open| self.candidates.id_of(&open.url)),
+            ..Derived::default()
+        };
+        for state in self.listed.iter().chain(self.unlisted.values()) {
+            if let Some(entry) = state.cooldown {
+                derived.cooldown_rows += 1;
+                derived.cooling_expiry_bound = Some(
+                    derived
+                        .cooling_expiry_bound
+                        .map_or(entry.until, |b| b.min(entry.until)),
+                );
+            }
+            derived.passed_over += usize::from(state.passed_over);
+            derived.probed += usize::from(state.probed);
+        }
+        derived
+    }
+
+    /// A new list: every URL keeps its state, moving between the dense array (listed) and the
+    /// map (unlisted) as it enters or leaves the list; the ids are renumbered.
+    fn adopt(&mut self, candidates: Candidates) {
+        let old = std::mem::replace(&mut self.candidates, candidates);
+        let old_listed = std::mem::take(&mut self.listed);
+        let mut listed = vec![UrlState::default(); self.candidates.len()];
+        for (old_id, state) in old_listed.into_iter().enumerate() {
+            if state.is_empty() {
+                continue;
+            }
+            let url = old.url(old_id);
+            match self.candidates.id_of(url) {
+                Some(id) => listed[usize::from(id)] = state,
+                None => {
+                    self.unlisted.insert(url.clone(), state);
+                }
+            }
+        }
+        if !self.unlisted.is_empty() {
+            for (id, url) in self.candidates.urls().iter().enumerate() {
+                if let Some(state) = self.unlisted.remove(url) {
+                    listed[id] = state;
+                }
+            }
+        }
+        self.listed = listed;
+        let counted = self.counted();
+        self.derived.current_id = counted.current_id;
+        self.derived.open_id = counted.open_id;
+    }
+
+    /// Debug check: `derived` is what it claims to be and the per-URL state is canonical.
+    fn derived_is_exact(&self) -> bool {
+        let (kept, exact) = (&self.derived, self.counted());
+        kept.current_id == exact.current_id
+            && kept.open_id == exact.open_id
+            && kept.cooling_expiry_bound == exact.cooling_expiry_bound
+            && kept.cooldown_rows == exact.cooldown_rows
+            && kept.passed_over == exact.passed_over
+            && kept.probed == exact.probed
+            && kept.quiet_until == self.quiet_until()
+            && self.listed.len() == self.candidates.len()
+            && self
+                .unlisted
+                .iter()
+                .all(|(url, state)| !state.is_empty() && self.candidates.id_of(url).is_none())
     }
 }
 
 enum CleanPick {
-    Target(RelayUrl),
+    Target(usize),
     AllTriedThisRound,
     None,
 }

@@ -3,7 +3,9 @@
 
 mod config;
 mod freshness;
+mod interned;
 mod machine;
+mod outputs;
 mod render;
 mod types;
 
