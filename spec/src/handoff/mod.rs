@@ -1,0 +1,534 @@
+//! `HandoffModel`: the real HO core ([`SourceHandoff`] at the source cell, the reference
+//! [`AssignmentStore`], the director's real [`evaluate`]) in an environment of one host, a
+//! source cell and a target cell, where
+//!
+//! - a director picks read-only from the store and sends the handoff request, re-delivers it
+//!   (duplicates), loses the answer and retries, or crashes and restarts (recomputing the request
+//!   from the store);
+//! - clients (phone, iPad) arrive (`Accept` ticket), attach (`ClientConn` ticket waiting for
+//!   durable persistence), persist and leave, racing the barrier;
+//! - the desktop's control closes, or is replaced (a `ControlOp` ticket, then
+//!   `register_control` and `handle_rebind`); the source cell process restarts
+//!   (`register_control` with incarnation + 1 and a fresh machine): the old process either dies
+//!   (its DB work may still land, and its results reach the new machine late) or, in a rolling
+//!   restart, lives on until its attempt in flight has ended;
+//! - the DB runs each transaction / reconciliation a machine asked for and the result is
+//!   delivered, lost (ambiguous), or `StoreUnavailable` during an outage; the outage recovers;
+//! - an emergency drain (and its store fence write, racing the transaction), the disable switch
+//!   (store and source), the target filling up (the explicit, authority-unchanged abort), the
+//!   desktop registering at the target, and time advancing to the next deadline (request
+//!   timeout, reconciliation timeout, quarantine retry, registration expiry).
+//!
+//! Every step drives the core, drains its actions into the environment (DB jobs, the fence to
+//! write) and records [`StepFacts`]; the properties ([`handoff_properties`]) judge them and the
+//! state. Property names start with the requirement ID; the `sometimes` ones are named
+//! `<ID> witness: ...`.
+//!
+//! Abstractions (each keeps the state space finite without changing a decision):
+//! - one host, one target; every participant has the HO-C1 capability;
+//! - the machine's asynchronous `Reply(Result)` is always lost on its way to the director: the
+//!   director learns outcomes only by re-sending (HO-A3 / HO-A6: nothing at the source depends on
+//!   delivering it). A second director is the same as a restarted one re-sending the same id;
+//! - the director does not re-pick an op the source has already answered (a kept request,
+//!   after a lost answer or a crash, re-sends it: the same duplicate);
+//! - clients are interchangeable: the state keeps them sorted (symmetry reduction; action
+//!   `client` indices refer to that order);
+//! - a DB job executes and its result is delivered (or lost) in one step; a reconciliation's
+//!   result is not lost (to the source that is its timeout: both quarantine as
+//!   `ReconcileAmbiguous`, and the timeout leaves the job to land later); a job that never runs
+//!   is the same as one lost before reaching the DB (its request timeout still fires);
+//! - faults are offered only where they can matter: a director crash needs an attempt in
+//!   flight, a drain an attempt or live work, a restart an attempt or a moved host, a DB outage
+//!   queued DB work, the target filling up a queued transaction;
+//! - at most `max_faults` faults per run, each counted kind at most its budget, and time moves
+//!   only to the next deadline, `time_advances` times ([`HandoffParams`]).
+//!
+//! Requirements that are not properties here (and where they are covered, `core/tests/`):
+//! - HO-3 (policy arithmetic: 25 ms and 20 %, freshness, cohort, capacity, cooldown): the
+//!   director calls the real `evaluate`, but the arithmetic is pure and exercised by
+//!   `handoff_requirements.rs::ho_3_*`;
+//! - HO-C1 (capability negotiation): every participant here is capable;
+//!   `handoff_requirements.rs::ho_c1_participant_without_the_capability_is_skipped`;
+//! - HO-S2's page rotation and dispatch budget (one host here):
+//!   `handoff_requirements.rs::{ho_s2_rotating_offset_moves_past_busy_hosts,
+//!   ho_s2_busy_is_a_deferral_not_a_dispatch_failure}`,
+//!   `handoff_props.rs::ho_s2_props_rotating_pages_never_starve_idle_hosts`,
+//!   `handoff_seed_tests.rs::ho_t3_*`;
+//! - HO-A6's target-side recovery beyond the store (clients kept at the target) and the seed's
+//!   tests 5, 6 and 8 need the target cell and real transport (adapters).
+
+use std::fmt;
+
+mod projection;
+mod properties;
+mod state;
+mod step;
+
+pub use projection::*;
+pub use properties::*;
+pub use state::*;
+
+use serde::{Deserialize, Serialize};
+use stateright::{Model, Property};
+use switchyard_core::handoff::admission::{
+    ActivityLease, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat, NotCounted,
+    Revalidation, Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
+};
+use switchyard_core::handoff::attempt::{
+    Action, Ambiguity, AttemptRef, Begin, DrainReason, DurableResult, HandoffReply, Phase,
+    QuarantineCause, Refusal, RetireReason, SourceConfig, SourceHandoff,
+};
+use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy, TargetView};
+use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
+use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
+use switchyard_core::handoff::store::{
+    AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite, RegisterRefusal,
+    StoreConfig, TxnOutcome,
+};
+use switchyard_core::MonoMs;
+
+use crate::store_calls::{StoreCall, StoreJournal};
+
+/// The source cell, the target cell and the host.
+pub const SRC: CellId = CellId(1);
+pub const TGT: CellId = CellId(2);
+pub const HOST: HostId = HostId(7);
+
+/// Model time starts here (the measurement was taken at 0: fresh for the whole run).
+pub const MODEL_START_MS: u64 = 1_000;
+pub const MODEL_REQUEST_TIMEOUT_MS: u64 = 5_000;
+pub const MODEL_RECONCILE_TIMEOUT_MS: u64 = 4_000;
+pub const MODEL_QUARANTINE_RETRY_MS: u64 = 10_000;
+pub const MODEL_REGISTRATION_TIMEOUT_MS: u64 = 30_000;
+pub const MODEL_FRESHNESS_MS: u64 = 3_600_000;
+pub const MODEL_COOLDOWN_MS: u64 = 600_000;
+
+/// The model's size knobs. `max_faults` bounds the faults of one run (a replacement, a restart,
+/// a drain, a director crash, a DB outage, the target filling up, the disable switch, the
+/// control closing); the counted kinds (`replacements`, `restarts`, `drains`) also have their
+/// own budget, and the switches enable or disable a kind. Director sends, lost answers, DB
+/// results and client moves are not faults: they are bounded by the state they change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffParams {
+    /// Relay clients (0: phone, 1: iPad).
+    pub clients: u8,
+    /// Arrivals per client.
+    pub client_visits: u8,
+    /// Desktop control replacements at the source (local rebind).
+    pub replacements: u8,
+    /// Source cell process restarts.
+    pub restarts: u8,
+    /// Emergency drains.
+    pub drains: u8,
+    /// Times the clock may advance to the next deadline.
+    pub time_advances: u8,
+    /// At most this many faults in one run: every combination of that many kinds, in every
+    /// order and at every point they can matter.
+    pub max_faults: u8,
+    /// The director may crash and restart (recomputing its request) while it holds one.
+    pub director_crash: bool,
+    /// The DB may go down (and recover) while work is queued for it.
+    pub db_outage: bool,
+    /// The target may fill up while a transaction is queued (the explicit abort).
+    pub target_fills: bool,
+    /// The correction may be disabled.
+    pub disable: bool,
+    /// The desktop's control session may close (a replacement reopens it).
+    pub control_closes: bool,
+}
+
+impl Default for HandoffParams {
+    /// The review bounds: two clients (phone and iPad), one replacement, one restart, one
+    /// drain, every DB outcome (commit, explicit abort, ambiguous, unavailable then recovery),
+    /// any two faults in one run, one time advance.
+    fn default() -> Self {
+        HandoffParams {
+            clients: 2,
+            client_visits: 1,
+            replacements: 1,
+            restarts: 1,
+            drains: 1,
+            time_advances: 1,
+            max_faults: 2,
+            director_crash: true,
+            db_outage: true,
+            target_fills: true,
+            disable: true,
+            control_closes: true,
+        }
+    }
+}
+
+impl HandoffParams {
+    /// A smaller bound for the default test profile: the same two clients and fault kinds, but
+    /// at most one fault per run.
+    pub fn small() -> Self {
+        HandoffParams {
+            max_faults: 1,
+            ..HandoffParams::default()
+        }
+    }
+}
+
+/// How a DB job's result reaches the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// The store ran it and the definitive result arrives.
+    Delivered,
+    /// The store ran it (it may have committed) and the result is lost: ambiguous.
+    Lost,
+    /// The DB is down: `StoreUnavailable`, nothing ran.
+    Unavailable,
+}
+
+/// The environment's moves; every one is a core input or "time advances".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum HoAction {
+    /// The director (re-)delivers its request (picking one read-only from the store if it has
+    /// none); `lost`: the immediate answer never reaches it, so it keeps the request.
+    DirectorSends {
+        lost: bool,
+    },
+    /// The director crashes, restarts and recomputes its request from the store.
+    DirectorCrashRestart,
+    /// A client reaches the source: `acquire(Accept)`.
+    ClientArrives {
+        client: u8,
+    },
+    /// After the accept's await: `revalidate`, `acquire(ClientConn)` (the attach now waits for
+    /// durable persistence), `release(Accept)`.
+    ClientAttaches {
+        client: u8,
+    },
+    /// Persistence done: `revalidate` the attach.
+    ClientPersisted {
+        client: u8,
+    },
+    /// The client leaves: `release`.
+    ClientLeaves {
+        client: u8,
+    },
+    /// A replacement control's activation: `acquire(ControlOp)`.
+    ControlActivates,
+    /// After its await: `revalidate`, `register_control` (same incarnation), `handle_rebind`,
+    /// `release`.
+    ControlRebinds,
+    /// The desktop's control session closes: `handle_session_closed`.
+    ControlCloses,
+    /// The source cell process restarts: `register_control` with incarnation + 1 and a fresh
+    /// machine (the old process's clients and control op are gone). `old_lingers`: a rolling
+    /// restart, where the old process lives on until its attempt in flight ends (its results
+    /// reach it); otherwise its results reach the new machine late.
+    SourceRestart {
+        old_lingers: bool,
+    },
+    /// The DB runs queued job `job` (index into `HoState::jobs`) of an attempt in flight; its
+    /// result goes to the machine that asked.
+    DbRuns {
+        job: u8,
+        delivery: Delivery,
+    },
+    /// The DB runs a job whose attempt has ended, or whose process has died: its result goes to
+    /// the machine that asked if it still lives, else to the current (replacement) one.
+    LateCallback {
+        job: u8,
+        delivery: Delivery,
+    },
+    /// The DB goes down: results become `StoreUnavailable`, registrations and fences wait.
+    DbOutage,
+    DbRecovers,
+    /// The adapter writes the drain fence the machine asked for.
+    FenceWrites,
+    /// `handle_emergency_drain` at the current source.
+    EmergencyDrain,
+    /// The persistent switch (store) and the source's switch go off; the director lags.
+    Disable,
+    /// Another host takes (`full`) or frees the target's last slot (the model only fills it).
+    TargetCapacity {
+        full: bool,
+    },
+    /// The desktop registers at the target after a commit.
+    TargetRegisters,
+    /// The clock advances to the next deadline: `handle_timeout` and `expire_migrations`.
+    TimeAdvances,
+}
+
+#[derive(Debug, Clone)]
+pub struct HandoffModel {
+    pub params: HandoffParams,
+}
+
+impl HandoffModel {
+    pub fn new(params: HandoffParams) -> HandoffModel {
+        assert!(params.clients <= 4, "at most four clients");
+        HandoffModel { params }
+    }
+
+    pub fn source_config() -> SourceConfig {
+        SourceConfig {
+            request_timeout_ms: MODEL_REQUEST_TIMEOUT_MS,
+            reconcile_timeout_ms: MODEL_RECONCILE_TIMEOUT_MS,
+            quarantine_retry_ms: MODEL_QUARANTINE_RETRY_MS,
+            cell_capable: true,
+        }
+    }
+
+    fn policy_config() -> PolicyConfig {
+        PolicyConfig {
+            freshness_window_ms: MODEL_FRESHNESS_MS,
+            host_cooldown_ms: MODEL_COOLDOWN_MS,
+        }
+    }
+
+    fn director_policy() -> DirectorPolicy {
+        // The director lags behind the disable switch: it keeps sending (HO-A5 is the
+        // source's and the store's job).
+        DirectorPolicy {
+            enabled: true,
+            cohort_percent: 100,
+            policy: Self::policy_config(),
+        }
+    }
+
+    fn measurement() -> Measurement {
+        Measurement {
+            measured_at: MonoMs::ZERO,
+            current_rtt_ms: 120,
+            target_rtt_ms: 60,
+        }
+    }
+
+    pub(super) fn cell_row(capacity: u32, incarnation: Incarnation) -> CellRow {
+        CellRow {
+            capacity,
+            handoff_capable: true,
+            incarnation,
+        }
+    }
+
+    pub fn init_state(&self) -> HoState {
+        self.init_state_journaled(&mut ())
+    }
+
+    /// [`Self::init_state`], recording the store calls that set the store up.
+    pub fn init_state_journaled<J: StoreJournal>(&self, journal: &mut J) -> HoState {
+        let config = StoreConfig {
+            enabled: true,
+            policy: Self::policy_config(),
+            max_in_flight_migrations: 4,
+            rate_window_ms: 60_000,
+            max_commits_per_window: 10,
+            registration_timeout_ms: MODEL_REGISTRATION_TIMEOUT_MS,
+        };
+        journal.record(StoreCall::Configure { config });
+        let mut store = AssignmentStore::new(config);
+        for (cell, capacity) in [(SRC, 10), (TGT, 1)] {
+            let row = Self::cell_row(capacity, Incarnation(1));
+            let answer = store.upsert_cell(cell, row);
+            journal.record(StoreCall::UpsertCell { cell, row, answer });
+            answer.expect("model cell");
+        }
+        let answer = store.insert_host(HOST, SRC, true);
+        journal.record(StoreCall::InsertHost {
+            host: HOST,
+            cell: SRC,
+            desktop_capable: true,
+            answer,
+        });
+        let auth = answer.expect("host");
+        let p = &self.params;
+        HoState {
+            now: MonoMs(MODEL_START_MS),
+            store,
+            src: Some(SourceHandoff::new(Self::source_config(), auth, true)),
+            inst: 0,
+            old_src: None,
+            clients: vec![
+                Client {
+                    phase: ClientPhase::Away,
+                    visits_left: p.client_visits,
+                };
+                usize::from(p.clients)
+            ],
+            control: None,
+            dir_request: None,
+            jobs: Vec::new(),
+            pending_fence: None,
+            db_up: true,
+            disabled: false,
+            target_full: false,
+            budget: Budget {
+                faults: p.max_faults,
+                replacements: p.replacements,
+                restarts: p.restarts,
+                drains: p.drains,
+                time_advances: p.time_advances,
+            },
+            last: StepFacts::default(),
+        }
+    }
+
+    /// The director's read-only pick: the real `evaluate` over what it reads from the store.
+    pub(super) fn pick(state: &HoState) -> Option<HandoffRequest> {
+        let store = &state.store;
+        let authority = store.authority(HOST)?;
+        let row = store.assignment(HOST)?;
+        let source_cell = store.cell(authority.cell)?;
+        let target = store.cell(TGT)?;
+        let candidate = CandidateView {
+            authority,
+            source_cell_capable: source_cell.handoff_capable,
+            desktop_capable: row.desktop_capable,
+            measurement: Some((TGT, Self::measurement())),
+            cooldown_until: store.cooldown_until(HOST),
+        };
+        let target = TargetView {
+            cell: TGT,
+            capable: target.handoff_capable,
+            load: store.cell_load(TGT),
+            capacity: target.capacity,
+        };
+        evaluate(
+            state.now,
+            &Self::director_policy(),
+            &candidate,
+            Some(&target),
+        )
+        .ok()
+    }
+}
+
+impl Model for HandoffModel {
+    type State = HoState;
+    type Action = HoAction;
+
+    fn init_states(&self) -> Vec<HoState> {
+        vec![self.init_state()]
+    }
+
+    fn actions(&self, state: &HoState, actions: &mut Vec<HoAction>) {
+        let (b, p) = (&state.budget, &self.params);
+        // Faults that only matter to an attempt in flight are offered only then (elsewhere
+        // they would only multiply states that the properties judge the same way).
+        let in_flight = state.src.as_ref().is_some_and(|m| m.attempt().is_some());
+        let fault = b.faults > 0;
+        // A fresh pick whose op the source has already answered is a duplicate, which a kept
+        // request (lost answer, crash) already exercises; a pick that finds nothing sends
+        // nothing.
+        let worth_sending = state.dir_request.is_some()
+            || Self::pick(state).is_some_and(|r| {
+                state
+                    .src
+                    .as_ref()
+                    .and_then(SourceHandoff::last_result)
+                    .is_none_or(|last| last.op_id != r.op_id)
+            });
+        if worth_sending {
+            actions.push(HoAction::DirectorSends { lost: false });
+            actions.push(HoAction::DirectorSends { lost: true });
+        }
+        if fault && p.director_crash && state.dir_request.is_some() && in_flight {
+            actions.push(HoAction::DirectorCrashRestart);
+        }
+        if let Some(src) = state.src.as_ref() {
+            for (i, c) in state.clients.iter().enumerate() {
+                let client = u8::try_from(i).unwrap_or(u8::MAX);
+                actions.push(match c.phase {
+                    ClientPhase::Away if c.visits_left > 0 => HoAction::ClientArrives { client },
+                    ClientPhase::Away => continue,
+                    ClientPhase::Accepting(_) => HoAction::ClientAttaches { client },
+                    ClientPhase::Attaching(_) => HoAction::ClientPersisted { client },
+                    ClientPhase::Attached(_) => HoAction::ClientLeaves { client },
+                });
+            }
+            let admitting_or_gated = !src.gate().is_drained()
+                && matches!(src.gate().state(), GateState::Open | GateState::Gated(_));
+            match state.control {
+                None if fault && b.replacements > 0 && admitting_or_gated => {
+                    actions.push(HoAction::ControlActivates);
+                }
+                Some(_) if state.db_up => actions.push(HoAction::ControlRebinds),
+                _ => {}
+            }
+            if fault && p.control_closes && src.session_open() {
+                actions.push(HoAction::ControlCloses);
+            }
+            if fault
+                && b.drains > 0
+                && !src.gate().is_drained()
+                && (in_flight || state.live_work() > 0)
+            {
+                actions.push(HoAction::EmergencyDrain);
+            }
+        }
+        if fault && b.restarts > 0 && state.db_up && (in_flight || state.moved()) {
+            actions.push(HoAction::SourceRestart { old_lingers: false });
+            if in_flight {
+                actions.push(HoAction::SourceRestart { old_lingers: true });
+            }
+        }
+        for (i, job) in state.jobs.iter().enumerate() {
+            let job_index = u8::try_from(i).unwrap_or(u8::MAX);
+            let current = state.is_current_job(job);
+            let deliveries: &[Delivery] = if !state.db_up {
+                &[Delivery::Unavailable]
+            } else if job.kind == JobKind::Transaction {
+                &[Delivery::Delivered, Delivery::Lost]
+            } else {
+                &[Delivery::Delivered]
+            };
+            for delivery in deliveries {
+                actions.push(if current {
+                    HoAction::DbRuns {
+                        job: job_index,
+                        delivery: *delivery,
+                    }
+                } else {
+                    HoAction::LateCallback {
+                        job: job_index,
+                        delivery: *delivery,
+                    }
+                });
+            }
+        }
+        if fault && p.db_outage && state.db_up && !state.jobs.is_empty() {
+            actions.push(HoAction::DbOutage);
+        }
+        if !state.db_up {
+            actions.push(HoAction::DbRecovers);
+        }
+        if state.db_up && state.pending_fence.is_some() {
+            actions.push(HoAction::FenceWrites);
+        }
+        if fault && p.disable && !state.disabled && state.src.is_some() {
+            actions.push(HoAction::Disable);
+        }
+        let txn_queued = state.jobs.iter().any(|j| j.kind == JobKind::Transaction);
+        if fault && p.target_fills && !state.target_full && txn_queued {
+            actions.push(HoAction::TargetCapacity { full: true });
+        }
+        if state.db_up && state.store.reservations().next().is_some() {
+            actions.push(HoAction::TargetRegisters);
+        }
+        if b.time_advances > 0 && state.next_deadline().is_some() {
+            actions.push(HoAction::TimeAdvances);
+        }
+    }
+
+    fn next_state(&self, state: &HoState, action: HoAction) -> Option<HoState> {
+        Some(self.step(state, action))
+    }
+
+    fn within_boundary(&self, state: &HoState) -> bool {
+        // Every environment event is budgeted; this states the resulting bounds.
+        let horizon =
+            MODEL_START_MS + u64::from(self.params.time_advances) * MODEL_REGISTRATION_TIMEOUT_MS;
+        state.now.as_ms() <= horizon && state.jobs.len() <= 16
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        handoff_properties()
+    }
+}

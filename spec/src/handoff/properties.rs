@@ -1,0 +1,494 @@
+//! The properties and the judges that feed them.
+
+use super::step::Drained;
+use super::*;
+
+/// What the last step did, kept in the state so `always` properties can judge transitions.
+///
+/// Two kinds of record. [`Anomalies`] are judged by the `always` properties: each field is what
+/// a step must never do, named after what it did, and stays `false` in a correct run (so it
+/// adds no states). [`Events`] are what the `sometimes` witnesses look for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StepFacts {
+    pub anomalies: Anomalies,
+    pub events: Events,
+}
+
+/// Transition facts a correct core never produces (grouped by the property that judges them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Anomalies {
+    /// HO-1: the store moved the host while the committing source was not gated by that op
+    /// over zero tickets, or while the environment held client / control work there.
+    pub moved_over_work: bool,
+    /// HO-1: a retire was queued while the source held live tickets.
+    pub retired_over_tickets: bool,
+    /// HO-2: `Busy` with no live work, or `Started` with live work.
+    pub idleness_misjudged: bool,
+    /// HO-7: a barrier was installed while a counter or the environment's work was non-zero.
+    pub barrier_over_work: bool,
+    /// HO-8: a heartbeat / activity renewal changed a counter or the idleness.
+    pub heartbeat_counted: bool,
+    /// HO-10: a missing or expired DB lease changed a counter or the idleness.
+    pub lease_counted: bool,
+    /// HO-S1: a sent op id is not the UUIDv5 of its authority and target, a fresh pick is not
+    /// at the store's current authority, or a recomputed id differs for the same authority.
+    pub op_id_inconsistent: bool,
+    /// HO-S1 / HO-A3: a director step wrote the store (no prepare state).
+    pub director_wrote_store: bool,
+    /// HO-S2: an answer other than `Started` changed the source machine.
+    pub answer_changed_machine: bool,
+    /// HO-S2: a `Busy` named counters other than the gate's non-zero ones.
+    pub busy_counters_wrong: bool,
+    /// HO-S3: new work was admitted while a barrier stood.
+    pub admitted_under_barrier: bool,
+    /// HO-S3: a client refused at a gated (undrained) source did not get 4409 WRONG_CELL, or a
+    /// control activation there was not refused as `ControlGated`.
+    pub gated_refusal_wrong: bool,
+    /// HO-S4: a commit moved something other than the exact authority it re-checked, or not to
+    /// its target with epoch + 1 and its own reservation.
+    pub commit_not_exact: bool,
+    /// HO-S5: a committed outcome did not close the source as retired-by-commit with a
+    /// `RetireSourceDraining { Committed }`, or reopened it.
+    pub commit_not_retired: bool,
+    /// HO-S6: an explicit rollback (authority unchanged, not drained) did not reopen the
+    /// barrier with `ReopenAdmission`, kept a reservation, or came with a changed authority.
+    pub rollback_not_reopened: bool,
+    /// HO-S6: an authority-changed outcome reopened, or did not retire the stale source.
+    pub stale_not_retired: bool,
+    /// HO-A1: an op id that already had a durable record committed (a second migration).
+    pub second_migration: bool,
+    /// HO-A2: the barrier went away without a definitive rollback of that attempt in the step.
+    pub reopened_without_rollback: bool,
+    /// HO-A4: a late callback changed the machine it reached.
+    pub late_callback_changed_machine: bool,
+    /// HO-A4: a registration at the source succeeded although the host had moved.
+    pub registered_over_move: bool,
+    /// HO-A4: a replacement control that registered in the store (holding a live, revalidated
+    /// control ticket) was refused by the source machine, which keeps the old authority.
+    pub registered_not_rebound: bool,
+    /// HO-A5: an attempt started at a disabled source.
+    pub started_while_disabled: bool,
+    /// HO-A5: a drained source ended its attempt open.
+    pub drained_reopened: bool,
+    /// HO-A6: the reply was queued before the retire (or not at all).
+    pub reply_before_retire: bool,
+}
+
+/// Events worth witnessing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Events {
+    pub busy: bool,
+    pub answered_recorded_result: bool,
+    pub answered_in_progress: bool,
+    pub refused_disabled: bool,
+    pub committed: bool,
+    pub committed_after_ambiguity: bool,
+    pub explicit_abort_reopened: bool,
+    pub fenced_abort: bool,
+    pub stale_retired: bool,
+    pub recovered_after_quarantine: bool,
+    pub drained_during_attempt: bool,
+    pub finished_drained: bool,
+    pub fence_landed_first: bool,
+    pub finished_disabled: bool,
+    pub finished_without_session: bool,
+    pub stale_txn_rejected: bool,
+    pub late_from_old_machine: bool,
+    pub rebound: bool,
+    pub restart_refused_moved: bool,
+    pub abandoned: bool,
+    pub crash_during_attempt: bool,
+    pub wrong_cell_at_barrier: bool,
+    pub control_gated: bool,
+    pub target_registered: bool,
+    pub registration_recovered: bool,
+}
+
+impl HandoffModel {
+    /// HO-1 / HO-S4 / HO-A1: the store moved the host in this step.
+    pub(super) fn judge_commit(
+        state: &mut HoState,
+        job: &Job,
+        before: Option<SourceAuthority>,
+        after: Option<SourceAuthority>,
+        recorded_before: bool,
+    ) {
+        let req = &job.request;
+        let env_quiet = job.inst != state.inst || state.live_work() == 0;
+        let quiet = env_quiet
+            && state.machine(job.inst).is_some_and(|m| {
+                m.gate().barrier().is_some_and(|b| b.op_id == req.op_id)
+                    && m.gate().counters().is_zero()
+            });
+        let exact = before == Some(req.source)
+            && after.is_some_and(|a| {
+                a.cell == req.target && before.is_some_and(|b| a.epoch == b.epoch.next())
+            })
+            && state
+                .store
+                .reservation(req.op_id)
+                .is_some_and(|r| r.cell == req.target);
+        let anomalies = &mut state.last.anomalies;
+        anomalies.moved_over_work = !quiet;
+        anomalies.commit_not_exact = !exact;
+        anomalies.second_migration = recorded_before;
+    }
+
+    /// HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt in flight reached its terminal outcome.
+    pub(super) fn judge_finish(state: &mut HoState, inst: u8, job: &Job, drained: &Drained) {
+        let Some(src) = state.machine(inst).cloned() else {
+            return;
+        };
+        let Some(result) = src.last_result() else {
+            return;
+        };
+        let outcome = OutcomeKind::of(&result.outcome);
+        let gate = GateKind::of(src.gate().state());
+        let is_drained = src.gate().is_drained();
+        let retire = drained.retire.map(|(reason, _)| reason);
+        let reservation_kept = state.store.reservation(result.op_id).is_some();
+        let authority_unchanged = state.store.authority(HOST) == Some(src.authority());
+        let a = &mut state.last.anomalies;
+        a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
+        a.reply_before_retire = match (drained.retire, drained.reply) {
+            (Some((_, r)), Some(p)) => r > p,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        a.drained_reopened = is_drained && (gate == GateKind::Open || drained.reopen);
+        match outcome {
+            OutcomeKind::Committed => {
+                a.commit_not_retired = gate != GateKind::Retired
+                    || !matches!(retire, Some(RetireReason::Committed { .. }))
+                    || drained.reopen;
+            }
+            OutcomeKind::RolledBack | OutcomeKind::Fenced => {
+                let reopened = gate == GateKind::Open && drained.reopen;
+                a.rollback_not_reopened = reservation_kept
+                    || !authority_unchanged
+                    || (!is_drained && !reopened)
+                    || retire.is_some();
+            }
+            OutcomeKind::AuthorityChanged => {
+                let retired_stale = gate == GateKind::StaleRetired
+                    && matches!(retire, Some(RetireReason::StaleAuthority { .. }));
+                let drained_closed = is_drained && gate == GateKind::Drained;
+                a.stale_not_retired = drained.reopen || !(retired_stale || drained_closed);
+            }
+        }
+        let e = &mut state.last.events;
+        e.committed = outcome == OutcomeKind::Committed && job.kind == JobKind::Transaction;
+        e.committed_after_ambiguity =
+            outcome == OutcomeKind::Committed && job.kind == JobKind::Reconcile;
+        e.explicit_abort_reopened = outcome == OutcomeKind::RolledBack && drained.reopen;
+        e.fenced_abort = outcome == OutcomeKind::Fenced;
+        e.stale_retired = matches!(retire, Some(RetireReason::StaleAuthority { .. }));
+        e.recovered_after_quarantine = job.after_quarantine;
+        e.finished_drained = is_drained;
+        e.finished_disabled = !src.is_enabled();
+        e.finished_without_session = !src.session_open();
+    }
+
+    /// Facts every step shares: the gate's transitions on the same machine.
+    pub(super) fn judge_transition(before: &HoState, state: &mut HoState, action: HoAction) {
+        let (Some(b), Some(a)) = (before.src.as_ref(), state.src.as_ref()) else {
+            return;
+        };
+        if before.inst != state.inst {
+            return;
+        }
+        let was_gated = b.gate().barrier().is_some();
+        let admitted = a.gate().counters().total() > b.gate().counters().total()
+            || state.live_work() > before.live_work();
+        let installed = !was_gated && a.gate().barrier().is_some();
+        let reopened = was_gated && a.gate().state() == GateState::Open;
+        let db_step = matches!(
+            action,
+            HoAction::DbRuns { .. } | HoAction::LateCallback { .. }
+        );
+        let anomalies = &mut state.last.anomalies;
+        if installed {
+            anomalies.barrier_over_work = !b.gate().counters().is_zero() || before.live_work() > 0;
+            anomalies.started_while_disabled = !b.is_enabled();
+        }
+        anomalies.admitted_under_barrier = was_gated && admitted;
+        // Only a DB result may take a barrier away (judged in `db_runs`); any other step that
+        // does (a timeout, a drain, a request) reopens without a terminal outcome.
+        if reopened && !db_step {
+            anomalies.reopened_without_rollback = true;
+        }
+    }
+}
+
+fn committed_rows(s: &HoState) -> u64 {
+    s.store
+        .attempts()
+        .filter(|(_, r)| matches!(r.outcome, AttemptOutcome::Committed { .. }))
+        .count() as u64
+}
+
+/// The properties, each named by its requirement ID: the `always` properties first, then the
+/// `sometimes` witnesses (named `<ID> witness: ...`).
+pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
+    vec![
+        // ---- always -------------------------------------------------------------------------
+        Property::always(
+            "HO-1 never moves with a client attached; a retire closes no client",
+            |_, s: &HoState| !s.last.anomalies.moved_over_work && !s.last.anomalies.retired_over_tickets,
+        ),
+        Property::always(
+            "HO-2 busy iff live work at that instant; the open control is no reason to wait",
+            |_, s: &HoState| !s.last.anomalies.idleness_misjudged,
+        ),
+        Property::always(
+            "HO-7 barrier only installed when every counter is zero; counters equal the live work",
+            |_, s: &HoState| {
+                !s.last.anomalies.barrier_over_work
+                    && s.src
+                        .as_ref()
+                        .is_none_or(|m| m.gate().counters().total() == u64::from(s.live_work()))
+            },
+        ),
+        Property::always("HO-8 heartbeats never change counters", |_, s: &HoState| {
+            !s.last.anomalies.heartbeat_counted
+        }),
+        Property::always(
+            "HO-10 a missing or expired DB lease never proves idleness",
+            |_, s: &HoState| !s.last.anomalies.lease_counted,
+        ),
+        Property::always(
+            "HO-S1 duplicate/retried request reuses the same op id; the pick is read-only",
+            |_, s: &HoState| {
+                !s.last.anomalies.op_id_inconsistent
+                    && !s.last.anomalies.director_wrote_store
+                    && s
+                        .store
+                        .attempts()
+                        .all(|(op, r)| *op == OpId::derive(&r.source, r.target))
+            },
+        ),
+        Property::always(
+            "HO-S2 busy holds no barrier, closes nothing, names the non-zero counters",
+            |_, s: &HoState| {
+                !s.last.anomalies.answer_changed_machine && !s.last.anomalies.busy_counters_wrong
+            },
+        ),
+        Property::always(
+            "HO-S3 no admission under a barrier; a refused client gets 4409 WRONG_CELL",
+            |_, s: &HoState| {
+                let gated_is_empty = s
+                    .machines()
+                    .all(|(_, m)| m.gate().barrier().is_none() || m.gate().counters().is_zero());
+                !s.last.anomalies.admitted_under_barrier
+                    && !s.last.anomalies.gated_refusal_wrong
+                    && gated_is_empty
+            },
+        ),
+        Property::always(
+            "HO-S4 a commit moves exactly the re-checked authority; store invariants hold (no reservation leak)",
+            |_, s: &HoState| {
+                !s.last.anomalies.commit_not_exact && s.store.check_invariants().is_ok()
+            },
+        ),
+        Property::always(
+            "HO-S5 committed => source retired via draining, never reopened",
+            |_, s: &HoState| {
+                let moved_source_closed =
+                    !s.moved() || s.machines().all(|(_, m)| m.gate().state() != GateState::Open);
+                !s.last.anomalies.commit_not_retired && moved_source_closed
+            },
+        ),
+        Property::always(
+            "HO-S6 explicit abort with unchanged authority => reopened, no reservation kept; authority changed => retired",
+            |_, s: &HoState| {
+                !s.last.anomalies.rollback_not_reopened && !s.last.anomalies.stale_not_retired
+            },
+        ),
+        Property::always("HO-A1 at most one migration per op id", |_, s: &HoState| {
+            let epoch = s.store.assignment(HOST).map_or(0, |r| r.epoch.0);
+            !s.last.anomalies.second_migration && epoch == 1 + committed_rows(s)
+        }),
+        Property::always(
+            "HO-A2 never reopened without a terminal outcome (no reopen on timeout alone); the barrier stands while an attempt is in flight",
+            |_, s: &HoState| {
+                let barrier_held = s.machines().all(|(_, m)| match m.attempt() {
+                    None => true,
+                    Some(a) => m.gate().barrier().is_some_and(|b| {
+                        b.op_id == a.attempt.op_id && b.seq == a.attempt.seq
+                    }),
+                });
+                !s.last.anomalies.reopened_without_rollback && barrier_held
+            },
+        ),
+        Property::always(
+            "HO-A3 director crash strands nothing: an attempt in flight always has a DB job or a timer",
+            |_, s: &HoState| {
+                s.machines().all(|(inst, m)| {
+                    let Some(a) = m.attempt() else {
+                        return true;
+                    };
+                    let has_job = |kind: JobKind| {
+                        s.jobs
+                            .iter()
+                            .any(|j| j.inst == inst && j.kind == kind && j.attempt == a.attempt)
+                    };
+                    m.poll_timeout().is_some()
+                        && match a.phase {
+                            Phase::InTransaction { .. } => has_job(JobKind::Transaction),
+                            Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
+                            Phase::Quarantined { .. } => true,
+                        }
+                })
+            },
+        ),
+        Property::always(
+            "HO-A4 a late callback never changes (nor reopens) the replacement; a commit refuses old ownership",
+            |_, s: &HoState| {
+                !s.last.anomalies.late_callback_changed_machine
+                    && !s.last.anomalies.registered_over_move
+                    && !s.last.anomalies.registered_not_rebound
+            },
+        ),
+        Property::always(
+            "HO-A5 a drained source never reopens; disabled => no new attempt starts",
+            |_, s: &HoState| {
+                !s.last.anomalies.started_while_disabled
+                    && !s.last.anomalies.drained_reopened
+                    && s.machines().all(|(_, m)| {
+                        !m.gate().is_drained() || m.gate().state() != GateState::Open
+                    })
+            },
+        ),
+        Property::always(
+            "HO-A6 retire is queued before the reply; an expired registration is recovered",
+            |_, s: &HoState| {
+                !s.last.anomalies.reply_before_retire
+                    && s.store.reservations().all(|(_, r)| r.expires_at > s.now)
+            },
+        ),
+        // ---- sometimes ----------------------------------------------------------------------
+        Property::sometimes("HO-S5 witness: commit retires the source", |_, s: &HoState| {
+            s.last.events.committed
+        }),
+        Property::sometimes(
+            "HO-S6 witness: explicit abort reopens admission",
+            |_, s: &HoState| s.last.events.explicit_abort_reopened,
+        ),
+        Property::sometimes(
+            "HO-S6 witness: authority changed retires the stale source",
+            |_, s: &HoState| s.last.events.stale_retired,
+        ),
+        Property::sometimes("HO-A2 witness: ambiguous then commit", |_, s: &HoState| {
+            s.last.events.committed_after_ambiguity
+        }),
+        Property::sometimes(
+            "HO-A1 witness: ambiguous then fenced abort",
+            |_, s: &HoState| s.last.events.fenced_abort,
+        ),
+        Property::sometimes("HO-S2 witness: busy", |_, s: &HoState| s.last.events.busy),
+        Property::sometimes(
+            "HO-7 witness: a control activation in flight makes the source busy",
+            |_, s: &HoState| s.control.is_some() && s.last.events.busy,
+        ),
+        Property::sometimes(
+            "HO-7 witness: an attach waiting for persistence makes the source busy",
+            |_, s: &HoState| {
+                s.last.events.busy
+                    && s.clients
+                        .iter()
+                        .any(|c| matches!(c.phase, ClientPhase::Attaching(_)))
+            },
+        ),
+        Property::sometimes(
+            "HO-A2 witness: quarantined (store unavailable)",
+            |_, s: &HoState| {
+                s.machines().any(|(_, m)| {
+                    m.attempt().is_some_and(|a| {
+                        matches!(
+                            a.phase,
+                            Phase::Quarantined {
+                                cause: QuarantineCause::StoreUnavailable,
+                                ..
+                            }
+                        )
+                    })
+                })
+            },
+        ),
+        Property::sometimes(
+            "HO-A2 witness: quarantine (store unavailable) then recovery",
+            |_, s: &HoState| s.last.events.recovered_after_quarantine,
+        ),
+        Property::sometimes("HO-A5 witness: drain during an attempt", |_, s: &HoState| {
+            s.last.events.drained_during_attempt
+        }),
+        Property::sometimes(
+            "HO-A5 witness: a drained source's attempt ends closed",
+            |_, s: &HoState| s.last.events.finished_drained,
+        ),
+        Property::sometimes(
+            "HO-A5 witness: the drain fence lands before the transaction",
+            |_, s: &HoState| s.last.events.fence_landed_first,
+        ),
+        Property::sometimes(
+            "HO-A5 witness: disabled, the attempt in flight still ends",
+            |_, s: &HoState| s.last.events.finished_disabled,
+        ),
+        Property::sometimes(
+            "HO-A5 witness: a disabled source refuses a new attempt",
+            |_, s: &HoState| s.last.events.refused_disabled,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: after a restart the old transaction fails its re-check",
+            |_, s: &HoState| s.last.events.stale_txn_rejected,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a late callback reaches the restarted source",
+            |_, s: &HoState| s.last.events.late_from_old_machine,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a replacement control rebinds",
+            |_, s: &HoState| s.last.events.rebound,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: the commit wins over the restart",
+            |_, s: &HoState| s.last.events.restart_refused_moved,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a late continuation abandons after a replacement or drain",
+            |_, s: &HoState| s.last.events.abandoned,
+        ),
+        Property::sometimes(
+            "HO-A1 witness: duplicate answered with the recorded result",
+            |_, s: &HoState| s.last.events.answered_recorded_result,
+        ),
+        Property::sometimes(
+            "HO-A1 witness: duplicate answered in progress",
+            |_, s: &HoState| s.last.events.answered_in_progress,
+        ),
+        Property::sometimes(
+            "HO-A3 witness: the attempt ends after its control session closed",
+            |_, s: &HoState| s.last.events.finished_without_session,
+        ),
+        Property::sometimes(
+            "HO-A3 witness: the director crashes during an attempt",
+            |_, s: &HoState| s.last.events.crash_during_attempt,
+        ),
+        Property::sometimes(
+            "HO-S3 witness: a client refused with 4409 WRONG_CELL at a gated source",
+            |_, s: &HoState| s.last.events.wrong_cell_at_barrier,
+        ),
+        Property::sometimes(
+            "HO-S3 witness: a control activation refused at a gated source",
+            |_, s: &HoState| s.last.events.control_gated,
+        ),
+        Property::sometimes(
+            "HO-A6 witness: the desktop registers at the target",
+            |_, s: &HoState| s.last.events.target_registered,
+        ),
+        Property::sometimes(
+            "HO-A6 witness: registration expiry starts bounded recovery",
+            |_, s: &HoState| s.last.events.registration_recovered,
+        ),
+    ]
+}
