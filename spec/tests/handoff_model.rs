@@ -14,7 +14,7 @@ fn ho_model_small_bound_holds_every_property() {
         .spawn_bfs()
         .join();
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 28_673);
+    assert_eq!(checker.unique_state_count(), 45_574);
 }
 
 fn run(model: &HandoffModel, actions: &[HoAction]) -> Vec<HoState> {
@@ -125,4 +125,105 @@ fn ho_model_actions_and_projection_round_trip_through_json() {
         serde_json::from_str::<HandoffParams>(&params).expect("params"),
         HandoffParams::default()
     );
+}
+
+/// HO-A5 / HO-L1: a drain closes the control and refuses the desktop's next registration; once
+/// the drained work has closed, an operator's undrain forgets the host, the desktop's
+/// reconnect gets a new machine and a handoff starts and commits again.
+#[test]
+fn ho_l1_model_drain_refuses_the_desktop_until_undrained_then_the_host_moves() {
+    let model = HandoffModel::new(HandoffParams {
+        reconnects: 2,
+        ..HandoffParams::default()
+    });
+    let states = run(
+        &model,
+        &[
+            HoAction::ClientArrives { client: 0 },
+            HoAction::EmergencyDrain,
+            HoAction::FenceWrites,
+            HoAction::DesktopReconnects,
+        ],
+    );
+    let drained = &states[4];
+    assert!(drained.last.events.reconnect_refused_draining);
+    assert_eq!(
+        drained.cell.control(HOST),
+        None,
+        "the drain closed the control"
+    );
+    let source = drained.project().source.expect("the drained machine stays");
+    assert_eq!(source.gate, GateKind::Drained);
+    let (machine, _) = drained.cell.machine(HOST).expect("machine");
+
+    // The undrain waits for the drained work (the accept) to close.
+    let mut refused = model.step(drained, HoAction::Undrain);
+    assert_eq!(refused.last.anomalies, Anomalies::default());
+    assert!(
+        refused.cell.machine(HOST).is_some(),
+        "still closing: refused"
+    );
+    assert!(!refused.undrained);
+    refused.last = drained.last;
+    assert_eq!(&refused, drained, "a refused undrain changes nothing");
+
+    let mut states = vec![drained.clone()];
+    for action in [
+        HoAction::ClientAttaches { client: 1 },
+        HoAction::Undrain,
+        HoAction::DesktopReconnects,
+        HoAction::DirectorSends { lost: false },
+        HoAction::DbRuns {
+            job: 0,
+            delivery: Delivery::Delivered,
+        },
+    ] {
+        let before = states.last().expect("a state");
+        let mut enabled = Vec::new();
+        model.actions(before, &mut enabled);
+        assert!(enabled.contains(&action), "{action} is not enabled");
+        let after = model.step(before, action);
+        assert_eq!(after.last.anomalies, Anomalies::default(), "{action}");
+        states.push(after);
+    }
+    assert!(
+        states[1].last.events.abandoned,
+        "the drained accept abandons"
+    );
+    assert!(states[2].undrained && states[2].cell.machine(HOST).is_none());
+    let (fresh, _) = states[3].cell.machine(HOST).expect("a new machine");
+    assert_ne!(fresh, machine);
+    assert_eq!(
+        states[4].project().source.expect("source").gate,
+        GateKind::Gated
+    );
+    assert!(states[5].last.events.committed);
+    assert_eq!(states[5].project().assigned_cell, TGT.0);
+}
+
+/// HO-A4: a replacement control rebinds the live machine; the replaced session's late end is
+/// ignored, and the new session's close reaches the machine.
+#[test]
+fn ho_a4_model_replacement_rebinds_and_the_old_session_end_is_ignored() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let states = run(
+        &model,
+        &[
+            HoAction::ControlActivates,
+            HoAction::ControlRegisters,
+            HoAction::ControlCloses,
+        ],
+    );
+    let (machine, _) = states[0].cell.machine(HOST).expect("machine");
+    let first = states[0].cell.control(HOST).expect("session");
+    assert!(states[2].last.events.rebound);
+    assert!(states[2].last.events.late_close_ignored);
+    let second = states[2].cell.control(HOST).expect("the new session");
+    assert_ne!(second, first);
+    assert_eq!(
+        states[2].cell.machine(HOST).map(|(id, _)| id),
+        Some(machine)
+    );
+    assert_eq!(states[3].cell.control(HOST), None);
+    assert!(!states[3].src().expect("machine").session_open());
 }

@@ -1,28 +1,41 @@
-//! `HandoffModel`: the real HO core ([`SourceHandoff`] at the source cell, the reference
-//! [`AssignmentStore`], the director's real [`evaluate`]) in an environment of one host, a
-//! source cell and a target cell, where
+//! `HandoffModel`: the real HO core in an environment of one host, a source cell and a target
+//! cell. Each source cell process is a real [`SourceCell`] (the sans-IO endpoint the production
+//! cell adapter runs on: machine table, machine and session identities, control installation,
+//! fencing of late work, drain and undrain), beside the reference [`AssignmentStore`] and the
+//! director's real [`evaluate`]. Every model action is the same `SourceCell` / store call
+//! sequence the adapter makes, and every `CellAction` the cell emits is executed by the
+//! environment (DB jobs naming the machine that asked, the fence to write, the sessions to
+//! close, the hard drain). In this environment
 //!
 //! - a director picks read-only from the store and sends the handoff request, re-delivers it
 //!   (duplicates), loses the answer and retries, or crashes and restarts (recomputing the request
-//!   from the store);
-//! - clients (phone, iPad) arrive (`Accept` ticket), attach (`ClientConn` ticket waiting for
-//!   durable persistence), persist and leave, racing the barrier;
-//! - the desktop's control closes, or is replaced (a `ControlOp` ticket, then
-//!   `register_control` and `handle_rebind`); the source cell process restarts
-//!   (`register_control` with incarnation + 1 and a fresh machine): the old process either dies
-//!   (its DB work may still land, and its results reach the new machine late) or, in a rolling
-//!   restart, lives on until its attempt in flight has ended;
+//!   from the store); a reply that may hide a durable result is answered from the store's record
+//!   (`answer_from_record`, HO-A1), as the adapter does;
+//! - clients (phone, iPad) arrive (`acquire(Accept)`), attach (`revalidate`, then
+//!   `convert(.., ClientConn)`: the attach waits for durable persistence), persist
+//!   (`revalidate`) and leave (`release`), racing the barrier;
+//! - the desktop's control: a replacement while it is open (`begin_control`, the store's
+//!   `register_control`, `install_control(.., Some(op))`: a rebind), its close
+//!   (`control_closed`), its reconnect after the close or after the cell retired or drained its
+//!   source (the same calls; a new machine, a rebind, or the `SourceDraining` refusal), and the
+//!   late end of a session the cell itself closed (`control_closed` with the old session id);
+//! - the source cell process restarts: a new `SourceCell` with the next incarnation, the store's
+//!   `register_control`, `install_control(.., None)`. The old process either dies (its DB work
+//!   may still land; its results are delivered to the new process under the machine id they
+//!   name, which must fence or ignore them) or, in a rolling restart, lives on until its attempt
+//!   in flight has ended (its results reach it; its control socket closes);
 //! - the DB runs each transaction / reconciliation a machine asked for and the result is
 //!   delivered, lost (ambiguous), or `StoreUnavailable` during an outage; the outage recovers;
-//! - an emergency drain (and its store fence write, racing the transaction), the disable switch
-//!   (store and source), the target filling up (the explicit, authority-unchanged abort), the
-//!   desktop registering at the target, and time advancing to the next deadline (request
-//!   timeout, reconciliation timeout, quarantine retry, registration expiry).
+//! - an emergency drain (`emergency_drain`: hard drain, control closed, the store fence write
+//!   racing the transaction) and its recovery, an operator's `undrain` (HO-L1); the disable
+//!   switch (store and every process) and its re-enable; the target filling up (the explicit,
+//!   authority-unchanged abort); the desktop registering at the target; and time advancing to
+//!   the next deadline (each machine's timer from `poll_timeout`, fed with the machine id it
+//!   names; the timers of replaced machines firing late; registration expiry).
 //!
-//! Every step drives the core, drains its actions into the environment (DB jobs, the fence to
-//! write) and records [`StepFacts`]; the properties ([`handoff_properties`]) judge them and the
-//! state. Property names start with the requirement ID; the `sometimes` ones are named
-//! `<ID> witness: ...`.
+//! Every step drives the core, drains its actions into the environment and records
+//! [`StepFacts`]; the properties ([`handoff_properties`]) judge them and the state. Property
+//! names start with the requirement ID; the `sometimes` ones are named `<ID> witness: ...`.
 //!
 //! Abstractions (each keeps the state space finite without changing a decision):
 //! - one host, one target; every participant has the HO-C1 capability;
@@ -30,18 +43,46 @@
 //!   director learns outcomes only by re-sending (HO-A3 / HO-A6: nothing at the source depends on
 //!   delivering it). A second director is the same as a restarted one re-sending the same id;
 //! - the director does not re-pick an op the source has already answered (a kept request,
-//!   after a lost answer or a crash, re-sends it: the same duplicate);
+//!   after a lost answer or a crash, re-sends it: the same duplicate). The HO-L1 property reads
+//!   the fresh pick itself, so this pruning hides no stranded host;
 //! - clients are interchangeable: the state keeps them sorted (symmetry reduction; action
-//!   `client` indices refer to that order);
+//!   `client` indices refer to that order). The hard drain's client closes are the clients'
+//!   own later steps (their continuations abandon, an attached client leaves and releases):
+//!   every order of the adapter's closes is among them;
 //! - a DB job executes and its result is delivered (or lost) in one step; a reconciliation's
 //!   result is not lost (to the source that is its timeout: both quarantine as
 //!   `ReconcileAmbiguous`, and the timeout leaves the job to land later); a job that never runs
 //!   is the same as one lost before reaching the DB (its request timeout still fires);
 //! - faults are offered only where they can matter: a director crash needs an attempt in
 //!   flight, a drain an attempt or live work, a restart an attempt or a moved host, a DB outage
-//!   queued DB work, the target filling up a queued transaction;
-//! - at most `max_faults` faults per run, each counted kind at most its budget, and time moves
-//!   only to the next deadline, `time_advances` times ([`HandoffParams`]).
+//!   queued DB work, the target filling up a queued transaction; the desktop reconnects only
+//!   where it has no open control and its host is still assigned here (else it registers at
+//!   the target);
+//! - at most `max_faults` faults per run, each counted kind at most its budget, reconnects and
+//!   undrains their own budget, and time moves only to the next deadline, `time_advances`
+//!   times ([`HandoffParams`]); an undrain the cell refuses changes nothing and costs nothing.
+//!
+//! What the model leaves out, and why:
+//! - `InstallKind::OverRetired` (a registration over a retired machine of the same process) is
+//!   not reachable: with one target the host never comes back to the source after a commit,
+//!   and a stale retire at the current process needs an authority change the cell did not
+//!   install, which only another process (a restart: its old process retires stale) or the
+//!   drain fence (drained, not stale) makes. `core/tests/handoff_cell.rs::
+//!   ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced`
+//!   covers it;
+//! - `Splice` and `PendingConn` tickets and the desktop's credential change (a `ControlOp`
+//!   ticket taken with `acquire`, revalidated and released): the same gate calls as the
+//!   modelled `Accept` / `ClientConn` / activation tickets, counted under another kind
+//!   (`core/tests/handoff_requirements.rs` counts every kind);
+//! - `DrainReason::AuthRefused`: the same path as `Emergency` with another close reason name;
+//!   a second drain of a drained host (the hard drain runs again; `handoff_cell.rs`);
+//! - the refusals `WrongAuthority` (a registration of another process: the store refuses an
+//!   older incarnation first) and `TooManyHosts` (one host here);
+//! - a dead process's sockets: after a restart its clients, control activation and closed
+//!   sessions are gone with it; the old process of a rolling restart serves no new work;
+//! - the control session's heartbeats and the DB activity lease are checked at each director
+//!   request on the live machine (`note_heartbeat`, `note_activity_lease`, HO-8 / HO-10), not
+//!   as separate steps: they are `&self` calls and change nothing.
 //!
 //! Requirements that are not properties here (and where they are covered, `core/tests/`):
 //! - HO-3 (policy arithmetic: 25 ms and 20 %, freshness, cohort, capacity, cooldown): the
@@ -57,8 +98,6 @@
 //! - HO-A6's target-side recovery beyond the store (clients kept at the target) and the seed's
 //!   tests 5, 6 and 8 need the target cell and real transport (adapters).
 
-use std::fmt;
-
 mod projection;
 mod properties;
 mod state;
@@ -72,11 +111,15 @@ use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
 use switchyard_core::handoff::admission::{
     ActivityLease, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat, NotCounted,
-    Revalidation, Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
+    Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
 };
 use switchyard_core::handoff::attempt::{
-    Action, Ambiguity, AttemptRef, Begin, DrainReason, DurableResult, HandoffReply, Phase,
-    QuarantineCause, Refusal, RetireReason, SourceConfig, SourceHandoff,
+    Action, Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
+    Phase, QuarantineCause, Refusal, RetireReason, SourceConfig, SourceHandoff,
+};
+use switchyard_core::handoff::cell::{
+    answer_from_record, client_close_code, needs_durable_record, CellAction, CloseReason, Fed,
+    InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell, UndrainRefusal, Work,
 };
 use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy, TargetView};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
@@ -106,8 +149,11 @@ pub const MODEL_COOLDOWN_MS: u64 = 600_000;
 /// The model's size knobs. `max_faults` bounds the faults of one run (a replacement, a restart,
 /// a drain, a director crash, a DB outage, the target filling up, the disable switch, the
 /// control closing); the counted kinds (`replacements`, `restarts`, `drains`) also have their
-/// own budget, and the switches enable or disable a kind. Director sends, lost answers, DB
-/// results and client moves are not faults: they are bounded by the state they change.
+/// own budget, and the switches enable or disable a kind. The desktop's reconnects and the
+/// operator's undrains are not faults (they are how a host recovers from one) but have their
+/// own budget. Director sends, lost answers, DB results, client moves, the late end of a
+/// closed session and re-enabling are not faults either: they are bounded by the state they
+/// change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandoffParams {
     /// Relay clients (0: phone, 1: iPad).
@@ -131,16 +177,20 @@ pub struct HandoffParams {
     pub db_outage: bool,
     /// The target may fill up while a transaction is queued (the explicit abort).
     pub target_fills: bool,
-    /// The correction may be disabled.
+    /// The correction may be disabled (and enabled again).
     pub disable: bool,
-    /// The desktop's control session may close (a replacement reopens it).
+    /// The desktop's control session may close.
     pub control_closes: bool,
+    /// The desktop reconnects after its control closed or its source retired or drained.
+    pub reconnects: u8,
+    /// An operator undrains a drained host (HO-L1).
+    pub undrains: u8,
 }
 
 impl Default for HandoffParams {
     /// The review bounds: two clients (phone and iPad), one replacement, one restart, one
-    /// drain, every DB outcome (commit, explicit abort, ambiguous, unavailable then recovery),
-    /// any two faults in one run, one time advance.
+    /// drain, one reconnect, one undrain, every DB outcome (commit, explicit abort, ambiguous,
+    /// unavailable then recovery), any two faults in one run, one time advance.
     fn default() -> Self {
         HandoffParams {
             clients: 2,
@@ -155,6 +205,8 @@ impl Default for HandoffParams {
             target_fills: true,
             disable: true,
             control_closes: true,
+            reconnects: 1,
+            undrains: 1,
         }
     }
 }
@@ -182,12 +234,14 @@ pub enum Delivery {
     Unavailable,
 }
 
-/// The environment's moves; every one is a core input or "time advances".
+/// The environment's moves; every one is a sequence of core inputs (the adapter's calls) or
+/// "time advances".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum HoAction {
     /// The director (re-)delivers its request (picking one read-only from the store if it has
-    /// none); `lost`: the immediate answer never reaches it, so it keeps the request.
+    /// none): `begin_handoff`, answered from the store's record where the reply may hide one;
+    /// `lost`: the immediate answer never reaches it, so it keeps the request.
     DirectorSends {
         lost: bool,
     },
@@ -197,8 +251,8 @@ pub enum HoAction {
     ClientArrives {
         client: u8,
     },
-    /// After the accept's await: `revalidate`, `acquire(ClientConn)` (the attach now waits for
-    /// durable persistence), `release(Accept)`.
+    /// After the accept's await: `revalidate`, `convert(.., ClientConn)` (the attach now waits
+    /// for durable persistence).
     ClientAttaches {
         client: u8,
     },
@@ -210,17 +264,23 @@ pub enum HoAction {
     ClientLeaves {
         client: u8,
     },
-    /// A replacement control's activation: `acquire(ControlOp)`.
+    /// A replacement control's activation while the desktop's control is open:
+    /// `begin_control`.
     ControlActivates,
-    /// After its await: `revalidate`, `register_control` (same incarnation), `handle_rebind`,
-    /// `release`.
-    ControlRebinds,
-    /// The desktop's control session closes: `handle_session_closed`.
+    /// The desktop reconnects (its control closed, or the cell retired or drained its source):
+    /// `begin_control`; where that takes no ticket (no live machine), the registration and
+    /// `install_control(.., None)` follow in the same step.
+    DesktopReconnects,
+    /// After the activation's await: `revalidate` its ticket, the store's `register_control`
+    /// (same incarnation), `install_control` with the ticket.
+    ControlRegisters,
+    /// The desktop's control session closes: `control_closed` with its session.
     ControlCloses,
-    /// The source cell process restarts: `register_control` with incarnation + 1 and a fresh
-    /// machine (the old process's clients and control op are gone). `old_lingers`: a rolling
-    /// restart, where the old process lives on until its attempt in flight ends (its results
-    /// reach it); otherwise its results reach the new machine late.
+    /// The source cell process restarts: a new `SourceCell` with incarnation + 1,
+    /// `register_control`, `install_control(.., None)` (the old process's clients and control
+    /// activation are gone). `old_lingers`: a rolling restart, where the old process lives on
+    /// until its attempt in flight ends (its results reach it); otherwise its results reach the
+    /// new process late, naming the old machine.
     SourceRestart {
         old_lingers: bool,
     },
@@ -231,7 +291,8 @@ pub enum HoAction {
         delivery: Delivery,
     },
     /// The DB runs a job whose attempt has ended, or whose process has died: its result goes to
-    /// the machine that asked if it still lives, else to the current (replacement) one.
+    /// the process that asked if it still lives, else to the current one, naming the machine
+    /// that asked.
     LateCallback {
         job: u8,
         delivery: Delivery,
@@ -241,17 +302,23 @@ pub enum HoAction {
     DbRecovers,
     /// The adapter writes the drain fence the machine asked for.
     FenceWrites,
-    /// `handle_emergency_drain` at the current source.
+    /// `emergency_drain` at the current process.
     EmergencyDrain,
-    /// The persistent switch (store) and the source's switch go off; the director lags.
+    /// HO-L1: an operator undrains the host: `undrain` (refused while the drained attempt still
+    /// reconciles or drained work is still closing).
+    Undrain,
+    /// The persistent switch (store) and every process's switch go off; the director lags.
     Disable,
+    /// The switches go on again.
+    Enable,
     /// Another host takes (`full`) or frees the target's last slot (the model only fills it).
     TargetCapacity {
         full: bool,
     },
     /// The desktop registers at the target after a commit.
     TargetRegisters,
-    /// The clock advances to the next deadline: `handle_timeout` and `expire_migrations`.
+    /// The clock advances to the next deadline: `handle_timeout` of each due machine, the
+    /// timers of replaced machines, and `expire_migrations`.
     TimeAdvances,
 }
 
@@ -263,6 +330,10 @@ pub struct HandoffModel {
 impl HandoffModel {
     pub fn new(params: HandoffParams) -> HandoffModel {
         assert!(params.clients <= 4, "at most four clients");
+        // Every install takes at most two ids (machine, session) of its process's counter; the
+        // late-input judge feeds every id below MAX_MODEL_ID.
+        let installs = 1 + u64::from(params.replacements) + u64::from(params.reconnects);
+        assert!(2 * installs < MAX_MODEL_ID, "too many installs per process");
         HandoffModel { params }
     }
 
@@ -338,13 +409,18 @@ impl HandoffModel {
             answer,
         });
         let auth = answer.expect("host");
+        let now = MonoMs(MODEL_START_MS);
+        // The first process holds SRC as incarnation 1 and the desktop's control is installed.
+        let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
+        let installed = cell.install_control(now, auth, true, None);
+        debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
         let p = &self.params;
         HoState {
-            now: MonoMs(MODEL_START_MS),
+            now,
             store,
-            src: Some(SourceHandoff::new(Self::source_config(), auth, true)),
+            cell,
             inst: 0,
-            old_src: None,
+            old_cell: None,
             clients: vec![
                 Client {
                     phase: ClientPhase::Away,
@@ -359,19 +435,22 @@ impl HandoffModel {
             db_up: true,
             disabled: false,
             target_full: false,
+            undrained: false,
             budget: Budget {
                 faults: p.max_faults,
                 replacements: p.replacements,
                 restarts: p.restarts,
                 drains: p.drains,
                 time_advances: p.time_advances,
+                reconnects: p.reconnects,
+                undrains: p.undrains,
             },
             last: StepFacts::default(),
         }
     }
 
     /// The director's read-only pick: the real `evaluate` over what it reads from the store.
-    pub(super) fn pick(state: &HoState) -> Option<HandoffRequest> {
+    pub fn pick(state: &HoState) -> Option<HandoffRequest> {
         let store = &state.store;
         let authority = store.authority(HOST)?;
         let row = store.assignment(HOST)?;
@@ -410,19 +489,17 @@ impl Model for HandoffModel {
 
     fn actions(&self, state: &HoState, actions: &mut Vec<HoAction>) {
         let (b, p) = (&state.budget, &self.params);
+        let src = state.src();
         // Faults that only matter to an attempt in flight are offered only then (elsewhere
         // they would only multiply states that the properties judge the same way).
-        let in_flight = state.src.as_ref().is_some_and(|m| m.attempt().is_some());
+        let in_flight = src.is_some_and(|m| m.attempt().is_some());
         let fault = b.faults > 0;
         // A fresh pick whose op the source has already answered is a duplicate, which a kept
         // request (lost answer, crash) already exercises; a pick that finds nothing sends
         // nothing.
         let worth_sending = state.dir_request.is_some()
             || Self::pick(state).is_some_and(|r| {
-                state
-                    .src
-                    .as_ref()
-                    .and_then(SourceHandoff::last_result)
+                src.and_then(SourceHandoff::last_result)
                     .is_none_or(|last| last.op_id != r.op_id)
             });
         if worth_sending {
@@ -432,35 +509,48 @@ impl Model for HandoffModel {
         if fault && p.director_crash && state.dir_request.is_some() && in_flight {
             actions.push(HoAction::DirectorCrashRestart);
         }
-        if let Some(src) = state.src.as_ref() {
-            for (i, c) in state.clients.iter().enumerate() {
-                let client = u8::try_from(i).unwrap_or(u8::MAX);
-                actions.push(match c.phase {
-                    ClientPhase::Away if c.visits_left > 0 => HoAction::ClientArrives { client },
-                    ClientPhase::Away => continue,
-                    ClientPhase::Accepting(_) => HoAction::ClientAttaches { client },
-                    ClientPhase::Attaching(_) => HoAction::ClientPersisted { client },
-                    ClientPhase::Attached(_) => HoAction::ClientLeaves { client },
+        // Clients reach whatever process holds the cell, with or without a machine for the
+        // host (refused as the wrong cell then).
+        for (i, c) in state.clients.iter().enumerate() {
+            let client = u8::try_from(i).unwrap_or(u8::MAX);
+            actions.push(match c.phase {
+                ClientPhase::Away if c.visits_left > 0 => HoAction::ClientArrives { client },
+                ClientPhase::Away => continue,
+                ClientPhase::Accepting(_) => HoAction::ClientAttaches { client },
+                ClientPhase::Attaching(_) => HoAction::ClientPersisted { client },
+                ClientPhase::Attached(_) => HoAction::ClientLeaves { client },
+            });
+        }
+        let open = state.cell.control(HOST).is_some();
+        match state.control {
+            None if open => {
+                let admitting_or_gated = src.is_some_and(|m| {
+                    !m.gate().is_drained()
+                        && matches!(m.gate().state(), GateState::Open | GateState::Gated(_))
                 });
-            }
-            let admitting_or_gated = !src.gate().is_drained()
-                && matches!(src.gate().state(), GateState::Open | GateState::Gated(_));
-            match state.control {
-                None if fault && b.replacements > 0 && admitting_or_gated => {
+                if fault && b.replacements > 0 && admitting_or_gated {
                     actions.push(HoAction::ControlActivates);
                 }
-                Some(_) if state.db_up => actions.push(HoAction::ControlRebinds),
-                _ => {}
             }
-            if fault && p.control_closes && src.session_open() {
-                actions.push(HoAction::ControlCloses);
+            None if b.reconnects > 0 && !state.moved() => {
+                actions.push(HoAction::DesktopReconnects);
             }
+            Some(_) if state.db_up => actions.push(HoAction::ControlRegisters),
+            _ => {}
+        }
+        if fault && p.control_closes && open {
+            actions.push(HoAction::ControlCloses);
+        }
+        if let Some(src) = src {
             if fault
                 && b.drains > 0
                 && !src.gate().is_drained()
                 && (in_flight || state.live_work() > 0)
             {
                 actions.push(HoAction::EmergencyDrain);
+            }
+            if b.undrains > 0 && src.gate().is_drained() {
+                actions.push(HoAction::Undrain);
             }
         }
         if fault && b.restarts > 0 && state.db_up && (in_flight || state.moved()) {
@@ -502,8 +592,14 @@ impl Model for HandoffModel {
         if state.db_up && state.pending_fence.is_some() {
             actions.push(HoAction::FenceWrites);
         }
-        if fault && p.disable && !state.disabled && state.src.is_some() {
-            actions.push(HoAction::Disable);
+        if p.disable {
+            // The persistent switch is a store write: not while the DB is down.
+            if fault && !state.disabled && src.is_some() && state.db_up {
+                actions.push(HoAction::Disable);
+            }
+            if state.disabled && state.db_up {
+                actions.push(HoAction::Enable);
+            }
         }
         let txn_queued = state.jobs.iter().any(|j| j.kind == JobKind::Transaction);
         if fault && p.target_fills && !state.target_full && txn_queued {

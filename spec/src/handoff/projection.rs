@@ -1,5 +1,7 @@
 //! What a trace records (the projection) and how actions read.
 
+use std::fmt;
+
 use super::*;
 
 /// The machine's terminal outcome, as a small enum.
@@ -133,8 +135,12 @@ impl HoState {
             reservations: self.store.reservations().count(),
             committed_ops: count(true),
             fenced_ops: count(false),
-            source: self.src.as_ref().map(SourceProjection::of),
-            old_source: self.old_src.as_deref().map(SourceProjection::of),
+            source: self.src().map(SourceProjection::of),
+            old_source: self
+                .old_cell
+                .as_deref()
+                .and_then(|c| c.machine(HOST))
+                .map(|(_, m)| SourceProjection::of(m)),
             clients: self
                 .clients
                 .iter()
@@ -184,8 +190,12 @@ impl fmt::Display for HoAction {
             }
             HoAction::ClientLeaves { client } => write!(f, "{} leaves", client_name(*client)),
             HoAction::ControlActivates => write!(f, "a replacement control activates"),
-            HoAction::ControlRebinds => write!(f, "the replacement control registers and rebinds"),
+            HoAction::DesktopReconnects => write!(f, "the desktop reconnects its control"),
+            HoAction::ControlRegisters => {
+                write!(f, "the control registers in the store and is installed")
+            }
             HoAction::ControlCloses => write!(f, "the desktop's control session closes"),
+
             HoAction::SourceRestart { old_lingers: false } => {
                 write!(f, "the source cell restarts (the old process dies)")
             }
@@ -209,7 +219,9 @@ impl fmt::Display for HoAction {
             HoAction::DbRecovers => write!(f, "the DB recovers"),
             HoAction::FenceWrites => write!(f, "the drain fence is written"),
             HoAction::EmergencyDrain => write!(f, "emergency drain"),
+            HoAction::Undrain => write!(f, "an operator undrains the host"),
             HoAction::Disable => write!(f, "the handoff correction is disabled"),
+            HoAction::Enable => write!(f, "the handoff correction is enabled again"),
             HoAction::TargetCapacity { full: true } => write!(f, "the target fills up"),
             HoAction::TargetCapacity { full: false } => write!(f, "the target frees a slot"),
             HoAction::TargetRegisters => write!(f, "the desktop registers at the target"),

@@ -1,6 +1,9 @@
-//! The properties and the judges that feed them.
+//! The properties, each named by its requirement ID, and the judges that feed them: the step
+//! function (`step.rs`) calls a judge at the point where the fact is known, the judge records
+//! it in [`StepFacts`], and the property beside it reads it. Sections follow the requirement
+//! order; the `sometimes` witnesses are listed at the end of [`handoff_properties`].
 
-use super::step::Drained;
+use super::step::Outputs;
 use super::*;
 
 /// What the last step did, kept in the state so `always` properties can judge transitions.
@@ -8,6 +11,12 @@ use super::*;
 /// Two kinds of record. [`Anomalies`] are judged by the `always` properties: each field is what
 /// a step must never do, named after what it did, and stays `false` in a correct run (so it
 /// adds no states). [`Events`] are what the `sometimes` witnesses look for.
+///
+/// Measured (review bound): the events multiply the unique states by about 2.8 (hashing only
+/// the anomalies: 454,500 -> 164,637 before the `SourceCell` rewrite), but without them a
+/// witness whose step leaves the rest of the state as it was (a duplicate answered in
+/// progress) is never reached, and which of two equal states is kept first depends on the
+/// checker's thread interleaving, so a witness could come and go between runs. They stay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StepFacts {
     pub anomalies: Anomalies,
@@ -41,8 +50,9 @@ pub struct Anomalies {
     pub busy_counters_wrong: bool,
     /// HO-S3: new work was admitted while a barrier stood.
     pub admitted_under_barrier: bool,
-    /// HO-S3: a client refused at a gated (undrained) source did not get 4409 WRONG_CELL, or a
-    /// control activation there was not refused as `ControlGated`.
+    /// HO-S3: a client refused at a gated (undrained) source, or at a cell without the host,
+    /// did not get 4409 WRONG_CELL, or a control activation at a gated source was not refused
+    /// as `ControlGated`.
     pub gated_refusal_wrong: bool,
     /// HO-S4: a commit moved something other than the exact authority it re-checked, or not to
     /// its target with epoch + 1 and its own reservation.
@@ -59,19 +69,38 @@ pub struct Anomalies {
     pub second_migration: bool,
     /// HO-A2: the barrier went away without a definitive rollback of that attempt in the step.
     pub reopened_without_rollback: bool,
-    /// HO-A4: a late callback changed the machine it reached.
+    /// HO-A3: the close of the desktop's open control session did not reach its machine.
+    pub open_session_close_ignored: bool,
+    /// HO-A4: a late result (its attempt ended, its machine replaced, its process dead) was
+    /// applied, or changed the machine it reached.
     pub late_callback_changed_machine: bool,
+    /// HO-A4: a timer of a replaced machine was not fenced off (`Fed::Late`).
+    pub stale_timer_applied: bool,
+    /// HO-A4: the late end of a session the cell had closed (or of a closed desktop) was taken
+    /// for the open one.
+    pub late_close_changed_cell: bool,
     /// HO-A4: a registration at the source succeeded although the host had moved.
     pub registered_over_move: bool,
-    /// HO-A4: a replacement control that registered in the store (holding a live, revalidated
-    /// control ticket) was refused by the source machine, which keeps the old authority.
-    pub registered_not_rebound: bool,
+    /// HO-A4: a control that registered in the store (holding a live, revalidated control
+    /// ticket, or where there was no live machine) was not installed, though the host was not
+    /// drained; or a restarted process's registration did not get a new machine.
+    pub registered_not_installed: bool,
     /// HO-A5: an attempt started at a disabled source.
     pub started_while_disabled: bool,
     /// HO-A5: a drained source ended its attempt open.
     pub drained_reopened: bool,
+    /// HO-A5: an emergency drain did not hard-drain the host, left its control open, or did
+    /// not close it through the DRAINING path.
+    pub drain_incomplete: bool,
     /// HO-A6: the reply was queued before the retire (or not at all).
     pub reply_before_retire: bool,
+    /// HO-A6: a retirement left the control open, or closed it after the retire.
+    pub control_kept_on_retire: bool,
+    /// HO-L1: a registration installed a machine over a drained one (before any undrain).
+    pub drained_got_machine: bool,
+    /// HO-L1: an undrain was refused without its reason, or accepted while the drained
+    /// attempt was in flight or drained work still held tickets, or did not forget the host.
+    pub undrain_misjudged: bool,
 }
 
 /// Events worth witnessing.
@@ -94,7 +123,10 @@ pub struct Events {
     pub finished_without_session: bool,
     pub stale_txn_rejected: bool,
     pub late_from_old_machine: bool,
+    pub late_fenced: bool,
+    pub late_close_ignored: bool,
     pub rebound: bool,
+    pub reconnect_refused_draining: bool,
     pub restart_refused_moved: bool,
     pub abandoned: bool,
     pub crash_during_attempt: bool,
@@ -102,129 +134,6 @@ pub struct Events {
     pub control_gated: bool,
     pub target_registered: bool,
     pub registration_recovered: bool,
-}
-
-impl HandoffModel {
-    /// HO-1 / HO-S4 / HO-A1: the store moved the host in this step.
-    pub(super) fn judge_commit(
-        state: &mut HoState,
-        job: &Job,
-        before: Option<SourceAuthority>,
-        after: Option<SourceAuthority>,
-        recorded_before: bool,
-    ) {
-        let req = &job.request;
-        let env_quiet = job.inst != state.inst || state.live_work() == 0;
-        let quiet = env_quiet
-            && state.machine(job.inst).is_some_and(|m| {
-                m.gate().barrier().is_some_and(|b| b.op_id == req.op_id)
-                    && m.gate().counters().is_zero()
-            });
-        let exact = before == Some(req.source)
-            && after.is_some_and(|a| {
-                a.cell == req.target && before.is_some_and(|b| a.epoch == b.epoch.next())
-            })
-            && state
-                .store
-                .reservation(req.op_id)
-                .is_some_and(|r| r.cell == req.target);
-        let anomalies = &mut state.last.anomalies;
-        anomalies.moved_over_work = !quiet;
-        anomalies.commit_not_exact = !exact;
-        anomalies.second_migration = recorded_before;
-    }
-
-    /// HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt in flight reached its terminal outcome.
-    pub(super) fn judge_finish(state: &mut HoState, inst: u8, job: &Job, drained: &Drained) {
-        let Some(src) = state.machine(inst).cloned() else {
-            return;
-        };
-        let Some(result) = src.last_result() else {
-            return;
-        };
-        let outcome = OutcomeKind::of(&result.outcome);
-        let gate = GateKind::of(src.gate().state());
-        let is_drained = src.gate().is_drained();
-        let retire = drained.retire.map(|(reason, _)| reason);
-        let reservation_kept = state.store.reservation(result.op_id).is_some();
-        let authority_unchanged = state.store.authority(HOST) == Some(src.authority());
-        let a = &mut state.last.anomalies;
-        a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
-        a.reply_before_retire = match (drained.retire, drained.reply) {
-            (Some((_, r)), Some(p)) => r > p,
-            (_, None) => true,
-            (None, Some(_)) => false,
-        };
-        a.drained_reopened = is_drained && (gate == GateKind::Open || drained.reopen);
-        match outcome {
-            OutcomeKind::Committed => {
-                a.commit_not_retired = gate != GateKind::Retired
-                    || !matches!(retire, Some(RetireReason::Committed { .. }))
-                    || drained.reopen;
-            }
-            OutcomeKind::RolledBack | OutcomeKind::Fenced => {
-                let reopened = gate == GateKind::Open && drained.reopen;
-                a.rollback_not_reopened = reservation_kept
-                    || !authority_unchanged
-                    || (!is_drained && !reopened)
-                    || retire.is_some();
-            }
-            OutcomeKind::AuthorityChanged => {
-                let retired_stale = gate == GateKind::StaleRetired
-                    && matches!(retire, Some(RetireReason::StaleAuthority { .. }));
-                let drained_closed = is_drained && gate == GateKind::Drained;
-                a.stale_not_retired = drained.reopen || !(retired_stale || drained_closed);
-            }
-        }
-        let e = &mut state.last.events;
-        e.committed = outcome == OutcomeKind::Committed && job.kind == JobKind::Transaction;
-        e.committed_after_ambiguity =
-            outcome == OutcomeKind::Committed && job.kind == JobKind::Reconcile;
-        e.explicit_abort_reopened = outcome == OutcomeKind::RolledBack && drained.reopen;
-        e.fenced_abort = outcome == OutcomeKind::Fenced;
-        e.stale_retired = matches!(retire, Some(RetireReason::StaleAuthority { .. }));
-        e.recovered_after_quarantine = job.after_quarantine;
-        e.finished_drained = is_drained;
-        e.finished_disabled = !src.is_enabled();
-        e.finished_without_session = !src.session_open();
-    }
-
-    /// Facts every step shares: the gate's transitions on the same machine.
-    pub(super) fn judge_transition(before: &HoState, state: &mut HoState, action: HoAction) {
-        let (Some(b), Some(a)) = (before.src.as_ref(), state.src.as_ref()) else {
-            return;
-        };
-        if before.inst != state.inst {
-            return;
-        }
-        let was_gated = b.gate().barrier().is_some();
-        let admitted = a.gate().counters().total() > b.gate().counters().total()
-            || state.live_work() > before.live_work();
-        let installed = !was_gated && a.gate().barrier().is_some();
-        let reopened = was_gated && a.gate().state() == GateState::Open;
-        let db_step = matches!(
-            action,
-            HoAction::DbRuns { .. } | HoAction::LateCallback { .. }
-        );
-        let anomalies = &mut state.last.anomalies;
-        if installed {
-            anomalies.barrier_over_work = !b.gate().counters().is_zero() || before.live_work() > 0;
-            anomalies.started_while_disabled = !b.is_enabled();
-        }
-        anomalies.admitted_under_barrier = was_gated && admitted;
-        // Only a DB result may take a barrier away (judged in `db_runs`); any other step that
-        // does (a timeout, a drain, a request) reopens without a terminal outcome.
-        if reopened && !db_step {
-            anomalies.reopened_without_rollback = true;
-        }
-    }
-}
-
-fn committed_rows(s: &HoState) -> u64 {
-    s.store
-        .attempts()
-        .filter(|(_, r)| matches!(r.outcome, AttemptOutcome::Committed { .. }))
-        .count() as u64
 }
 
 /// The properties, each named by its requirement ID: the `always` properties first, then the
@@ -244,8 +153,7 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             "HO-7 barrier only installed when every counter is zero; counters equal the live work",
             |_, s: &HoState| {
                 !s.last.anomalies.barrier_over_work
-                    && s.src
-                        .as_ref()
+                    && s.src()
                         .is_none_or(|m| m.gate().counters().total() == u64::from(s.live_work()))
             },
         ),
@@ -278,7 +186,7 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             |_, s: &HoState| {
                 let gated_is_empty = s
                     .machines()
-                    .all(|(_, m)| m.gate().barrier().is_none() || m.gate().counters().is_zero());
+                    .all(|(_, _, m)| m.gate().barrier().is_none() || m.gate().counters().is_zero());
                 !s.last.anomalies.admitted_under_barrier
                     && !s.last.anomalies.gated_refusal_wrong
                     && gated_is_empty
@@ -293,8 +201,8 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
         Property::always(
             "HO-S5 committed => source retired via draining, never reopened",
             |_, s: &HoState| {
-                let moved_source_closed =
-                    !s.moved() || s.machines().all(|(_, m)| m.gate().state() != GateState::Open);
+                let moved_source_closed = !s.moved()
+                    || s.machines().all(|(_, _, m)| m.gate().state() != GateState::Open);
                 !s.last.anomalies.commit_not_retired && moved_source_closed
             },
         ),
@@ -311,7 +219,7 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
         Property::always(
             "HO-A2 never reopened without a terminal outcome (no reopen on timeout alone); the barrier stands while an attempt is in flight",
             |_, s: &HoState| {
-                let barrier_held = s.machines().all(|(_, m)| match m.attempt() {
+                let barrier_held = s.machines().all(|(_, _, m)| match m.attempt() {
                     None => true,
                     Some(a) => m.gate().barrier().is_some_and(|b| {
                         b.op_id == a.attempt.op_id && b.seq == a.attempt.seq
@@ -323,30 +231,37 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
         Property::always(
             "HO-A3 director crash strands nothing: an attempt in flight always has a DB job or a timer",
             |_, s: &HoState| {
-                s.machines().all(|(inst, m)| {
-                    let Some(a) = m.attempt() else {
-                        return true;
-                    };
-                    let has_job = |kind: JobKind| {
-                        s.jobs
-                            .iter()
-                            .any(|j| j.inst == inst && j.kind == kind && j.attempt == a.attempt)
-                    };
-                    m.poll_timeout().is_some()
-                        && match a.phase {
-                            Phase::InTransaction { .. } => has_job(JobKind::Transaction),
-                            Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
-                            Phase::Quarantined { .. } => true,
-                        }
-                })
+                !s.last.anomalies.open_session_close_ignored
+                    && s.machines().all(|(inst, id, m)| {
+                        let Some(a) = m.attempt() else {
+                            return true;
+                        };
+                        let has_job = |kind: JobKind| {
+                            s.jobs.iter().any(|j| {
+                                j.inst == inst
+                                    && j.machine == id
+                                    && j.kind == kind
+                                    && j.attempt == a.attempt
+                            })
+                        };
+                        m.poll_timeout().is_some()
+                            && match a.phase {
+                                Phase::InTransaction { .. } => has_job(JobKind::Transaction),
+                                Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
+                                Phase::Quarantined { .. } => true,
+                            }
+                    })
             },
         ),
         Property::always(
             "HO-A4 a late callback never changes (nor reopens) the replacement; a commit refuses old ownership",
             |_, s: &HoState| {
-                !s.last.anomalies.late_callback_changed_machine
-                    && !s.last.anomalies.registered_over_move
-                    && !s.last.anomalies.registered_not_rebound
+                let a = &s.last.anomalies;
+                !a.late_callback_changed_machine
+                    && !a.stale_timer_applied
+                    && !a.late_close_changed_cell
+                    && !a.registered_over_move
+                    && !a.registered_not_installed
             },
         ),
         Property::always(
@@ -354,7 +269,8 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             |_, s: &HoState| {
                 !s.last.anomalies.started_while_disabled
                     && !s.last.anomalies.drained_reopened
-                    && s.machines().all(|(_, m)| {
+                    && !s.last.anomalies.drain_incomplete
+                    && s.machines().all(|(_, _, m)| {
                         !m.gate().is_drained() || m.gate().state() != GateState::Open
                     })
             },
@@ -363,7 +279,14 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             "HO-A6 retire is queued before the reply; an expired registration is recovered",
             |_, s: &HoState| {
                 !s.last.anomalies.reply_before_retire
+                    && !s.last.anomalies.control_kept_on_retire
                     && s.store.reservations().all(|(_, r)| r.expires_at > s.now)
+            },
+        ),
+        Property::always(
+            "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work",
+            |_, s: &HoState| {
+                !s.last.anomalies.drained_got_machine && !s.last.anomalies.undrain_misjudged
             },
         ),
         // ---- sometimes ----------------------------------------------------------------------
@@ -388,7 +311,9 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
         Property::sometimes("HO-S2 witness: busy", |_, s: &HoState| s.last.events.busy),
         Property::sometimes(
             "HO-7 witness: a control activation in flight makes the source busy",
-            |_, s: &HoState| s.control.is_some() && s.last.events.busy,
+            |_, s: &HoState| {
+                s.control.is_some_and(|c| c.held.is_some()) && s.last.events.busy
+            },
         ),
         Property::sometimes(
             "HO-7 witness: an attach waiting for persistence makes the source busy",
@@ -402,7 +327,7 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
         Property::sometimes(
             "HO-A2 witness: quarantined (store unavailable)",
             |_, s: &HoState| {
-                s.machines().any(|(_, m)| {
+                s.machines().any(|(_, _, m)| {
                     m.attempt().is_some_and(|a| {
                         matches!(
                             a.phase,
@@ -439,12 +364,24 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             |_, s: &HoState| s.last.events.refused_disabled,
         ),
         Property::sometimes(
+            "HO-A5 witness: a drained source refuses the desktop's new registration",
+            |_, s: &HoState| s.last.events.reconnect_refused_draining,
+        ),
+        Property::sometimes(
             "HO-A4 witness: after a restart the old transaction fails its re-check",
             |_, s: &HoState| s.last.events.stale_txn_rejected,
         ),
         Property::sometimes(
             "HO-A4 witness: a late callback reaches the restarted source",
             |_, s: &HoState| s.last.events.late_from_old_machine,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a late result for a replaced machine is fenced off",
+            |_, s: &HoState| s.last.events.late_fenced,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: the late end of a replaced session is ignored",
+            |_, s: &HoState| s.last.events.late_close_ignored,
         ),
         Property::sometimes(
             "HO-A4 witness: a replacement control rebinds",
@@ -490,5 +427,413 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             "HO-A6 witness: registration expiry starts bounded recovery",
             |_, s: &HoState| s.last.events.registration_recovered,
         ),
+        Property::sometimes("HO-L1 witness: undrained host moves", |_, s: &HoState| {
+            s.undrained && s.last.events.committed
+        }),
     ]
+}
+
+/// Above every machine and session id a model process gives out (one counter for both: an
+/// install takes at most two, and a run has at most a handful of installs per process).
+pub const MAX_MODEL_ID: u64 = 16;
+
+fn committed_rows(s: &HoState) -> u64 {
+    s.store
+        .attempts()
+        .filter(|(_, r)| matches!(r.outcome, AttemptOutcome::Committed { .. }))
+        .count() as u64
+}
+
+impl HandoffModel {
+    // ---- HO-1 / HO-S4 / HO-A1: the commit ----------------------------------------------------
+
+    /// HO-1 / HO-S4 / HO-A1: the store moved the host in this step.
+    pub(super) fn judge_commit(
+        state: &mut HoState,
+        job: &Job,
+        before: Option<SourceAuthority>,
+        after: Option<SourceAuthority>,
+        recorded_before: bool,
+    ) {
+        let req = &job.request;
+        let env_quiet = job.inst != state.inst || state.live_work() == 0;
+        let quiet = env_quiet
+            && state
+                .cell_of(job.inst)
+                .and_then(|c| c.machine(HOST))
+                .is_some_and(|(id, m)| {
+                    id == job.machine
+                        && m.gate().barrier().is_some_and(|b| b.op_id == req.op_id)
+                        && m.gate().counters().is_zero()
+                });
+        let exact = before == Some(req.source)
+            && after.is_some_and(|a| {
+                a.cell == req.target && before.is_some_and(|b| a.epoch == b.epoch.next())
+            })
+            && state
+                .store
+                .reservation(req.op_id)
+                .is_some_and(|r| r.cell == req.target);
+        let anomalies = &mut state.last.anomalies;
+        anomalies.moved_over_work = !quiet;
+        anomalies.commit_not_exact = !exact;
+        anomalies.second_migration = recorded_before;
+    }
+
+    // ---- HO-S1: the director's request ---------------------------------------------------------
+
+    pub(super) fn judge_request(state: &mut HoState, req: &HandoffRequest, fresh_pick: bool) {
+        state.last.anomalies.op_id_inconsistent = req.op_id
+            != OpId::derive(&req.source, req.target)
+            || (fresh_pick && state.store.authority(HOST) != Some(req.source));
+    }
+
+    // ---- HO-8 / HO-10: control traffic is not client work ------------------------------------
+
+    /// The open control's heartbeats and a stale DB lease at the same instant (`&self` calls:
+    /// they cannot count, and must not).
+    pub(super) fn judge_control_traffic(state: &mut HoState) {
+        let cell = &state.cell;
+        let Some((_, m)) = cell.machine(HOST) else {
+            return;
+        };
+        let (counters, idle) = (m.gate().counters(), m.gate().is_idle());
+        let unchanged = || {
+            cell.machine(HOST)
+                .is_some_and(|(_, m)| m.gate().counters() == counters && m.gate().is_idle() == idle)
+        };
+        let not_client = Some(NotCounted::NotClientWork);
+        let not_evidence = Some(NotCounted::NotIdlenessEvidence);
+        let heartbeat_counted = [Heartbeat::Ping, Heartbeat::Pong, Heartbeat::ActivityRenewal]
+            .into_iter()
+            .any(|h| cell.note_heartbeat(HOST, h) != not_client)
+            || !unchanged();
+        let lease_counted = [
+            ActivityLease::Missing,
+            ActivityLease::Expired {
+                expired_at: MonoMs::ZERO,
+            },
+        ]
+        .into_iter()
+        .any(|l| cell.note_activity_lease(HOST, l) != not_evidence)
+            || !unchanged();
+        state.last.anomalies.heartbeat_counted = heartbeat_counted;
+        state.last.anomalies.lease_counted = lease_counted;
+    }
+
+    // ---- HO-2 / HO-S2 / HO-A1: the source's answer -------------------------------------------
+
+    pub(super) fn judge_begin(
+        state: &mut HoState,
+        begin: Begin,
+        machine_before: Option<(MachineId, SourceHandoff)>,
+        live_work: u8,
+        fresh_pick: bool,
+    ) {
+        let counters = machine_before
+            .as_ref()
+            .map(|(_, m)| m.gate().counters())
+            .unwrap_or_default();
+        let after = state.cell.machine(HOST);
+        let anomalies = &mut state.last.anomalies;
+        let events = &mut state.last.events;
+        match begin {
+            Begin::Started(_) => anomalies.idleness_misjudged = live_work > 0,
+            Begin::Answered(reply) => {
+                anomalies.answer_changed_machine =
+                    machine_before.as_ref().map(|(id, m)| (*id, m)) != after;
+                match reply {
+                    HandoffReply::Busy {
+                        counters: named, ..
+                    } => {
+                        events.busy = true;
+                        anomalies.idleness_misjudged = live_work == 0;
+                        anomalies.busy_counters_wrong =
+                            named != counters || named == Counters::default();
+                    }
+                    HandoffReply::InProgress { .. } => events.answered_in_progress = !fresh_pick,
+                    HandoffReply::Result(_) => events.answered_recorded_result = !fresh_pick,
+                    HandoffReply::Refused {
+                        reason: Refusal::Disabled,
+                        ..
+                    } => events.refused_disabled = true,
+                    HandoffReply::Superseded { .. } | HandoffReply::Refused { .. } => {}
+                }
+            }
+        }
+    }
+
+    // ---- HO-7 / HO-S3 / HO-A2 / HO-A5: the gate's transitions --------------------------------
+
+    /// Facts every step shares: the gate's transitions on the same machine.
+    pub(super) fn judge_transition(before: &HoState, state: &mut HoState, action: HoAction) {
+        let (Some((bid, b)), Some((aid, a))) =
+            (before.cell.machine(HOST), state.cell.machine(HOST))
+        else {
+            return;
+        };
+        if before.inst != state.inst || bid != aid {
+            return;
+        }
+        let was_gated = b.gate().barrier().is_some();
+        let admitted = a.gate().counters().total() > b.gate().counters().total()
+            || state.live_work() > before.live_work();
+        let installed = !was_gated && a.gate().barrier().is_some();
+        let reopened = was_gated && a.gate().state() == GateState::Open;
+        let db_step = matches!(
+            action,
+            HoAction::DbRuns { .. } | HoAction::LateCallback { .. }
+        );
+        let anomalies = &mut state.last.anomalies;
+        if installed {
+            anomalies.barrier_over_work = !b.gate().counters().is_zero() || before.live_work() > 0;
+            anomalies.started_while_disabled = !b.is_enabled();
+        }
+        anomalies.admitted_under_barrier = was_gated && admitted;
+        // Only a DB result may take a barrier away (judged in `db_runs`); any other step that
+        // does (a timeout, a drain, a request) reopens without a terminal outcome.
+        if reopened && !db_step {
+            anomalies.reopened_without_rollback = true;
+        }
+    }
+
+    // ---- HO-S3: refusals -----------------------------------------------------------------------
+
+    /// A client refused: at a gated source, or at a cell without the host, it is told 4409
+    /// WRONG_CELL (mobiles re-resolve on it).
+    pub(super) fn judge_client_refused(
+        state: &mut HoState,
+        refusal: AdmissionRefusal,
+        gate: Option<GateKind>,
+    ) {
+        let wrong_cell = refusal == AdmissionRefusal::WrongCell
+            && client_close_code(refusal) == WRONG_CELL_CLOSE_CODE;
+        let must_be_wrong_cell = matches!(gate, None | Some(GateKind::Gated));
+        state.last.events.wrong_cell_at_barrier = gate == Some(GateKind::Gated) && wrong_cell;
+        state.last.anomalies.gated_refusal_wrong = must_be_wrong_cell && !wrong_cell;
+    }
+
+    // ---- HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt's end --------------------------------------
+
+    /// HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt in flight reached its terminal outcome.
+    pub(super) fn judge_finish(state: &mut HoState, inst: u8, job: &Job, out: &Outputs) {
+        let Some(cell) = state.cell_of(inst) else {
+            return;
+        };
+        let control_open = cell.control(HOST).is_some();
+        let Some((_, src)) = cell.machine(HOST) else {
+            return;
+        };
+        let src = src.clone();
+        let Some(result) = src.last_result() else {
+            return;
+        };
+        let outcome = OutcomeKind::of(&result.outcome);
+        let gate = GateKind::of(src.gate().state());
+        let is_drained = src.gate().is_drained();
+        let retire = out.retire.map(|(reason, _)| reason);
+        let reservation_kept = state.store.reservation(result.op_id).is_some();
+        let authority_unchanged = state.store.authority(HOST) == Some(src.authority());
+        let a = &mut state.last.anomalies;
+        a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
+        a.reply_before_retire = match (out.retire, out.reply) {
+            (Some((_, r)), Some(p)) => r > p,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        // HO-S5 / HO-A6: the empty control is released with the retirement, before it.
+        a.control_kept_on_retire = out
+            .retire
+            .is_some_and(|(_, r)| control_open || out.close_retired.is_some_and(|close| close > r));
+        a.drained_reopened = is_drained && (gate == GateKind::Open || out.reopen);
+        match outcome {
+            OutcomeKind::Committed => {
+                a.commit_not_retired = gate != GateKind::Retired
+                    || !matches!(retire, Some(RetireReason::Committed { .. }))
+                    || out.reopen;
+            }
+            OutcomeKind::RolledBack | OutcomeKind::Fenced => {
+                let reopened = gate == GateKind::Open && out.reopen;
+                a.rollback_not_reopened = reservation_kept
+                    || !authority_unchanged
+                    || (!is_drained && !reopened)
+                    || retire.is_some();
+            }
+            OutcomeKind::AuthorityChanged => {
+                let retired_stale = gate == GateKind::StaleRetired
+                    && matches!(retire, Some(RetireReason::StaleAuthority { .. }));
+                let drained_closed = is_drained && gate == GateKind::Drained;
+                a.stale_not_retired = out.reopen || !(retired_stale || drained_closed);
+            }
+        }
+        let e = &mut state.last.events;
+        e.committed = outcome == OutcomeKind::Committed && job.kind == JobKind::Transaction;
+        e.committed_after_ambiguity =
+            outcome == OutcomeKind::Committed && job.kind == JobKind::Reconcile;
+        e.explicit_abort_reopened = outcome == OutcomeKind::RolledBack && out.reopen;
+        e.fenced_abort = outcome == OutcomeKind::Fenced;
+        e.stale_retired = matches!(retire, Some(RetireReason::StaleAuthority { .. }));
+        e.recovered_after_quarantine = job.after_quarantine;
+        e.finished_drained = is_drained;
+        e.finished_disabled = !src.is_enabled();
+        e.finished_without_session = !src.session_open();
+    }
+
+    // ---- HO-A4: late work, sessions and registrations ------------------------------------------
+
+    /// A result for an attempt that is no longer the one in flight of the machine that asked:
+    /// fenced off by the cell (`Fed::Late`), or ignored by the machine it reached.
+    pub(super) fn judge_late_result(
+        state: &mut HoState,
+        job: &Job,
+        to: u8,
+        fed: Fed,
+        changed: bool,
+    ) {
+        state.last.events.late_from_old_machine = job.inst != to;
+        state.last.events.late_fenced = fed == Fed::Late;
+        state.last.anomalies.late_callback_changed_machine =
+            changed || fed == Fed::Applied(Disposition::Applied);
+    }
+
+    /// Late inputs that name something the cell replaced, at every step: the adapter's timer
+    /// of a replaced machine fires (`handle_timeout` naming it), and the socket of a session
+    /// the cell closed (replaced, retired, drained) or a closed desktop ends
+    /// (`control_closed` naming it). Both must be fenced off whatever the cell's state, and
+    /// what they may do depends only on the host's current machine and control, so feeding
+    /// every old id in every state covers every moment they can arrive (ids are never reused
+    /// in a process, and the model's processes give out fewer than [`MAX_MODEL_ID`]). A
+    /// correct cell changes nothing here; a wrong one is judged at once.
+    pub(super) fn judge_late_inputs(state: &mut HoState) {
+        let now = state.now;
+        let mut timer_applied = false;
+        let mut close_taken = false;
+        let insts: Vec<u8> = state.cells().map(|(i, _)| i).collect();
+        for inst in insts {
+            let Some(cell) = state.cell_of_mut(inst) else {
+                continue;
+            };
+            let machine = cell.machine(HOST).map(|(id, _)| id);
+            let session = cell.control(HOST);
+            for id in 1..=MAX_MODEL_ID {
+                if Some(MachineId(id)) != machine {
+                    timer_applied |= cell.handle_timeout(now, HOST, MachineId(id)) != Fed::Late;
+                }
+                if Some(SessionId(id)) != session {
+                    close_taken |= cell.control_closed(now, HOST, SessionId(id));
+                }
+            }
+            debug_assert!(machine.is_none_or(|m| m.0 < MAX_MODEL_ID));
+            debug_assert!(session.is_none_or(|s| s.0 < MAX_MODEL_ID));
+        }
+        state.last.anomalies.stale_timer_applied = timer_applied;
+        state.last.anomalies.late_close_changed_cell = close_taken;
+    }
+
+    /// HO-A4: the replaced session's end arrives right after the newer control was installed
+    /// (the moment it could be mistaken for the open one).
+    pub(super) fn judge_replaced_session(state: &mut HoState, out: &Outputs) {
+        if let Some(old) = out.replaced {
+            let taken = state.cell.control_closed(state.now, HOST, old);
+            state.last.anomalies.late_close_changed_cell |= taken;
+            state.last.events.late_close_ignored = !taken;
+        }
+    }
+
+    /// A control the store registered, installed (or not) by the cell.
+    pub(super) fn judge_install(
+        state: &mut HoState,
+        op: ControlOp,
+        before: Option<&(MachineId, SourceHandoff)>,
+        installed: Result<Installed, InstallRefusal>,
+    ) {
+        let drained_before = before.is_some_and(|(_, m)| m.gate().is_drained());
+        let a = &mut state.last.anomalies;
+        let e = &mut state.last.events;
+        match installed {
+            Ok(i) => {
+                e.rebound = op.kind == ControlKind::Replacement && i.how == InstallKind::Rebound;
+                // HO-L1: nothing but an undrain (which forgets the host) gives a drained host a
+                // machine again.
+                a.drained_got_machine = drained_before;
+            }
+            Err(InstallRefusal::SourceDraining) => {
+                e.reconnect_refused_draining = true;
+                a.registered_not_installed = !drained_before;
+            }
+            Err(_) => a.registered_not_installed = true,
+        }
+    }
+
+    // ---- HO-A5 / HO-L1: drain and undrain ------------------------------------------------------
+
+    pub(super) fn judge_drain(
+        state: &mut HoState,
+        drained: Option<bool>,
+        open_before: bool,
+        out: &Outputs,
+    ) {
+        state.last.anomalies.drain_incomplete = drained.is_none()
+            || !out.hard_drain
+            || (open_before && !out.close_drained)
+            || state.cell.control(HOST).is_some();
+    }
+
+    pub(super) fn judge_undrain(
+        state: &mut HoState,
+        before: Option<&SourceHandoff>,
+        result: Result<(), UndrainRefusal>,
+        out: &Outputs,
+    ) {
+        let in_flight = before.is_some_and(|m| m.attempt().is_some());
+        let closing = before.is_some_and(|m| !m.gate().counters().is_zero());
+        state.last.anomalies.undrain_misjudged = match result {
+            Ok(()) => in_flight || closing || !out.forget || state.cell.machine(HOST).is_some(),
+            Err(UndrainRefusal::AttemptInFlight) => !in_flight,
+            Err(UndrainRefusal::StillClosing) => in_flight || !closing,
+            Err(UndrainRefusal::NotDrained | UndrainRefusal::UnknownHost) => true,
+        };
+    }
+}
+
+// ---- HO-L1: no stranded host ------------------------------------------------------------------
+
+/// HO-L1: the current process's source still serves the host (assigned here, undrained, open,
+/// enabled, its control open, the DB reachable, the target with room) and its last attempt
+/// ended fenced or rolled back, yet the director's fresh pick is not a new op id that the
+/// source would start (or defer as busy): only a desktop reconnect could move the host again.
+pub fn stranded(s: &HoState) -> bool {
+    let Some(m) = s.src() else {
+        return false;
+    };
+    let Some(last) = m.last_result() else {
+        return false;
+    };
+    let ended_back = matches!(
+        OutcomeKind::of(&last.outcome),
+        OutcomeKind::Fenced | OutcomeKind::RolledBack
+    );
+    let serving = ended_back
+        && m.attempt().is_none()
+        && !m.gate().is_drained()
+        && m.gate().state() == GateState::Open
+        && m.is_enabled()
+        && m.session_open()
+        && !s.moved()
+        && s.db_up
+        && !s.target_full;
+    if !serving {
+        return false;
+    }
+    let Some(req) = HandoffModel::pick(s) else {
+        return true;
+    };
+    if req.op_id == last.op_id {
+        return true;
+    }
+    let mut cell = s.cell.clone();
+    !matches!(
+        cell.begin_handoff(s.now, &req),
+        Begin::Started(_) | Begin::Answered(HandoffReply::Busy { .. })
+    )
 }

@@ -1,54 +1,85 @@
-//! The step function: each action fed to the core, its outputs drained into the environment.
+//! The step function: each action is the adapter's sequence of `SourceCell` and store calls,
+//! and every `CellAction` the cell emits is executed by the environment (DB jobs, the fence to
+//! write, the sessions to close). The judges it calls live beside their properties
+//! (`properties.rs`).
 
 use super::*;
 
-/// What draining the machine's actions produced.
+/// What executing one process's `CellAction`s produced (indices are positions in that batch).
 #[derive(Debug, Default)]
-pub(super) struct Drained {
+pub(super) struct Outputs {
     pub(super) retire: Option<(RetireReason, usize)>,
+    /// A `CloseControl` for a retirement (HO-S5: before the retire).
+    pub(super) close_retired: Option<usize>,
+    pub(super) close_drained: bool,
     pub(super) reopen: bool,
     pub(super) reply: Option<usize>,
+    pub(super) hard_drain: bool,
+    pub(super) forget: bool,
+    /// The session a newer control replaced (HO-A4).
+    pub(super) replaced: Option<SessionId>,
 }
 
 impl HandoffModel {
-    /// Drain machine `inst`'s actions into the environment (DB jobs, the fence to write).
-    fn drain(state: &mut HoState, inst: u8, after_quarantine: bool) -> Drained {
-        let mut out = Drained::default();
+    /// Execute process `inst`'s queued `CellAction`s: DB jobs (naming the machine that asked),
+    /// the fence to write, the sessions to close.
+    fn execute(state: &mut HoState, inst: u8, after_quarantine: bool) -> Outputs {
+        let mut out = Outputs::default();
         let mut actions = Vec::new();
-        if let Some(m) = state.machine_mut(inst) {
-            while let Some(action) = m.poll_action() {
+        if let Some(cell) = state.cell_of_mut(inst) {
+            while let Some(action) = cell.poll_action() {
                 actions.push(action);
             }
         }
         for (index, action) in actions.into_iter().enumerate() {
             match action {
-                Action::RunTransaction { attempt, request } => state.jobs.push(Job {
-                    inst,
-                    kind: JobKind::Transaction,
-                    attempt,
-                    request,
-                    after_quarantine: false,
-                }),
-                Action::Reconcile { attempt, request } => state.jobs.push(Job {
-                    inst,
-                    kind: JobKind::Reconcile,
-                    attempt,
-                    request,
-                    after_quarantine,
-                }),
-                Action::Quarantined { .. } => {}
-                Action::RetireSourceDraining { reason } => out.retire = Some((reason, index)),
-                Action::ReopenAdmission { .. } => out.reopen = true,
-                Action::FenceAuthority { authority, .. } => state.pending_fence = Some(authority),
-                // The asynchronous reply is lost on its way (see the module doc).
-                Action::Reply(_) => out.reply = Some(index),
+                CellAction::Machine {
+                    machine, action, ..
+                } => match action {
+                    Action::RunTransaction { attempt, request } => state.jobs.push(Job {
+                        inst,
+                        machine,
+                        kind: JobKind::Transaction,
+                        attempt,
+                        request,
+                        after_quarantine: false,
+                    }),
+                    Action::Reconcile { attempt, request } => state.jobs.push(Job {
+                        inst,
+                        machine,
+                        kind: JobKind::Reconcile,
+                        attempt,
+                        request,
+                        after_quarantine,
+                    }),
+                    Action::Quarantined { .. } => {}
+                    Action::RetireSourceDraining { reason } => out.retire = Some((reason, index)),
+                    Action::ReopenAdmission { .. } => out.reopen = true,
+                    Action::FenceAuthority { authority, .. } => {
+                        state.pending_fence = Some(authority);
+                    }
+                    // The asynchronous reply is lost on its way (see the module doc).
+                    Action::Reply(_) => out.reply = Some(index),
+                },
+                // The DRAINING frame goes out; the socket's end reaches the cell later, at any
+                // step (`judge_late_inputs`).
+                CellAction::CloseControl {
+                    session, reason, ..
+                } => match reason {
+                    CloseReason::Retired(_) => out.close_retired = Some(index),
+                    CloseReason::Drained(_) => out.close_drained = true,
+                    CloseReason::Replaced => out.replaced = Some(session),
+                },
+                // The clients' own steps close them (module doc).
+                CellAction::HardDrain { .. } => out.hard_drain = true,
+                CellAction::Forget { .. } => out.forget = true,
             }
         }
         state.jobs.sort_by_key(Job::key);
         out
     }
 
-    /// The step function: the real core, fed the action, outputs drained and judged.
+    /// The step function: the real core, fed the action, outputs executed and judged.
     pub fn step(&self, before: &HoState, action: HoAction) -> HoState {
         self.step_journaled(before, action, &mut ())
     }
@@ -65,53 +96,39 @@ impl HandoffModel {
         state.last = StepFacts::default();
         match action {
             HoAction::DirectorSends { lost } => Self::director_sends(&mut state, lost),
-            HoAction::DirectorCrashRestart => {
-                state.budget.faults -= 1;
-                let old = state.dir_request.take();
-                state.last.events.crash_during_attempt =
-                    state.src.as_ref().is_some_and(|m| m.attempt().is_some());
-                let new = Self::pick(&state);
-                if let (Some(old), Some(new)) = (old, new) {
-                    state.last.anomalies.op_id_inconsistent =
-                        (old.source == new.source) != (old.op_id == new.op_id);
-                }
-                state.dir_request = new;
-            }
+            HoAction::DirectorCrashRestart => Self::director_crash_restart(&mut state),
             HoAction::ClientArrives { client } => Self::client_arrives(&mut state, client),
             HoAction::ClientAttaches { client } => Self::client_attaches(&mut state, client),
             HoAction::ClientPersisted { client } => Self::client_persisted(&mut state, client),
             HoAction::ClientLeaves { client } => {
                 let c = &mut state.clients[usize::from(client)];
-                if let (ClientPhase::Attached(t), Some(src)) = (c.phase, state.src.as_mut()) {
-                    let _ = src.release(t);
+                if let ClientPhase::Attached(held) = c.phase {
+                    let _ = state.cell.release(&held.work());
                 }
                 c.phase = ClientPhase::Away;
             }
             HoAction::ControlActivates => {
                 state.budget.faults -= 1;
                 state.budget.replacements -= 1;
-                if let Some(src) = state.src.as_mut() {
-                    let gate = admission_kind(src);
-                    match src.acquire(WorkKind::ControlOp) {
-                        Ok(t) => state.control = Some(t),
-                        Err(r) => {
-                            state.last.events.control_gated = r == AdmissionRefusal::ControlGated;
-                            state.last.anomalies.gated_refusal_wrong =
-                                gate == GateKind::Gated && r != AdmissionRefusal::ControlGated;
-                        }
-                    }
-                }
+                Self::control_activates(&mut state, ControlKind::Replacement, journal);
             }
-            HoAction::ControlRebinds => Self::control_rebinds(&mut state, journal),
+            HoAction::DesktopReconnects => {
+                state.budget.reconnects -= 1;
+                Self::control_activates(&mut state, ControlKind::Reconnect, journal);
+            }
+            HoAction::ControlRegisters => Self::control_registers(&mut state, journal),
             HoAction::ControlCloses => {
                 state.budget.faults -= 1;
-                if let Some(src) = state.src.as_mut() {
-                    let generation = src.authority().generation;
-                    let _ = src.handle_session_closed(state.now, generation);
+                if let Some(session) = state.cell.control(HOST) {
+                    let told = state.cell.control_closed(state.now, HOST, session);
+                    state.last.anomalies.open_session_close_ignored =
+                        !told || state.src().is_some_and(SourceHandoff::session_open);
                 }
+                let inst = state.inst;
+                let _ = Self::execute(&mut state, inst, false);
             }
             HoAction::SourceRestart { old_lingers } => {
-                Self::source_restart(&mut state, old_lingers, journal)
+                Self::source_restart(&mut state, old_lingers, journal);
             }
             HoAction::DbRuns { job, delivery } | HoAction::LateCallback { job, delivery } => {
                 Self::db_runs(&mut state, usize::from(job), delivery, journal);
@@ -129,23 +146,20 @@ impl HandoffModel {
                         matches!(answer, DrainWrite::Fenced { .. });
                 }
             }
-            HoAction::EmergencyDrain => {
-                state.budget.faults -= 1;
-                state.budget.drains -= 1;
-                if let Some(src) = state.src.as_mut() {
-                    state.last.events.drained_during_attempt = src.attempt().is_some();
-                    let _ = src.handle_emergency_drain(state.now, DrainReason::Emergency);
+            HoAction::EmergencyDrain => Self::emergency_drain(&mut state),
+            HoAction::Undrain => Self::undrain(&mut state),
+            HoAction::Disable | HoAction::Enable => {
+                let enabled = action == HoAction::Enable;
+                if !enabled {
+                    state.budget.faults -= 1;
                 }
-                let inst = state.inst;
-                let _ = Self::drain(&mut state, inst, false);
-            }
-            HoAction::Disable => {
-                state.budget.faults -= 1;
-                state.disabled = true;
-                state.store.set_enabled(false);
-                journal.record(StoreCall::SetEnabled { enabled: false });
-                if let Some(src) = state.src.as_mut() {
-                    let _ = src.handle_set_enabled(state.now, false);
+                state.disabled = !enabled;
+                state.store.set_enabled(enabled);
+                journal.record(StoreCall::SetEnabled { enabled });
+                let now = state.now;
+                state.cell.set_enabled(now, enabled);
+                if let Some(old) = state.old_cell.as_deref_mut() {
+                    old.set_enabled(now, enabled);
                 }
             }
             HoAction::TargetCapacity { full } => {
@@ -172,40 +186,10 @@ impl HandoffModel {
                 state.last.events.target_registered =
                     Self::register(&mut state.store, state.now, TGT, inc, journal).is_ok();
             }
-            HoAction::TimeAdvances => {
-                state.budget.time_advances -= 1;
-                if let Some(at) = state.next_deadline() {
-                    state.now = state.now.max(at);
-                }
-                let now = state.now;
-                let insts: Vec<u8> = state.machines().map(|(i, _)| i).collect();
-                for inst in insts {
-                    let Some(m) = state.machine_mut(inst) else {
-                        continue;
-                    };
-                    let from_quarantine = m.attempt().is_some_and(|a| {
-                        matches!(
-                            a.phase,
-                            Phase::Quarantined {
-                                cause: QuarantineCause::StoreUnavailable,
-                                ..
-                            }
-                        )
-                    });
-                    let _ = m.handle_timeout(now);
-                    let _ = Self::drain(&mut state, inst, from_quarantine);
-                }
-                let expired = state.store.expire_migrations(state.now);
-                state.last.events.registration_recovered = !expired.is_empty();
-                if J::RECORDS {
-                    journal.record(StoreCall::ExpireMigrations {
-                        now: state.now,
-                        answer: expired,
-                    });
-                }
-            }
+            HoAction::TimeAdvances => Self::time_advances(&mut state, journal),
         }
         Self::judge_transition(before, &mut state, action);
+        Self::judge_late_inputs(&mut state);
         // Symmetry reduction: clients are interchangeable (nothing in the core knows which
         // connection is the phone), so the state keeps them sorted.
         state.clients.sort_unstable();
@@ -219,69 +203,28 @@ impl HandoffModel {
             return;
         };
         state.dir_request = Some(req);
+        Self::judge_request(state, &req, fresh_pick);
         let live_work = state.live_work();
-        let anomalies = &mut state.last.anomalies;
-        anomalies.op_id_inconsistent = req.op_id != OpId::derive(&req.source, req.target)
-            || (fresh_pick && state.store.authority(HOST) != Some(req.source));
-        // Without a session for the host here (a restarted source found it moved), the
-        // request is answered by the adapter: the director drops it.
-        let mut answer = None;
-        if let Some(src) = state.src.as_mut() {
-            // HO-8 / HO-10: the open control's heartbeats and a stale DB lease at the same
-            // instant (`&self` methods: they cannot count).
-            let (counters, idle) = (src.gate().counters(), src.gate().is_idle());
-            let unchanged =
-                |m: &SourceHandoff| m.gate().counters() == counters && m.gate().is_idle() == idle;
-            anomalies.heartbeat_counted = src.note_heartbeat(Heartbeat::Ping)
-                != NotCounted::NotClientWork
-                || src.note_heartbeat(Heartbeat::Pong) != NotCounted::NotClientWork
-                || src.note_heartbeat(Heartbeat::ActivityRenewal) != NotCounted::NotClientWork
-                || !unchanged(src);
-            anomalies.lease_counted = src.note_activity_lease(ActivityLease::Missing)
-                != NotCounted::NotIdlenessEvidence
-                || src.note_activity_lease(ActivityLease::Expired {
-                    expired_at: MonoMs::ZERO,
-                }) != NotCounted::NotIdlenessEvidence
-                || !unchanged(src);
-            let machine_before = src.clone();
-            let begin = src.begin_handoff(state.now, &req);
-            let events = &mut state.last.events;
-            match begin {
-                Begin::Started(_) => {
-                    anomalies.idleness_misjudged = live_work > 0;
-                }
-                Begin::Answered(reply) => {
-                    anomalies.answer_changed_machine = *src != machine_before;
-                    match reply {
-                        HandoffReply::Busy {
-                            counters: named, ..
-                        } => {
-                            events.busy = true;
-                            anomalies.idleness_misjudged = live_work == 0;
-                            anomalies.busy_counters_wrong =
-                                named != counters || named == Counters::default();
-                        }
-                        HandoffReply::InProgress { .. } => {
-                            events.answered_in_progress = !fresh_pick;
-                        }
-                        HandoffReply::Result(_) => events.answered_recorded_result = !fresh_pick,
-                        HandoffReply::Refused {
-                            reason: Refusal::Disabled,
-                            ..
-                        } => events.refused_disabled = true,
-                        HandoffReply::Superseded { .. } | HandoffReply::Refused { .. } => {}
-                    }
-                }
-            }
-            answer = Some(begin);
+        let machine_before = state.cell.machine(HOST).map(|(id, m)| (id, m.clone()));
+        if machine_before.is_some() {
+            Self::judge_control_traffic(state);
         }
+        let begin = match state.cell.begin_handoff(state.now, &req) {
+            // HO-A1: the adapter reads the op's durable record (read-only) when the machine
+            // that held the attempt is no longer there to answer.
+            Begin::Answered(reply) if state.db_up && needs_durable_record(&reply) => {
+                Begin::Answered(answer_from_record(reply, state.store.attempt(req.op_id)))
+            }
+            begin => begin,
+        };
+        Self::judge_begin(state, begin, machine_before, live_work, fresh_pick);
         let inst = state.inst;
-        let _ = Self::drain(state, inst, false);
+        let _ = Self::execute(state, inst, false);
         // A final answer that arrives ends the director's work on this request.
         let keep = lost
             || matches!(
-                answer,
-                Some(Begin::Started(_) | Begin::Answered(HandoffReply::InProgress { .. }))
+                begin,
+                Begin::Started(_) | Begin::Answered(HandoffReply::InProgress { .. })
             );
         if !keep {
             state.dir_request = None;
@@ -289,94 +232,127 @@ impl HandoffModel {
         state.last.anomalies.director_wrote_store = state.store != store_before;
     }
 
-    fn client_refused(state: &mut HoState, refusal: AdmissionRefusal, gate: GateKind) {
-        let wrong_cell = refusal == AdmissionRefusal::WrongCell
-            && refusal.close_code() == Some(WRONG_CELL_CLOSE_CODE);
-        state.last.events.wrong_cell_at_barrier = gate == GateKind::Gated && wrong_cell;
-        state.last.anomalies.gated_refusal_wrong = gate == GateKind::Gated && !wrong_cell;
+    fn director_crash_restart(state: &mut HoState) {
+        state.budget.faults -= 1;
+        let old = state.dir_request.take();
+        state.last.events.crash_during_attempt = state.src().is_some_and(|m| m.attempt().is_some());
+        let new = Self::pick(state);
+        if let (Some(old), Some(new)) = (old, new) {
+            state.last.anomalies.op_id_inconsistent =
+                (old.source == new.source) != (old.op_id == new.op_id);
+        }
+        state.dir_request = new;
     }
 
     fn client_arrives(state: &mut HoState, client: u8) {
-        let c = &mut state.clients[usize::from(client)];
-        c.visits_left -= 1;
-        let Some(src) = state.src.as_mut() else {
-            return;
-        };
-        let gate = admission_kind(src);
-        match src.acquire(WorkKind::Accept) {
-            Ok(t) => c.phase = ClientPhase::Accepting(t),
-            Err(r) => Self::client_refused(state, r, gate),
+        state.clients[usize::from(client)].visits_left -= 1;
+        let gate = admission_kind(state.src());
+        match state.cell.acquire(HOST, WorkKind::Accept) {
+            Ok(work) => {
+                state.clients[usize::from(client)].phase = ClientPhase::Accepting(Held::of(work));
+            }
+            Err(r) => Self::judge_client_refused(state, r, gate),
         }
     }
 
     fn client_attaches(state: &mut HoState, client: u8) {
-        let c = &mut state.clients[usize::from(client)];
-        let (ClientPhase::Accepting(accept), Some(src)) = (c.phase, state.src.as_mut()) else {
-            c.phase = ClientPhase::Away;
+        let c = usize::from(client);
+        let ClientPhase::Accepting(accept) = state.clients[c].phase else {
+            state.clients[c].phase = ClientPhase::Away;
             return;
         };
-        if let Revalidation::Abandon { .. } = src.revalidate(accept) {
+        state.clients[c].phase = ClientPhase::Away;
+        let accept = accept.work();
+        if !state.cell.revalidate(&accept) {
             state.last.events.abandoned = true;
-            c.phase = ClientPhase::Away;
             return;
         }
-        let gate = admission_kind(src);
-        let attach = src.acquire(WorkKind::ClientConn);
-        let _ = src.release(accept);
-        match attach {
-            Ok(conn) => c.phase = ClientPhase::Attaching(conn),
+        let gate = admission_kind(state.src());
+        match state.cell.convert(&accept, WorkKind::ClientConn) {
+            Ok(conn) => state.clients[c].phase = ClientPhase::Attaching(Held::of(conn)),
             Err(r) => {
-                c.phase = ClientPhase::Away;
-                Self::client_refused(state, r, gate);
+                // The accept's guard releases its ticket on this exit path.
+                let _ = state.cell.release(&accept);
+                Self::judge_client_refused(state, r, gate);
             }
         }
     }
 
     fn client_persisted(state: &mut HoState, client: u8) {
         let c = &mut state.clients[usize::from(client)];
-        let (ClientPhase::Attaching(conn), Some(src)) = (c.phase, state.src.as_mut()) else {
+        let ClientPhase::Attaching(conn) = c.phase else {
             c.phase = ClientPhase::Away;
             return;
         };
-        match src.revalidate(conn) {
-            Revalidation::Continue => c.phase = ClientPhase::Attached(conn),
-            Revalidation::Abandon { .. } => {
-                state.last.events.abandoned = true;
-                c.phase = ClientPhase::Away;
+        if state.cell.revalidate(&conn.work()) {
+            c.phase = ClientPhase::Attached(conn);
+        } else {
+            state.last.events.abandoned = true;
+            c.phase = ClientPhase::Away;
+        }
+    }
+
+    fn control_activates<J: StoreJournal>(state: &mut HoState, kind: ControlKind, journal: &mut J) {
+        let gate = admission_kind(state.src());
+        match state.cell.begin_control(HOST) {
+            Ok(work) => {
+                state.control = Some(ControlOp {
+                    kind,
+                    held: work.map(Held::of),
+                });
+                if work.is_none() {
+                    // No live machine: nothing is held across the registration's await, and
+                    // none can become live in between in this process (a retired or drained
+                    // machine stays so; an undrain leaves none), so the install follows at
+                    // once: every state it could follow in is a state this step runs from.
+                    Self::control_registers(state, journal);
+                }
+            }
+            Err(r) => {
+                state.last.events.control_gated = r == AdmissionRefusal::ControlGated;
+                state.last.anomalies.gated_refusal_wrong =
+                    gate == Some(GateKind::Gated) && r != AdmissionRefusal::ControlGated;
             }
         }
     }
 
-    fn control_rebinds<J: StoreJournal>(state: &mut HoState, journal: &mut J) {
-        let Some(ticket) = state.control.take() else {
+    fn control_registers<J: StoreJournal>(state: &mut HoState, journal: &mut J) {
+        let Some(op) = state.control.take() else {
             return;
         };
-        let moved = state.moved();
-        let Some(src) = state.src.as_mut() else {
-            return;
-        };
-        if let Revalidation::Abandon { .. } = src.revalidate(ticket) {
-            state.last.events.abandoned = true;
-            return;
+        let work = op.held.map(Held::work);
+        if let Some(work) = &work {
+            if !state.cell.revalidate(work) {
+                // Already released (a barrier, a drain or a replacement got there first).
+                state.last.events.abandoned = true;
+                return;
+            }
         }
-        let inc = src.authority().incarnation;
+        let moved = state.moved();
+        let machine_before = state.cell.machine(HOST).map(|(id, m)| (id, m.clone()));
+        let inc = state.cell.incarnation();
         match Self::register(&mut state.store, state.now, SRC, inc, journal) {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
-                let rebound = src.handle_rebind(state.now, ticket, auth, true).is_ok();
-                state.last.events.rebound = rebound;
-                state.last.anomalies.registered_not_rebound = !rebound;
+                let installed = state.cell.install_control(state.now, auth, true, work);
+                Self::judge_install(state, op, machine_before.as_ref(), installed);
             }
-            Err(RegisterRefusal::NotAssignedHere { .. }) => {
-                state.last.events.restart_refused_moved = true;
+            Err(refusal) => {
+                state.last.events.restart_refused_moved =
+                    matches!(refusal, RegisterRefusal::NotAssignedHere { .. });
+                // The activation's guard releases its ticket on this exit path.
+                if let Some(work) = &work {
+                    let _ = state.cell.release(work);
+                }
             }
-            Err(_) => {}
         }
-        let _ = src.release(ticket);
+        let inst = state.inst;
+        let out = Self::execute(state, inst, false);
+        Self::judge_replaced_session(state, &out);
     }
 
     /// The desktop's control registers at `cell` (journaled).
-    fn register<J: StoreJournal>(
+    pub(super) fn register<J: StoreJournal>(
         store: &mut AssignmentStore,
         now: MonoMs,
         cell: CellId,
@@ -399,36 +375,51 @@ impl HandoffModel {
         state.budget.faults -= 1;
         state.budget.restarts -= 1;
         let moved = state.moved();
+        let now = state.now;
         let inc = state
             .store
             .cell(SRC)
             .map_or(Incarnation(1), |c| Incarnation(c.incarnation.0 + 1));
-        // The old process is gone: its clients' connections and its control op with it.
+        // The old process's clients, control activation and closing sessions go with it.
         for c in &mut state.clients {
             c.phase = ClientPhase::Away;
         }
         state.control = None;
-        state.old_src = if old_lingers {
-            state.src.take().map(Box::new)
+        state.undrained = false;
+        let mut fresh = SourceCell::new(Self::source_config(), SRC, inc);
+        if state.disabled {
+            fresh.set_enabled(now, false);
+        }
+        let mut old = std::mem::replace(&mut state.cell, fresh);
+        state.old_cell = if old_lingers {
+            // The desktop is at the new process: its socket to the old one ends (the attempt
+            // in flight still completes there, HO-A3).
+            if let Some(session) = old.control(HOST) {
+                let _ = old.control_closed(now, HOST, session);
+            }
+            Some(Box::new(old))
         } else {
             None
         };
         state.inst += 1;
-        match Self::register(&mut state.store, state.now, SRC, inc, journal) {
+        if old_lingers {
+            let old = state.inst - 1;
+            let _ = Self::execute(state, old, false);
+        }
+        match Self::register(&mut state.store, now, SRC, inc, journal) {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
-                let mut src = SourceHandoff::new(Self::source_config(), auth, true);
-                if state.disabled {
-                    let _ = src.handle_set_enabled(state.now, false);
-                }
-                state.src = Some(src);
+                let installed = state.cell.install_control(now, auth, true, None);
+                state.last.anomalies.registered_not_installed =
+                    !installed.is_ok_and(|i| i.how == InstallKind::NewMachine);
             }
             Err(refusal) => {
                 state.last.events.restart_refused_moved =
                     matches!(refusal, RegisterRefusal::NotAssignedHere { .. });
-                state.src = None;
             }
         }
+        let inst = state.inst;
+        let _ = Self::execute(state, inst, false);
     }
 
     fn db_runs<J: StoreJournal>(
@@ -479,50 +470,136 @@ impl HandoffModel {
         if auth_after.map(|a| a.epoch) != auth_before.map(|a| a.epoch) {
             Self::judge_commit(state, &job, auth_before, auth_after, recorded_before);
         }
-        // The machine that asked, if it still lives; else the current one (a late callback).
-        let to = if state.machine(job.inst).is_some() {
+        // The process that asked, if it still lives; else the current one (a dead process's
+        // result cannot reach anyone: delivering it to its successor under the machine id it
+        // names is the harshest late callback, since machine ids restart in every process).
+        let to = if state.cell_of(job.inst).is_some() {
             job.inst
         } else {
             state.inst
         };
         let now = state.now;
-        let Some(m) = state.machine_mut(to) else {
+        let Some(cell) = state.cell_of_mut(to) else {
             return;
         };
-        let machine_before = m.clone();
-        let in_flight = m.attempt().is_some();
-        let _ = match job.kind {
-            JobKind::Transaction => m.handle_transaction_result(now, job.attempt, result),
-            JobKind::Reconcile => m.handle_reconcile_result(now, job.attempt, result),
+        let machine_before = cell.machine(HOST).map(|(id, m)| (id, m.clone()));
+        let fed = match job.kind {
+            JobKind::Transaction => {
+                cell.handle_transaction_result(now, HOST, job.machine, job.attempt, result)
+            }
+            JobKind::Reconcile => {
+                cell.handle_reconcile_result(now, HOST, job.machine, job.attempt, result)
+            }
         };
-        let changed = *m != machine_before;
-        let finished = in_flight && m.attempt().is_none();
-        let reopened =
-            machine_before.gate().barrier().is_some() && m.gate().state() == GateState::Open;
+        let after = cell.machine(HOST);
+        let same_machine = machine_before
+            .as_ref()
+            .zip(after)
+            .is_some_and(|((b, _), (a, _))| *b == a);
+        let changed = machine_before.as_ref().map(|(id, m)| (*id, m)) != after;
+        let finished = same_machine
+            && machine_before
+                .as_ref()
+                .is_some_and(|(_, m)| m.attempt().is_some())
+            && after.is_some_and(|(_, m)| m.attempt().is_none());
+        let reopened = same_machine
+            && machine_before
+                .as_ref()
+                .is_some_and(|(_, m)| m.gate().barrier().is_some())
+            && after.is_some_and(|(_, m)| m.gate().state() == GateState::Open);
         let explicit_rollback =
             !late && matches!(result, DurableResult::Done(TxnOutcome::RolledBack { .. }));
         if late {
-            state.last.events.late_from_old_machine = job.inst != to;
-            state.last.anomalies.late_callback_changed_machine = changed;
+            Self::judge_late_result(state, &job, to, fed, changed);
         }
         state.last.anomalies.reopened_without_rollback = reopened && !explicit_rollback;
-        let drained = Self::drain(state, to, false);
+        let out = Self::execute(state, to, false);
         if finished {
-            Self::judge_finish(state, to, &job, &drained);
+            Self::judge_finish(state, to, &job, &out);
             if to != state.inst {
                 // The old process exits once its attempt has ended.
-                state.old_src = None;
+                state.old_cell = None;
             }
+        }
+    }
+
+    fn emergency_drain(state: &mut HoState) {
+        state.budget.faults -= 1;
+        state.budget.drains -= 1;
+        state.last.events.drained_during_attempt =
+            state.src().is_some_and(|m| m.attempt().is_some());
+        let open_before = state.cell.control(HOST).is_some();
+        let drained = state
+            .cell
+            .emergency_drain(state.now, HOST, DrainReason::Emergency);
+        let inst = state.inst;
+        let out = Self::execute(state, inst, false);
+        Self::judge_drain(state, drained, open_before, &out);
+    }
+
+    fn undrain(state: &mut HoState) {
+        let before = state.src().cloned();
+        let result = state.cell.undrain(HOST);
+        if result.is_ok() {
+            // A refused undrain changed nothing: the operator retries, at no cost.
+            state.budget.undrains -= 1;
+            state.undrained = true;
+        }
+        let inst = state.inst;
+        let out = Self::execute(state, inst, false);
+        Self::judge_undrain(state, before.as_ref(), result, &out);
+    }
+
+    fn time_advances<J: StoreJournal>(state: &mut HoState, journal: &mut J) {
+        state.budget.time_advances -= 1;
+        if let Some(at) = state.next_deadline() {
+            state.now = state.now.max(at);
+        }
+        let now = state.now;
+        let insts: Vec<u8> = state.cells().map(|(i, _)| i).collect();
+        for inst in insts {
+            let Some(cell) = state.cell_of_mut(inst) else {
+                continue;
+            };
+            // The adapter's timer for the deadline `poll_timeout` named, fed to that machine.
+            if let Some((machine, at)) = cell.poll_timeout(HOST) {
+                if at <= now {
+                    let from_quarantine = cell
+                        .machine(HOST)
+                        .and_then(|(_, m)| m.attempt())
+                        .is_some_and(|a| {
+                            matches!(
+                                a.phase,
+                                Phase::Quarantined {
+                                    cause: QuarantineCause::StoreUnavailable,
+                                    ..
+                                }
+                            )
+                        });
+                    let _ = cell.handle_timeout(now, HOST, machine);
+                    let _ = Self::execute(state, inst, from_quarantine);
+                }
+            }
+        }
+        let expired = state.store.expire_migrations(state.now);
+        state.last.events.registration_recovered = !expired.is_empty();
+        if J::RECORDS {
+            journal.record(StoreCall::ExpireMigrations {
+                now: state.now,
+                answer: expired,
+            });
         }
     }
 }
 
 /// The source's admission as a client sees it: a drained source is `Drained` whatever its
-/// barrier (the hard-drain path answers it, HO-A5).
-pub(super) fn admission_kind(m: &SourceHandoff) -> GateKind {
-    if m.gate().is_drained() {
-        GateKind::Drained
-    } else {
-        GateKind::of(m.gate().state())
-    }
+/// barrier (the hard-drain path answers it, HO-A5); `None`: no machine for the host here.
+pub(super) fn admission_kind(m: Option<&SourceHandoff>) -> Option<GateKind> {
+    m.map(|m| {
+        if m.gate().is_drained() {
+            GateKind::Drained
+        } else {
+            GateKind::of(m.gate().state())
+        }
+    })
 }
