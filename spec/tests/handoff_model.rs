@@ -227,3 +227,46 @@ fn ho_a4_model_replacement_rebinds_and_the_old_session_end_is_ignored() {
     assert_eq!(states[3].cell.control(HOST), None);
     assert!(!states[3].src().expect("machine").session_open());
 }
+
+/// HO-L1: an attempt whose transaction timed out is reconciled, and the locked reconciliation
+/// fences its op id (the transaction had not run). The source reopens and still serves the
+/// host; the director's next pass must pick a new op id that the source starts, without the
+/// desktop reconnecting.
+#[test]
+fn ho_l1_model_a_fenced_attempt_is_retried_with_a_new_op_id() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let states = run(
+        &model,
+        &[
+            HoAction::DirectorSends { lost: false },
+            HoAction::TimeAdvances,
+            // Jobs are sorted: the transaction (0) before the reconciliation (1).
+            HoAction::DbRuns {
+                job: 1,
+                delivery: Delivery::Delivered,
+            },
+        ],
+    );
+    let fenced = &states[3];
+    assert!(fenced.last.events.fenced_abort);
+    let source = fenced.project().source.expect("source");
+    assert_eq!(source.gate, GateKind::Open);
+    assert_eq!(source.last_outcome, Some(OutcomeKind::Fenced));
+    let ended = fenced
+        .src()
+        .and_then(|m| m.last_result())
+        .expect("the fenced result")
+        .op_id;
+    let retry = HandoffModel::pick(fenced).expect("the director picks the host again");
+    assert_ne!(retry.op_id, ended, "HO-L1: a new op id, not the fenced one");
+    assert!(!stranded(fenced));
+    let mut enabled = Vec::new();
+    model.actions(fenced, &mut enabled);
+    assert!(enabled.contains(&HoAction::DirectorSends { lost: false }));
+    let retried = model.step(fenced, HoAction::DirectorSends { lost: false });
+    assert_eq!(
+        retried.project().source.expect("source").gate,
+        GateKind::Gated,
+        "the retry starts"
+    );
+}

@@ -289,6 +289,10 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
                 !s.last.anomalies.drained_got_machine && !s.last.anomalies.undrain_misjudged
             },
         ),
+        Property::always(
+            "HO-L1 no stranded host: after a fenced or rolled-back attempt at a source still serving the host, the director's fresh pick is a new op id the source starts (or defers as busy)",
+            |_, s: &HoState| !stranded(s),
+        ),
         // ---- sometimes ----------------------------------------------------------------------
         Property::sometimes("HO-S5 witness: commit retires the source", |_, s: &HoState| {
             s.last.events.committed
