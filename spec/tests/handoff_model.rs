@@ -263,10 +263,17 @@ fn ho_l1_model_a_fenced_attempt_is_retried_with_a_new_op_id() {
     let mut enabled = Vec::new();
     model.actions(fenced, &mut enabled);
     assert!(enabled.contains(&HoAction::DirectorSends { lost: false }));
-    let retried = model.step(fenced, HoAction::DirectorSends { lost: false });
+    // The director still holds the fenced request: re-sending it learns the recorded
+    // outcome (the reply carrying it was lost), and its next pass picks the new op id.
+    let learned = model.step(fenced, HoAction::DirectorSends { lost: false });
+    assert!(learned.last.events.answered_recorded_result);
+    assert_eq!(learned.dir_request, None);
+    let retried = model.step(&learned, HoAction::DirectorSends { lost: false });
+    assert_eq!(retried.last.anomalies, Anomalies::default());
     assert_eq!(
         retried.project().source.expect("source").gate,
         GateKind::Gated,
         "the retry starts"
     );
+    assert_eq!(retried.dir_request.map(|r| r.op_id), Some(retry.op_id));
 }

