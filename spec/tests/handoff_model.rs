@@ -14,7 +14,7 @@ fn ho_model_small_bound_holds_every_property() {
         .spawn_bfs()
         .join();
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 45_574);
+    assert_eq!(checker.unique_state_count(), 47_643);
 }
 
 fn run(model: &HandoffModel, actions: &[HoAction]) -> Vec<HoState> {
@@ -276,4 +276,55 @@ fn ho_l1_model_a_fenced_attempt_is_retried_with_a_new_op_id() {
         "the retry starts"
     );
     assert_eq!(retried.dir_request.map(|r| r.op_id), Some(retry.op_id));
+}
+
+/// HO-L2: a second process with the source cell's id is refused while the holder lives and
+/// changes nothing; when the holder dies, its successor is refused until the dead lease has
+/// lapsed and then takes the cell with the next incarnation. A rolling restart releases the
+/// lease, so its successor starts at once.
+#[test]
+fn ho_l2_model_one_live_process_per_cell_id() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let init = model.init_state();
+    let mut enabled = Vec::new();
+    model.actions(&init, &mut enabled);
+    assert!(enabled.contains(&HoAction::SecondProcessStarts));
+    assert_eq!(
+        model.step(&init, HoAction::SecondProcessStarts),
+        init,
+        "refused, nothing written"
+    );
+
+    let states = run(
+        &model,
+        &[
+            HoAction::DirectorSends { lost: false },
+            HoAction::SourceRestart { old_lingers: false },
+        ],
+    );
+    let (before, after) = (&states[1], &states[2]);
+    assert!(after.last.events.successor_after_lapse);
+    assert_eq!(after.now, before.lease_until, "the dead lease had to lapse");
+    assert_eq!(after.cell.incarnation().0, before.cell.incarnation().0 + 1);
+    assert_eq!(
+        after.lease().map(|(inc, _)| inc),
+        Some(after.cell.incarnation())
+    );
+    assert!(after.lease_until > after.now);
+
+    let rolling = run(
+        &model,
+        &[
+            HoAction::DirectorSends { lost: false },
+            HoAction::SourceRestart { old_lingers: true },
+        ],
+    );
+    assert_eq!(
+        rolling[2].now, rolling[1].now,
+        "a released lease is free at once"
+    );
+    assert!(
+        rolling[2].old_cell.is_some(),
+        "the old process finishes its attempt"
+    );
 }

@@ -19,11 +19,16 @@
 //!   (`control_closed`), its reconnect after the close or after the cell retired or drained its
 //!   source (the same calls; a new machine, a rebind, or the `SourceDraining` refusal), and the
 //!   late end of a session the cell itself closed (`control_closed` with the old session id);
-//! - the source cell process restarts: a new `SourceCell` with the next incarnation, the store's
-//!   `register_control`, `install_control(.., None)`. The old process either dies (its DB work
-//!   may still land; its results are delivered to the new process under the machine id they
-//!   name, which must fence or ignore them) or, in a rolling restart, lives on until its attempt
-//!   in flight has ended (its results reach it; its control socket closes);
+//! - the source cell process restarts (HO-L2: one live process per cell id, a lease beside the
+//!   cell's incarnation, decided by the core's `cell_lease`): the successor takes the cell with
+//!   the next incarnation once the old process's lease is gone, then a new `SourceCell`, the
+//!   store's `register_control`, `install_control(.., None)`. The old process either dies (the
+//!   successor started at once is refused while the dead lease runs and takes the cell when it
+//!   has lapsed; the dead process's DB work may still land, and its results are delivered to
+//!   the new process under the machine id they name, which must fence or ignore them) or, in a
+//!   rolling restart, releases its lease on the stop signal and lives on until its attempt in
+//!   flight has ended (its results reach it; its control socket closes). A second process
+//!   started with the cell's id while the holder lives is refused and writes nothing;
 //! - the DB runs each transaction / reconciliation a machine asked for and the result is
 //!   delivered, lost (ambiguous), or `StoreUnavailable` during an outage; the outage recovers;
 //! - an emergency drain (`emergency_drain`: hard drain, control closed, the store fence write
@@ -80,6 +85,13 @@
 //!   older incarnation first) and `TooManyHosts` (one host here);
 //! - a dead process's sockets: after a restart its clients, control activation and closed
 //!   sessions are gone with it; the old process of a rolling restart serves no new work;
+//! - HO-L2: a lease that lapses while its holder lives (a DB outage longer than a lease: the
+//!   model's outages are shorter, and a live holder renews at every clock jump); the adapter
+//!   stops a process whose renewal finds a newer incarnation
+//!   (`adapters/tests/handoff_cell_identity.rs`). The reference store does not hold the lease
+//!   yet, so the model keeps the lease end beside the store (`HoState::lease_until`) and the
+//!   lease's own store calls (start, renew, release) are not journaled; the successor's start
+//!   writes its cell row with the new incarnation through `upsert_cell`;
 //! - the control session's heartbeats and the DB activity lease are checked at each director
 //!   request on the live machine (`note_heartbeat`, `note_activity_lease`, HO-8 / HO-10), not
 //!   as separate steps: they are `&self` calls and change nothing.
@@ -125,8 +137,8 @@ use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
-    AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite, RegisterRefusal,
-    StoreConfig, TxnOutcome,
+    cell_lease, AbortReason, AssignmentStore, AttemptOutcome, CellLease, CellRow, DrainWrite,
+    RegisterRefusal, StoreConfig, TxnOutcome,
 };
 use switchyard_core::MonoMs;
 
@@ -136,6 +148,8 @@ use crate::store_calls::{StoreCall, StoreJournal};
 pub const SRC: CellId = CellId(1);
 pub const TGT: CellId = CellId(2);
 pub const HOST: HostId = HostId(7);
+/// The source cell's room (the target has one slot, which the model may fill).
+pub const SRC_CAPACITY: u32 = 10;
 
 /// Model time starts here (the measurement was taken at 0: fresh for the whole run).
 pub const MODEL_START_MS: u64 = 1_000;
@@ -145,6 +159,8 @@ pub const MODEL_QUARANTINE_RETRY_MS: u64 = 10_000;
 pub const MODEL_REGISTRATION_TIMEOUT_MS: u64 = 30_000;
 pub const MODEL_FRESHNESS_MS: u64 = 3_600_000;
 pub const MODEL_COOLDOWN_MS: u64 = 600_000;
+/// HO-L2: a cell process's identity lease (the adapter renews every third of it).
+pub const MODEL_CELL_LEASE_MS: u64 = 15_000;
 
 /// The model's size knobs. `max_faults` bounds the faults of one run (a replacement, a restart,
 /// a drain, a director crash, a DB outage, the target filling up, the disable switch, the
@@ -185,6 +201,9 @@ pub struct HandoffParams {
     pub reconnects: u8,
     /// An operator undrains a drained host (HO-L1).
     pub undrains: u8,
+    /// HO-L2: a second process may be started with the source cell's id while its holder
+    /// lives (refused; it changes nothing, so it costs no state).
+    pub second_process: bool,
 }
 
 impl Default for HandoffParams {
@@ -207,6 +226,7 @@ impl Default for HandoffParams {
             control_closes: true,
             reconnects: 1,
             undrains: 1,
+            second_process: true,
         }
     }
 }
@@ -276,14 +296,21 @@ pub enum HoAction {
     ControlRegisters,
     /// The desktop's control session closes: `control_closed` with its session.
     ControlCloses,
-    /// The source cell process restarts: a new `SourceCell` with incarnation + 1,
-    /// `register_control`, `install_control(.., None)` (the old process's clients and control
-    /// activation are gone). `old_lingers`: a rolling restart, where the old process lives on
-    /// until its attempt in flight ends (its results reach it); otherwise its results reach the
-    /// new process late, naming the old machine.
+    /// The source cell process restarts (HO-L2): the successor takes the cell once the old
+    /// process's lease is gone (`cell_lease`: a new incarnation), then a new `SourceCell` with
+    /// it, `register_control`, `install_control(.., None)` (the old process's clients and
+    /// control activation are gone). `old_lingers`: a rolling restart, where the old process
+    /// releases its lease on the stop signal and lives on until its attempt in flight ends (its
+    /// results reach it); otherwise it dies: the successor started at once is refused while the
+    /// dead process's lease runs, and takes the cell when it has lapsed (the clock moves to its
+    /// end); the dead process's results reach the new process late, naming the old machine.
     SourceRestart {
         old_lingers: bool,
     },
+    /// HO-L2: a second process is started with the source cell's id while the holder lives:
+    /// `cell_lease` refuses it and nothing is written. The state after it is the state before
+    /// it (its step facts included), so it adds no state; a wrong answer is judged.
+    SecondProcessStarts,
     /// The DB runs queued job `job` (index into `HoState::jobs`) of an attempt in flight; its
     /// result goes to the machine that asked.
     DbRuns {
@@ -395,7 +422,7 @@ impl HandoffModel {
         };
         journal.record(StoreCall::Configure { config });
         let mut store = AssignmentStore::new(config);
-        for (cell, capacity) in [(SRC, 10), (TGT, 1)] {
+        for (cell, capacity) in [(SRC, SRC_CAPACITY), (TGT, 1)] {
             let row = Self::cell_row(capacity, Incarnation(1));
             let answer = store.upsert_cell(cell, row);
             journal.record(StoreCall::UpsertCell { cell, row, answer });
@@ -410,6 +437,15 @@ impl HandoffModel {
         });
         let auth = answer.expect("host");
         let now = MonoMs(MODEL_START_MS);
+        // HO-L2: the first process takes SRC (never started: incarnation 1) and its lease.
+        let CellLease::Take {
+            incarnation: first,
+            until: lease_until,
+        } = cell_lease(None, now, MODEL_CELL_LEASE_MS)
+        else {
+            unreachable!("a cell never started is free");
+        };
+        debug_assert_eq!(first, auth.incarnation);
         // The first process holds SRC as incarnation 1 and the desktop's control is installed.
         let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
         let installed = cell.install_control(now, auth, true, None);
@@ -436,6 +472,7 @@ impl HandoffModel {
             disabled: false,
             target_full: false,
             undrained: false,
+            lease_until,
             budget: Budget {
                 faults: p.max_faults,
                 replacements: p.replacements,
@@ -611,6 +648,9 @@ impl Model for HandoffModel {
         if b.time_advances > 0 && state.next_deadline().is_some() {
             actions.push(HoAction::TimeAdvances);
         }
+        if p.second_process && state.lease_until > state.now {
+            actions.push(HoAction::SecondProcessStarts);
+        }
     }
 
     fn next_state(&self, state: &HoState, action: HoAction) -> Option<HoState> {
@@ -619,8 +659,10 @@ impl Model for HandoffModel {
 
     fn within_boundary(&self, state: &HoState) -> bool {
         // Every environment event is budgeted; this states the resulting bounds.
-        let horizon =
-            MODEL_START_MS + u64::from(self.params.time_advances) * MODEL_REGISTRATION_TIMEOUT_MS;
+        // A restart whose old process died waits for its lease to lapse.
+        let horizon = MODEL_START_MS
+            + u64::from(self.params.time_advances) * MODEL_REGISTRATION_TIMEOUT_MS
+            + u64::from(self.params.restarts) * MODEL_CELL_LEASE_MS;
         state.now.as_ms() <= horizon && state.jobs.len() <= 16
     }
 

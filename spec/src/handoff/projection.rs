@@ -196,8 +196,12 @@ impl fmt::Display for HoAction {
             }
             HoAction::ControlCloses => write!(f, "the desktop's control session closes"),
 
-            HoAction::SourceRestart { old_lingers: false } => {
-                write!(f, "the source cell restarts (the old process dies)")
+            HoAction::SourceRestart { old_lingers: false } => write!(
+                f,
+                "the source cell restarts (the old process dies; its lease lapses)"
+            ),
+            HoAction::SecondProcessStarts => {
+                write!(f, "a second process starts with the source cell's id")
             }
             HoAction::SourceRestart { old_lingers: true } => write!(
                 f,

@@ -101,6 +101,9 @@ pub struct Anomalies {
     /// HO-L1: an undrain was refused without its reason, or accepted while the drained
     /// attempt was in flight or drained work still held tickets, or did not forget the host.
     pub undrain_misjudged: bool,
+    /// HO-L2: a process started with the cell's id while its holder's lease was live was not
+    /// refused, or a successor was refused a released or lapsed lease.
+    pub second_process_started: bool,
 }
 
 /// Events worth witnessing.
@@ -134,6 +137,7 @@ pub struct Events {
     pub control_gated: bool,
     pub target_registered: bool,
     pub registration_recovered: bool,
+    pub successor_after_lapse: bool,
 }
 
 /// The properties, each named by its requirement ID: the `always` properties first, then the
@@ -293,6 +297,16 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             "HO-L1 no stranded host: after a fenced attempt at a source still serving the host, the director's fresh pick is a new op id the source starts (or defers as busy)",
             |_, s: &HoState| !stranded(s),
         ),
+        Property::always(
+            "HO-L2 one live process per cell id: a process started while the holder's lease is live is refused and writes nothing; a successor takes the cell once that lease has lapsed or been released",
+            |_, s: &HoState| {
+                // The live holder is the current process, with a live lease.
+                let held = s
+                    .lease()
+                    .is_some_and(|(inc, until)| inc == s.cell.incarnation() && until > s.now);
+                !s.last.anomalies.second_process_started && held
+            },
+        ),
         // ---- sometimes ----------------------------------------------------------------------
         Property::sometimes("HO-S5 witness: commit retires the source", |_, s: &HoState| {
             s.last.events.committed
@@ -434,6 +448,10 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
         Property::sometimes("HO-L1 witness: undrained host moves", |_, s: &HoState| {
             s.undrained && s.last.events.committed
         }),
+        Property::sometimes(
+            "HO-L2 witness: a successor takes the cell once the dead process's lease has lapsed",
+            |_, s: &HoState| s.last.events.successor_after_lapse,
+        ),
     ]
 }
 

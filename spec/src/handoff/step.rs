@@ -92,6 +92,9 @@ impl HandoffModel {
         action: HoAction,
         journal: &mut J,
     ) -> HoState {
+        if action == HoAction::SecondProcessStarts {
+            return Self::second_process_starts(before);
+        }
         let mut state = before.clone();
         state.last = StepFacts::default();
         match action {
@@ -187,6 +190,7 @@ impl HandoffModel {
                     Self::register(&mut state.store, state.now, TGT, inc, journal).is_ok();
             }
             HoAction::TimeAdvances => Self::time_advances(&mut state, journal),
+            HoAction::SecondProcessStarts => {}
         }
         Self::judge_transition(before, &mut state, action);
         Self::judge_late_inputs(&mut state);
@@ -371,15 +375,58 @@ impl HandoffModel {
         answer
     }
 
+    /// HO-L2: a second process with the source cell's id, while the holder's lease is live.
+    fn second_process_starts(before: &HoState) -> HoState {
+        let mut state = before.clone();
+        let refused = matches!(
+            cell_lease(before.lease(), before.now, MODEL_CELL_LEASE_MS),
+            CellLease::Held { .. }
+        );
+        if !refused {
+            state.last = StepFacts::default();
+            state.last.anomalies.second_process_started = true;
+        }
+        state
+    }
+
     fn source_restart<J: StoreJournal>(state: &mut HoState, old_lingers: bool, journal: &mut J) {
         state.budget.faults -= 1;
         state.budget.restarts -= 1;
         let moved = state.moved();
+        if old_lingers {
+            // The stop signal: the old process releases its lease (a successor may start at
+            // once) and finishes its attempt in flight without it.
+            state.lease_until = MonoMs::ZERO;
+        } else {
+            // The successor, started as the old process dies, is refused while the dead
+            // process's lease runs; it takes the cell once the lease has lapsed.
+            let early = cell_lease(state.lease(), state.now, MODEL_CELL_LEASE_MS);
+            state.last.anomalies.second_process_started = !matches!(early, CellLease::Held { .. });
+            state.now = state.now.max(state.lease_until);
+            state.last.events.successor_after_lapse = true;
+            // Nothing of the dead process has a timer; the store's expiry runs as time passes.
+            Self::expire_registrations(state, journal);
+        }
         let now = state.now;
-        let inc = state
-            .store
-            .cell(SRC)
-            .map_or(Incarnation(1), |c| Incarnation(c.incarnation.0 + 1));
+        let (inc, until) = match cell_lease(state.lease(), now, MODEL_CELL_LEASE_MS) {
+            CellLease::Take { incarnation, until } => (incarnation, until),
+            CellLease::Held { .. } => {
+                // Judged: a released or lapsed lease must be free.
+                state.last.anomalies.second_process_started = true;
+                return;
+            }
+        };
+        state.lease_until = until;
+        // The successor's start writes its cell row with the new incarnation (as the SQL
+        // store's `start_cell` does), before its first registration.
+        let row = Self::cell_row(SRC_CAPACITY, inc);
+        let answer = state.store.upsert_cell(SRC, row);
+        journal.record(StoreCall::UpsertCell {
+            cell: SRC,
+            row,
+            answer,
+        });
+        answer.expect("known cell");
         // The old process's clients, control activation and closing sessions go with it.
         for c in &mut state.clients {
             c.phase = ClientPhase::Away;
@@ -556,6 +603,14 @@ impl HandoffModel {
             state.now = state.now.max(at);
         }
         let now = state.now;
+        // HO-L2: the live holder renews its lease every third of it, so across a jump of the
+        // clock its lease still runs (the model's DB outages are shorter than a lease).
+        if state
+            .lease()
+            .is_some_and(|(inc, _)| inc == state.cell.incarnation())
+        {
+            state.lease_until = now.plus_ms(MODEL_CELL_LEASE_MS);
+        }
         let insts: Vec<u8> = state.cells().map(|(i, _)| i).collect();
         for inst in insts {
             let Some(cell) = state.cell_of_mut(inst) else {
@@ -581,6 +636,12 @@ impl HandoffModel {
                 }
             }
         }
+        Self::expire_registrations(state, journal);
+    }
+
+    /// HO-A6: the store's periodic expiry of migrations whose desktop did not register at the
+    /// target, as the clock has moved.
+    fn expire_registrations<J: StoreJournal>(state: &mut HoState, journal: &mut J) {
         let expired = state.store.expire_migrations(state.now);
         state.last.events.registration_recovered = !expired.is_empty();
         if J::RECORDS {
