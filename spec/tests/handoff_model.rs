@@ -14,7 +14,7 @@ fn ho_model_small_bound_holds_every_property() {
         .spawn_bfs()
         .join();
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 47_643);
+    assert_eq!(checker.unique_state_count(), 48_122);
 }
 
 fn run(model: &HandoffModel, actions: &[HoAction]) -> Vec<HoState> {

@@ -309,7 +309,9 @@ pub enum HoAction {
     },
     /// HO-L2: a second process is started with the source cell's id while the holder lives:
     /// `cell_lease` refuses it and nothing is written. The state after it is the state before
-    /// it (its step facts included), so it adds no state; a wrong answer is judged.
+    /// it (its step facts included), so it adds no state; a wrong answer is judged. Offered
+    /// right after each step that changed what the decision reads (the first start, a
+    /// restart, a renewal at a clock jump): every distinct case.
     SecondProcessStarts,
     /// The DB runs queued job `job` (index into `HoState::jobs`) of an attempt in flight; its
     /// result goes to the machine that asked.
@@ -482,7 +484,14 @@ impl HandoffModel {
                 reconnects: p.reconnects,
                 undrains: p.undrains,
             },
-            last: StepFacts::default(),
+            // The first process has just taken the cell.
+            last: StepFacts {
+                events: Events {
+                    lease_taken_or_renewed: true,
+                    ..Events::default()
+                },
+                ..StepFacts::default()
+            },
         }
     }
 
@@ -648,7 +657,9 @@ impl Model for HandoffModel {
         if b.time_advances > 0 && state.next_deadline().is_some() {
             actions.push(HoAction::TimeAdvances);
         }
-        if p.second_process && state.lease_until > state.now {
+        // The refusal reads only the cell's row (holder, lease end) and the clock, so it is
+        // offered right after each step that changed them: every distinct case, once.
+        if p.second_process && state.last.events.lease_taken_or_renewed {
             actions.push(HoAction::SecondProcessStarts);
         }
     }

@@ -138,6 +138,9 @@ pub struct Events {
     pub target_registered: bool,
     pub registration_recovered: bool,
     pub successor_after_lapse: bool,
+    /// HO-L2: the step changed what a starting process's lease decision reads (the holder or
+    /// the clock): the first start, a restart, a renewal at a clock jump.
+    pub lease_taken_or_renewed: bool,
 }
 
 /// The properties, each named by its requirement ID: the `always` properties first, then the

@@ -417,6 +417,7 @@ impl HandoffModel {
             }
         };
         state.lease_until = until;
+        state.last.events.lease_taken_or_renewed = true;
         // The successor's start writes its cell row with the new incarnation (as the SQL
         // store's `start_cell` does), before its first registration.
         let row = Self::cell_row(SRC_CAPACITY, inc);
@@ -610,6 +611,7 @@ impl HandoffModel {
             .is_some_and(|(inc, _)| inc == state.cell.incarnation())
         {
             state.lease_until = now.plus_ms(MODEL_CELL_LEASE_MS);
+            state.last.events.lease_taken_or_renewed = true;
         }
         let insts: Vec<u8> = state.cells().map(|(i, _)| i).collect();
         for inst in insts {
