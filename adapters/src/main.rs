@@ -22,6 +22,9 @@ enum Command {
     Failover(failover::cli::FailoverCommand),
     #[command(flatten)]
     Handoff(handoff::cli::HandoffCommand),
+    /// Operator commands against a running idle-handoff cell: emergency drain and undrain.
+    #[command(name = "handoff", subcommand)]
+    HandoffOperator(handoff::cli::OperatorCommand),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Failover(command) => failover::cli::run(command).await,
             Command::Handoff(command) => handoff::cli::run(command).await,
+            Command::HandoffOperator(command) => handoff::cli::run_operator(command).await,
         }
     })
 }

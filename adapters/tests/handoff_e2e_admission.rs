@@ -231,7 +231,7 @@ async fn t2_credential_change_across_the_barrier(backend: Backend, tag: &str) {
             desk.state()
                 .retries
                 .iter()
-                .any(|r| r.contains("credential 2") && r.contains("ControlGated"))
+                .any(|r| r == "credential 2: control_gated")
         })
         .await;
         let _ = held.resume.send(());

@@ -7,8 +7,11 @@ mod handoff_rig;
 use std::time::Duration;
 
 use handoff_rig::*;
+use switchyard_adapters::handoff::auth::Secret;
+use switchyard_adapters::handoff::director::{Director, DirectorConfig, PassReport};
 use switchyard_core::handoff::admission::{ClosedReason, GateState};
 use switchyard_core::handoff::attempt::{HandoffReply, Phase};
+use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::ids::{AuthorityField, HostId};
 use switchyard_core::handoff::store::{AbortReason, AttemptOutcome, Registration, TxnOutcome};
 
@@ -81,15 +84,18 @@ async fn t4_lost_http_response_duplicates_and_director_restart(backend: Backend,
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
     // The director's request times out: its response is lost (HO-A3).
-    let (lost, ()) = tokio::join!(rig.send(SRC, &req, Duration::from_millis(200)), async {
+    let (lost, again) = tokio::join!(rig.send(SRC, &req, Duration::from_millis(200)), async {
         held.reached.await.expect("in transaction");
         tokio::time::sleep(Duration::from_millis(300)).await;
+        // A restarted director reads the host while the first transaction is still open (read
+        // after it commits, the host has moved and no director picks it again): it derives the
+        // same request (UUIDv5 of the exact authority).
+        let again = rig.request(7, TGT).await;
         let _ = held.resume.send(());
+        again
     });
     assert!(lost.is_err(), "the first response was lost");
     fault_injected();
-    // A restarted director derives the same request (UUIDv5 of the exact authority).
-    let again = rig.request(7, TGT).await;
     assert_eq!(again.op_id, req.op_id);
     let ans = rig.send(SRC, &again, WAIT).await.expect("answer");
     assert!(
@@ -174,6 +180,86 @@ async fn t4_timeout_during_transaction_never_reopens_alone(backend: Backend, tag
 both_stores!(
     ho_t4_timeout_during_transaction_never_reopens_alone,
     t4_timeout_during_transaction_never_reopens_alone
+);
+
+/// HO-L1: a host whose attempt ended fenced (the transaction timed out under the lock, the
+/// locked reconciliation fenced its op id) is retried: the fence renewed the host's authority,
+/// the reopened source holds the renewed one, and the director's next pick derives a new op
+/// id that commits; the desktop stayed connected at the source until the commit moved it.
+async fn l1_a_fenced_host_is_retried_with_a_new_op_id(backend: Backend, tag: &str) {
+    let (rig, mut desk) = setup(backend, tag).await;
+    let held = rig.store.faults().arm_pause_after_lock();
+    fault_injected();
+    let req = rig.request(7, TGT).await;
+    let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
+        held.reached.await.expect("in transaction");
+        // The transaction hangs under the lock until its own timeout abandons it.
+        eventually("reconciled", WAIT, || !rig.gated(SRC, 7)).await;
+        drop(held.resume);
+    });
+    assert_eq!(
+        outcome(&ans.expect("answer")),
+        Some(TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced
+        })
+    );
+    let registrations = desk.state().registrations.len();
+    let renewed = rig
+        .store
+        .authority(HostId(7))
+        .await
+        .expect("store")
+        .expect("host");
+    assert_eq!(renewed.generation, req.source.generation.next());
+    let view = rig.view(SRC, 7).expect("host");
+    assert_eq!(
+        view.authority, renewed,
+        "the source adopted the renewed authority"
+    );
+    assert_eq!(view.gate, GateState::Open);
+    assert!(
+        view.control_connected,
+        "the desktop did not have to reconnect"
+    );
+    // The director's next pick: a new op id, started and committed by the source.
+    let pick = rig.request(7, TGT).await;
+    assert_ne!(pick.op_id, req.op_id);
+    let ans = rig.send(SRC, &pick, WAIT).await.expect("answer");
+    assert!(committed(&ans), "{ans:?}");
+    assert_eq!(rig.assigned(7).await, TGT);
+    desk.wait_registered(TGT.0, WAIT)
+        .await
+        .expect("desktop follows the commit");
+    assert_eq!(
+        desk.state().registrations[..registrations]
+            .last()
+            .map(|r| r.0),
+        Some(SRC.0),
+        "no registration between the fence and the commit"
+    );
+    assert_eq!(
+        desk.state().registrations.len(),
+        registrations + 1,
+        "the only new registration is the one at the target"
+    );
+    // The old op id never commits.
+    let late = rig
+        .store
+        .run_transaction(rig.clock.now(), &req)
+        .await
+        .expect("late");
+    assert!(
+        matches!(late, TxnOutcome::AuthorityChanged { .. }),
+        "{late:?}"
+    );
+    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    fault_survived();
+    ledger(tag, 0);
+    desk.stop().await;
+}
+both_stores!(
+    ho_l1_a_fenced_host_is_retried_with_a_new_op_id,
+    l1_a_fenced_host_is_retried_with_a_new_op_id
 );
 
 async fn t4_db_outage_mid_transaction_quarantines_then_reconciles(backend: Backend, tag: &str) {
@@ -410,6 +496,155 @@ async fn t4_source_restart_and_stale_authority(backend: Backend, tag: &str) {
 both_stores!(
     ho_t4_source_restart_and_stale_authority,
     t4_source_restart_and_stale_authority
+);
+
+// ---- HO-L1: no stranded host after a store outage ----------------------------------------------
+
+async fn l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting(
+    backend: Backend,
+    tag: &str,
+) {
+    const HOSTS: [u64; 4] = [11, 12, 13, 14];
+    let mut rig = Rig::new(backend, tag).await;
+    rig.start(SRC).await;
+    rig.start(TGT).await;
+    let mut desks = Vec::new();
+    for h in HOSTS {
+        desks.push((h, rig.desktop_at(h, SRC).await));
+    }
+    // Measurements are written asynchronously after registration.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut reqs = Vec::new();
+    for h in HOSTS {
+        reqs.push(rig.request(h, TGT).await);
+    }
+    // The first handoff is caught inside its transaction, holding its host lock, when the
+    // store goes away; the others start while it is away, concurrently.
+    let held = rig.store.faults().arm_pause_after_lock();
+    if backend == Backend::Sqlite {
+        // An embedded file cannot be taken away: the first commits and its result is lost.
+        rig.store.faults().lose_next_commit_result();
+    }
+    let outage = async {
+        held.reached.await.expect("in transaction");
+        match backend {
+            Backend::Postgres => support_pg::outage_begin(&rig.url).await,
+            Backend::Sqlite => rig.store.faults().fail_next_begins(u32::MAX),
+        }
+        fault_injected();
+        let short = Duration::from_millis(500);
+        let others = reqs[1..].iter().map(|r| rig.send(SRC, r, short));
+        let _ = held.resume.send(());
+        let _ = futures_util::future::join_all(others).await;
+    };
+    let _ = tokio::join!(rig.send(SRC, &reqs[0], Duration::from_millis(500)), outage);
+    eventually("every attempt quarantined by the outage", WAIT, || {
+        HOSTS.iter().all(|h| {
+            matches!(
+                rig.view(SRC, *h).and_then(|v| v.phase),
+                Some(Phase::Quarantined { .. })
+            )
+        })
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    match backend {
+        Backend::Postgres => support_pg::outage_end(&rig.url).await,
+        Backend::Sqlite => rig.store.faults().fail_next_begins(0),
+    }
+    eventually("every attempt reconciled after the outage", WAIT, || {
+        HOSTS.iter().all(|h| !rig.gated(SRC, *h))
+    })
+    .await;
+    let fenced: Vec<u64> = HOSTS
+        .iter()
+        .copied()
+        .filter(|h| {
+            rig.view(SRC, *h)
+                .and_then(|v| v.last_result)
+                .map(|r| r.outcome)
+                == Some(TxnOutcome::RolledBack {
+                    reason: AbortReason::Fenced,
+                })
+        })
+        .collect();
+    assert!(
+        fenced.len() >= HOSTS.len() - 1,
+        "the attempts started during the outage end fenced: {fenced:?}"
+    );
+
+    // HO-L1: later passes of the director move every fenced host (a new attempt under a new
+    // op id: the fence renewed the authority), within a bounded number of passes.
+    let director = Director::new(
+        DirectorConfig {
+            id: format!("d-{tag}"),
+            policy: DirectorPolicy {
+                enabled: true,
+                cohort_percent: 100,
+                policy: store_config().policy,
+            },
+            limits: ScanLimits {
+                page_size: 16,
+                max_pages: 1,
+                max_dispatch: 16,
+            },
+            max_failures: 4,
+            request_timeout: WAIT,
+            retries: 1,
+            secret: Secret::new(INTERNAL_SECRET, "internal").expect("secret"),
+            interval: Duration::from_secs(1),
+        },
+        rig.store.clone(),
+        rig.clock.clone(),
+    );
+    let mut reports: Vec<PassReport> = Vec::new();
+    let mut stranded = fenced.clone();
+    for _ in 0..4 {
+        reports.push(director.pass().await.expect("a pass after the outage"));
+        stranded.clear();
+        for h in &fenced {
+            if rig.assigned(*h).await != TGT {
+                stranded.push(*h);
+            }
+        }
+        if stranded.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let answers: Vec<&Vec<String>> = reports.iter().map(|r| &r.answers).collect();
+    assert!(
+        stranded.is_empty(),
+        "fenced hosts {stranded:?} are still at the source after {} director passes \
+         (answers per pass: {answers:?})",
+        reports.len()
+    );
+    // No desktop had to reconnect at the source: each registered there once, and every one
+    // followed its host to the target.
+    for (h, desk) in &mut desks {
+        desk.wait_registered(TGT.0, WAIT)
+            .await
+            .unwrap_or_else(|e| panic!("host {h}: {e}"));
+        let at_source = desk
+            .state()
+            .registrations
+            .iter()
+            .filter(|(c, _)| *c == SRC.0)
+            .count();
+        assert_eq!(
+            at_source, 1,
+            "host {h}'s desktop registered at the source again"
+        );
+    }
+    fault_survived();
+    ledger(tag, 0);
+    for (_, d) in desks {
+        d.stop().await;
+    }
+}
+both_stores!(
+    ho_l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting,
+    l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting
 );
 
 // ---- 5 ----------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ const CELLS: [(CellId, u32, bool); 4] = [
     // Capacity 1: fills up.
     (CellId(4), 1, true),
 ];
+/// Every cell id the generator names (5 is unknown until a process starts it).
+const CELL_IDS: [CellId; 5] = [CellId(1), CellId(2), CellId(3), CellId(4), CellId(5)];
 const HOSTS: [HostId; 3] = [HostId(7), HostId(8), HostId(9)];
 
 fn config() -> StoreConfig {
@@ -112,6 +114,17 @@ enum Op {
         cell: u32,
         capacity: u32,
     },
+    /// HO-L2: a cell process starts (refused while the cell's lease is live).
+    StartCell {
+        cell: u32,
+    },
+    /// HO-L2: the cell's current process (or, `stale`, the one before it) renews its lease or,
+    /// `release`, ends it.
+    Lease {
+        cell: u32,
+        stale: bool,
+        release: bool,
+    },
 }
 
 fn claim() -> impl Strategy<Value = Claim> {
@@ -152,6 +165,23 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// HO-L2: cell processes starting, renewing and releasing their leases, among registrations
+/// (a start bumps the incarnation a registration is checked against) and handoffs.
+fn lease_op() -> impl Strategy<Value = Op> {
+    let host = 0..HOSTS.len();
+    prop_oneof![
+        4 => (1u32..=5).prop_map(|cell| Op::StartCell { cell }),
+        4 => (1u32..=5, any::<bool>(), any::<bool>())
+            .prop_map(|(cell, stale, release)| Op::Lease { cell, stale, release }),
+        2 => (host.clone(), 1u32..=2, -1i8..=1, any::<bool>())
+            .prop_map(|(host, cell, inc, capable)| Op::Register { host, cell, inc, capable }),
+        2 => host.clone().prop_map(|host| Op::RegisterAssigned { host }),
+        2 => host.clone().prop_map(|host| Op::Txn {
+            host, target: 2, claim: Claim::Current, meas: Meas::Good, cohort: 100 }),
+        3 => prop_oneof![Just(1_000u64), Just(21_000), Just(30_000)].prop_map(Op::Advance),
+    ]
+}
+
 /// What one step returned, comparable across the three stores.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Answer {
@@ -161,6 +191,9 @@ enum Answer {
     Drain(DrainWrite),
     Expired(Vec<OpId>),
     Setup(Result<(), StoreError>),
+    Start(Result<Incarnation, CellHeld>),
+    /// The lease was renewed or released (`false`: the cell is no longer that process's).
+    Lease(bool),
     None,
 }
 
@@ -224,6 +257,12 @@ enum Sql {
     Expire,
     Enable(bool),
     Cell(CellId, CellRow),
+    Start(CellId, CellRow),
+    Lease {
+        cell: CellId,
+        incarnation: Incarnation,
+        release: bool,
+    },
     None,
 }
 
@@ -345,8 +384,64 @@ fn step_reference(w: &mut World, op: &Op) -> (Answer, Sql) {
             let out = w.reference.upsert_cell(CellId(cell), row);
             (Answer::Setup(out), Sql::Cell(CellId(cell), row))
         }
+        Op::StartCell { cell } => {
+            // A restart keeps the cell's capacity and capability (an unknown cell gets some).
+            let row = w.reference.cell(CellId(cell)).copied().unwrap_or(CellRow {
+                capacity: 3,
+                handoff_capable: true,
+                incarnation: Incarnation(0),
+            });
+            let out = w.reference.start_cell(
+                CellId(cell),
+                row.capacity,
+                row.handoff_capable,
+                w.now,
+                LEASE_MS,
+            );
+            let out = out.map_err(|refusal| match refusal {
+                StartRefusal::Held(held) => held,
+                StartRefusal::TooManyCells => panic!("five cells at most"),
+            });
+            let started = CellRow {
+                incarnation: out.unwrap_or(row.incarnation),
+                ..row
+            };
+            (Answer::Start(out), Sql::Start(CellId(cell), started))
+        }
+        Op::Lease {
+            cell,
+            stale,
+            release,
+        } => {
+            let current = w
+                .reference
+                .cell(CellId(cell))
+                .map_or(1, |c| c.incarnation.0);
+            let incarnation = Incarnation(current.saturating_sub(u64::from(stale)));
+            let out = if release {
+                w.reference
+                    .release_cell_lease(CellId(cell), incarnation)
+                    .is_ok()
+            } else {
+                w.reference
+                    .renew_cell_lease(CellId(cell), incarnation, w.now, LEASE_MS)
+                    .is_ok()
+            };
+            (
+                Answer::Lease(out),
+                Sql::Lease {
+                    cell: CellId(cell),
+                    incarnation,
+                    release,
+                },
+            )
+        }
     }
 }
+
+/// HO-L2: the cell lease of the generated cell starts (shorter than the longest time step, so
+/// leases also run out).
+const LEASE_MS: u64 = 25_000;
 
 async fn step_sql(store: &SqlStore, now: MonoMs, sql: &Sql) -> Answer {
     let name = format!("{:?}", store.dialect());
@@ -383,6 +478,24 @@ async fn step_sql(store: &SqlStore, now: MonoMs, sql: &Sql) -> Answer {
             .upsert_cell(*c, *row)
             .await
             .map_or_else(fail, Answer::Setup),
+        Sql::Start(c, row) => store
+            .start_cell(*c, row.capacity, row.handoff_capable, "", "", now, LEASE_MS)
+            .await
+            .map_or_else(fail, Answer::Start),
+        Sql::Lease {
+            cell,
+            incarnation,
+            release,
+        } => {
+            let out = if *release {
+                store.release_cell_lease(*cell, *incarnation).await
+            } else {
+                store
+                    .renew_cell_lease(*cell, *incarnation, now, LEASE_MS)
+                    .await
+            };
+            out.map_or_else(fail, Answer::Lease)
+        }
         Sql::None => Answer::None,
     }
 }
@@ -455,13 +568,14 @@ fn fresh_reference() -> AssignmentStore {
 }
 
 fn cells() -> Vec<CellId> {
-    CELLS.iter().map(|c| c.0).collect()
+    CELL_IDS.to_vec()
 }
 
 struct Stats {
     steps: u64,
     committed: u64,
     outcomes: BTreeSet<String>,
+    lease_answers: BTreeSet<String>,
 }
 
 async fn run_case(
@@ -499,6 +613,11 @@ async fn run_case(
             );
         }
         let rows = Rows::of_reference(&w.reference, &cells(), &HOSTS);
+        match &expected {
+            Answer::Start(out) => stats.lease_answers.insert(format!("start {}", out.is_ok())),
+            Answer::Lease(out) => stats.lease_answers.insert(format!("lease {out}")),
+            _ => false,
+        };
         for (_, store) in stores {
             let got = step_sql(store, w.now, &sql).await;
             prop_assert_eq!(
@@ -547,14 +666,14 @@ fn open_stores(name: &str) -> (tokio::runtime::Runtime, TempDir, [(String, SqlSt
     (rt, dir, stores)
 }
 
-#[test]
-fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
-    let (rt, _dir, stores) = open_stores("diff");
+/// Run `cases` generated sequences of `op` (a fixed seed: the coverage assertions of the
+/// callers must not depend on the luck of the draw) against the reference and both SQL stores.
+fn run_generated(name: &str, op: impl Strategy<Value = Op>, cases: u32) -> Stats {
+    let (rt, _dir, stores) = open_stores(name);
     let cases = std::env::var("SWITCHYARD_DIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64u32);
-    // A fixed seed: the coverage assertions below must not depend on the luck of the draw.
+        .unwrap_or(cases);
     let mut runner = TestRunner::new_with_rng(
         Config {
             cases,
@@ -568,9 +687,10 @@ fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
         steps: 0,
         committed: 0,
         outcomes: BTreeSet::new(),
+        lease_answers: BTreeSet::new(),
     };
     let stats_cell = std::cell::RefCell::new(&mut stats);
-    let result = runner.run(&proptest::collection::vec(op(), 10..40), |ops| {
+    let result = runner.run(&proptest::collection::vec(op, 10..40), |ops| {
         let stores = stores.each_ref().map(|(url, store)| (url.as_str(), store));
         let mut s = stats_cell.borrow_mut();
         rt.block_on(run_case(&stores, &ops, &mut s))
@@ -578,6 +698,12 @@ fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
     if let Err(e) = result {
         panic!("{e}");
     }
+    stats
+}
+
+#[test]
+fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
+    let stats = run_generated("diff", op(), 64);
     eprintln!(
         "differential: {} steps, {} commits, outcome kinds {:?}",
         stats.steps, stats.committed, stats.outcomes
@@ -598,8 +724,22 @@ fn ho_store_diff_reference_sqlite_postgres_identical_outcomes_and_rows() {
     }
 }
 
-/// One journaled store call, applied to a SQL store; `Err` says how its answer differs from
-/// the reference's.
+#[test]
+fn ho_l2_store_diff_cell_leases_identical_answers_and_rows() {
+    let stats = run_generated("diff_lease", lease_op(), 32);
+    eprintln!(
+        "differential (leases): {} steps, answers {:?}",
+        stats.steps, stats.lease_answers
+    );
+    // Starts refused and taken, leases kept and lost.
+    for answer in ["start true", "start false", "lease true", "lease false"] {
+        assert!(
+            stats.lease_answers.contains(answer),
+            "no {answer} answer generated"
+        );
+    }
+}
+
 async fn apply_call(store: &SqlStore, call: &StoreCall) -> Result<(), String> {
     let fail = |e: StoreFailure| format!("{call:?} failed: {e}");
     let differs = |got: &dyn std::fmt::Debug| format!("{call:?} answered {got:?}");
@@ -652,6 +792,43 @@ async fn apply_call(store: &SqlStore, call: &StoreCall) -> Result<(), String> {
         StoreCall::ExpireMigrations { now, answer } => {
             expect!(store.expire_migrations(*now), answer)
         }
+        StoreCall::StartCell {
+            cell,
+            capacity,
+            handoff_capable,
+            now,
+            lease_ms,
+            answer,
+        } => {
+            // The SQL store refuses a held cell by the same `CellHeld`; the model never starts
+            // more cells than the store holds.
+            let answer = answer.map_err(|refusal| match refusal {
+                StartRefusal::Held(held) => held,
+                StartRefusal::TooManyCells => unreachable!("two cells"),
+            });
+            expect!(
+                store.start_cell(*cell, *capacity, *handoff_capable, "", "", *now, *lease_ms),
+                &answer
+            )
+        }
+        StoreCall::RenewCellLease {
+            cell,
+            incarnation,
+            now,
+            lease_ms,
+            answer,
+        } => expect!(
+            store.renew_cell_lease(*cell, *incarnation, *now, *lease_ms),
+            &answer.is_ok()
+        ),
+        StoreCall::ReleaseCellLease {
+            cell,
+            incarnation,
+            answer,
+        } => expect!(
+            store.release_cell_lease(*cell, *incarnation),
+            &answer.is_ok()
+        ),
     }
 }
 
@@ -679,6 +856,7 @@ fn call_kind(call: &StoreCall) -> String {
         StoreCall::ExpireMigrations { answer, .. } if !answer.is_empty() => {
             format!("{kind}/expired")
         }
+        StoreCall::StartCell { answer: Err(_), .. } => format!("{kind}/held"),
         _ => kind.to_owned(),
     }
 }
@@ -764,6 +942,10 @@ fn ho_store_diff_checker_traces_replayed_on_sqlite_and_postgres() {
         "RegisterControl",
         "EmergencyDrain/fenced",
         "ExpireMigrations/expired",
+        "StartCell",
+        "StartCell/held",
+        "RenewCellLease",
+        "ReleaseCellLease",
     ] {
         assert!(
             kinds.contains_key(kind),

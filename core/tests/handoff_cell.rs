@@ -381,3 +381,138 @@ fn queries_name_the_process_and_never_count_control_traffic() {
         None
     );
 }
+
+fn snake(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+#[test]
+fn ho_a5_a_drained_host_refuses_a_control_before_the_store_is_written() {
+    let (_, mut cell, _, _) = registered();
+    assert_eq!(
+        cell.control_refusal(HOST),
+        None,
+        "a live host decides later"
+    );
+    assert_eq!(
+        cell.control_refusal(OTHER_HOST),
+        None,
+        "an unknown host too"
+    );
+    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let _ = drain(&mut cell);
+    assert_eq!(
+        cell.control_refusal(HOST),
+        Some(InstallRefusal::SourceDraining)
+    );
+    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(
+        cell.control_refusal(HOST),
+        None,
+        "undrained: back to service"
+    );
+}
+
+#[test]
+fn ineligible_reasons_have_distinct_stable_names() {
+    use switchyard_core::handoff::policy::Ineligible;
+    let names: std::collections::BTreeSet<&str> =
+        Ineligible::ALL.iter().map(|i| i.name()).collect();
+    assert_eq!(names.len(), Ineligible::ALL.len(), "{names:?}");
+    assert!(names.iter().all(|n| snake(n)), "{names:?}");
+    assert_eq!(Ineligible::CoolingDown.name(), "cooling_down");
+    assert_eq!(Ineligible::DesktopNotCapable.name(), "desktop_not_capable");
+    assert_eq!(Ineligible::StaleMeasurement.name(), "stale_measurement");
+}
+
+#[test]
+fn refusals_and_turn_aways_have_stable_names_and_codes() {
+    use switchyard_core::handoff::ids::{AuthorityField, CellId, OpId};
+    use switchyard_core::handoff::policy::Ineligible;
+    use switchyard_core::handoff::store::RegisterRefusal;
+    let refusals = [
+        Refusal::InvalidOpId,
+        Refusal::NotOwner(AuthorityField::Host),
+        Refusal::NotOwner(AuthorityField::Cell),
+        Refusal::NotOwner(AuthorityField::Epoch),
+        Refusal::NotOwner(AuthorityField::Incarnation),
+        Refusal::NotOwner(AuthorityField::Generation),
+        Refusal::Disabled,
+        Refusal::NoSession,
+        Refusal::CapabilityMissing(Ineligible::SourceCellNotCapable),
+        Refusal::CapabilityMissing(Ineligible::DesktopNotCapable),
+        Refusal::SameCell,
+        Refusal::AttemptInFlight,
+        Refusal::SourceRetired,
+        Refusal::SourceDraining,
+        Refusal::Backlogged,
+    ];
+    let names: std::collections::BTreeSet<&str> =
+        refusals.iter().map(|r| refusal_name(*r)).collect();
+    assert_eq!(names.len(), refusals.len(), "{names:?}");
+    assert!(names.iter().all(|n| snake(n)), "{names:?}");
+    assert_eq!(refusal_name(Refusal::NoSession), "no_session");
+    let op_id = OpId(uuid::Uuid::nil());
+    assert_eq!(
+        reply_reason(&HandoffReply::Refused {
+            op_id,
+            reason: Refusal::CapabilityMissing(Ineligible::DesktopNotCapable)
+        }),
+        Some("desktop_not_capable")
+    );
+    assert_eq!(
+        reply_reason(&HandoffReply::Superseded {
+            op_id,
+            field: AuthorityField::Generation
+        }),
+        Some("generation")
+    );
+    assert_eq!(reply_reason(&HandoffReply::InProgress { op_id }), None);
+
+    // A moved host's old control follows the DRAINING path; other refusals only close 4409
+    // (a DRAINING frame would bring the desktop straight back).
+    let moved = register_turn_away(RegisterRefusal::NotAssignedHere {
+        assigned: CellId(2),
+    });
+    assert_eq!(
+        (moved.name, moved.frame, moved.close_code),
+        ("assigned_elsewhere", TurnAwayFrame::Draining, 4409)
+    );
+    for r in [
+        RegisterRefusal::UnknownHost,
+        RegisterRefusal::UnknownCell,
+        RegisterRefusal::StaleIncarnation,
+    ] {
+        let t = register_turn_away(r);
+        assert_eq!((t.frame, t.close_code), (TurnAwayFrame::None, 4409));
+        assert!(snake(t.name));
+    }
+    let gated = install_turn_away(InstallRefusal::Admission(AdmissionRefusal::ControlGated));
+    assert_eq!(
+        (gated.name, gated.frame, gated.close_code),
+        ("control_gated", TurnAwayFrame::Retry, close_code::TRY_AGAIN)
+    );
+    assert_eq!(
+        install_turn_away(InstallRefusal::SourceDraining).name,
+        "source_draining"
+    );
+    assert_eq!(STORE_UNAVAILABLE_TURN_AWAY.name, "store_unavailable");
+    for r in [
+        CloseReason::Replaced,
+        CloseReason::Drained(DrainReason::Emergency),
+        CloseReason::Drained(DrainReason::AuthRefused),
+    ] {
+        assert!(snake(r.name()));
+    }
+    for r in [
+        UndrainRefusal::UnknownHost,
+        UndrainRefusal::NotDrained,
+        UndrainRefusal::AttemptInFlight,
+        UndrainRefusal::StillClosing,
+    ] {
+        assert!(snake(r.name()));
+    }
+}

@@ -943,9 +943,10 @@ fn ho_a1_locked_reconciliation_fences_a_late_original_commit() {
             reason: AbortReason::Fenced
         }
     );
+    // HO-L1: the claim was exact, so the fence also renewed the host's authority.
     assert!(matches!(
         w.store.attempt(req.op_id).map(|a| a.outcome),
-        Some(AttemptOutcome::FencedAbort)
+        Some(AttemptOutcome::FencedRenewed)
     ));
     // The original transaction reaches the DB late: it fails its op-id re-check.
     assert_eq!(

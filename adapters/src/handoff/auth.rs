@@ -64,6 +64,16 @@ impl Secret {
         hex(&m.finalize().into_bytes())
     }
 
+    /// The headers of a signed internal request (what the cell's `verify_request` checks):
+    /// the timestamp and the signature of `timestamp "\n" body`.
+    #[must_use]
+    pub fn signed_headers(&self, timestamp_ms: u64, body: &[u8]) -> [(&'static str, String); 2] {
+        [
+            (TIMESTAMP_HEADER, timestamp_ms.to_string()),
+            (SIGNATURE_HEADER, self.sign(timestamp_ms, body)),
+        ]
+    }
+
     /// Verify an internal request: a signature within `window_ms` of `now_ms`, or the bearer
     /// secret. Constant-time comparisons only.
     pub fn verify_request(

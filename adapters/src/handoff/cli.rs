@@ -1,5 +1,6 @@
 //! The handoff subcommands of `switchyard`: `cell`, `director`, `desktop`, `mobile`,
-//! `desktop-token`. All take flags or env; all start on an SQLite file with no set-up
+//! `desktop-token`, and the operator commands `handoff drain` / `handoff undrain` against a
+//! running cell. All take flags or env; all start on an SQLite file with no set-up
 //! (`--db postgres://…` for production).
 
 use std::io::Write;
@@ -7,7 +8,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
+use hyper::Method;
+use switchyard_core::handoff::attempt::DrainReason;
 use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::ids::CellId;
 use switchyard_core::handoff::policy::PolicyConfig;
@@ -20,6 +23,11 @@ use super::cell::{start_cell, CellConfig};
 use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
 use super::clock::Clock;
 use super::director::{Director, DirectorConfig};
+use super::http;
+use super::proto::{
+    DrainAnswer, DrainRequest, DrainState, RefusedAnswer, UndrainAnswer, UndrainRequest,
+    DRAIN_PATH, UNDRAIN_PATH,
+};
 use super::store::{SqlStore, StoreOptions};
 
 const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
@@ -36,6 +44,71 @@ pub enum HandoffCommand {
     Mobile(MobileArgs),
     /// Print the control-socket token of a desktop host.
     DesktopToken(TokenArgs),
+}
+
+/// `switchyard handoff …`: operator commands against a running cell's signed internal
+/// endpoint (the same secret the cell and the director use).
+#[derive(Subcommand, Debug)]
+pub enum OperatorCommand {
+    /// Emergency-drain one host at a cell (HO-A5).
+    ///
+    /// Its clients are closed (1012), its desktop control is closed and refused until an
+    /// undrain, and no handoff of it starts. Prints the cell's JSON answer; exits 0 if the
+    /// host is drained (now or already), 1 with one line saying why otherwise.
+    Drain(DrainArgs),
+    /// Return a drained host to service, without restarting the cell (HO-L1).
+    ///
+    /// The desktop's next registration gets a fresh source machine. Refused while the drained
+    /// attempt still reconciles (`attempt_in_flight`) or drained work is still closing
+    /// (`still_closing`: retry in a moment). Prints the cell's JSON answer; exits 0 when
+    /// undrained, 1 with the refusal's name otherwise.
+    Undrain(UndrainArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct OperatorArgs {
+    /// The cell's URL (its internal endpoint listens there), e.g. http://cell1.example:7401.
+    #[arg(long, env = "SWITCHYARD_CELL_URL")]
+    cell_url: String,
+    /// The host id.
+    #[arg(long)]
+    host: u64,
+    /// Shared secret of the cell's internal endpoint (the cell's --secret, >= 16 bytes).
+    #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
+    secret: String,
+    /// Bound of the whole request.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct DrainArgs {
+    #[command(flatten)]
+    target: OperatorArgs,
+    /// Why: an operator's emergency drain, or an enforced authentication refusal.
+    #[arg(long, value_enum, default_value_t = DrainWhy::Emergency)]
+    reason: DrainWhy,
+}
+
+#[derive(Args, Debug)]
+pub struct UndrainArgs {
+    #[command(flatten)]
+    target: OperatorArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainWhy {
+    Emergency,
+    AuthRefused,
+}
+
+impl From<DrainWhy> for DrainReason {
+    fn from(w: DrainWhy) -> DrainReason {
+        match w {
+            DrainWhy::Emergency => DrainReason::Emergency,
+            DrainWhy::AuthRefused => DrainReason::AuthRefused,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -255,6 +328,91 @@ pub async fn run(command: HandoffCommand) -> ExitCode {
             error!("{e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Run an operator command. Exit 0 on success; otherwise 1 and one line on stderr saying why.
+pub async fn run_operator(command: OperatorCommand) -> ExitCode {
+    let result = match command {
+        OperatorCommand::Drain(a) => drain(a).await,
+        OperatorCommand::Undrain(a) => undrain(a).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line, whatever the cell sent.
+            let line = e.replace(['\n', '\r'], " ");
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "switchyard: {line}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// POST a signed JSON body to the cell; the status and the body (bounded).
+async fn post_signed(
+    target: &OperatorArgs,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<http::HttpResponse, String> {
+    let secret = secret(&target.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
+    let headers = secret.signed_headers(Clock::default().now().0, &body);
+    http::request(
+        Method::POST,
+        &target.cell_url,
+        path,
+        &headers,
+        body,
+        Duration::from_millis(target.timeout_ms),
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
+fn unexpected(resp: &http::HttpResponse) -> String {
+    let body = String::from_utf8_lossy(&resp.body);
+    let body = body.trim();
+    let shown: String = body.chars().take(200).collect();
+    format!("the cell answered HTTP {}: {shown}", resp.status)
+}
+
+async fn drain(a: DrainArgs) -> Result<(), String> {
+    let host = a.target.host;
+    let body =
+        serde_json::to_vec(&DrainRequest::new(host, a.reason.into())).map_err(|e| e.to_string())?;
+    let resp = post_signed(&a.target, DRAIN_PATH, body).await?;
+    if !resp.status.is_success() {
+        return Err(unexpected(&resp));
+    }
+    let answer: DrainAnswer = serde_json::from_slice(&resp.body).map_err(|_| unexpected(&resp))?;
+    match answer.state {
+        DrainState::Drained | DrainState::AlreadyDrained => {
+            print_json(&answer);
+            Ok(())
+        }
+        DrainState::UnknownHost => Err(format!(
+            "drain of host {host} refused: {} (the cell serves no such host)",
+            answer.state.name()
+        )),
+    }
+}
+
+async fn undrain(a: UndrainArgs) -> Result<(), String> {
+    let host = a.target.host;
+    let body = serde_json::to_vec(&UndrainRequest { host }).map_err(|e| e.to_string())?;
+    let resp = post_signed(&a.target, UNDRAIN_PATH, body).await?;
+    if resp.status.is_success() {
+        let answer: UndrainAnswer =
+            serde_json::from_slice(&resp.body).map_err(|_| unexpected(&resp))?;
+        print_json(&answer);
+        return Ok(());
+    }
+    match serde_json::from_slice::<RefusedAnswer>(&resp.body) {
+        Ok(refused) if resp.status == hyper::StatusCode::CONFLICT => Err(format!(
+            "undrain of host {host} refused: {}",
+            refused.refused
+        )),
+        _ => Err(unexpected(&resp)),
     }
 }
 

@@ -296,7 +296,11 @@ async fn run_desktop(
                                     if send_frame(&mut ws, &DesktopFrame::Ack { conn, id }).await.is_err() { break; }
                                 }
                                 CellToDesktop::CredentialDone { seq } => st(&mut |s| s.credentials_done.push(seq)),
-                                CellToDesktop::Retry { what } => st(&mut |s| s.retries.push(what.clone())),
+                                CellToDesktop::Retry { what, seq, reason } => {
+                                    // `what [seq]: reason`, e.g. `credential 2: control_gated`.
+                                    let what = match seq { Some(n) => format!("{what} {n}: {reason}"), None => format!("{what}: {reason}") };
+                                    st(&mut |s| s.retries.push(what.clone()));
+                                }
                                 CellToDesktop::Draining { reason } => {
                                     // The ordinary DRAINING / resolve path: reconnect at once.
                                     st(&mut |s| s.drainings.push(reason.clone()));

@@ -20,7 +20,7 @@ use switchyard_core::handoff::policy::HandoffRequest;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::auth::{Secret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use super::auth::Secret;
 use super::clock::Clock;
 use super::http::{self, HttpError};
 use super::proto::{HandoffAnswer, HANDOFF_PATH};
@@ -80,11 +80,7 @@ pub async fn send_request(
         return DispatchOutcome::TransportFailed;
     };
     let once = || async {
-        let ts = clock.now().0;
-        let headers = [
-            (TIMESTAMP_HEADER, ts.to_string()),
-            (SIGNATURE_HEADER, secret.sign(ts, &body)),
-        ];
+        let headers = secret.signed_headers(clock.now().0, &body);
         let resp = http::request(
             Method::POST,
             base,
@@ -157,7 +153,8 @@ impl Director {
                 let req = match d.verdict {
                     Ok(req) => req,
                     Err(why) => {
-                        *report.ineligible.entry(format!("{why:?}")).or_default() += 1;
+                        // Keyed by the stable name: reports outlive variant renames.
+                        *report.ineligible.entry(why.name().to_owned()).or_default() += 1;
                         continue;
                     }
                 };

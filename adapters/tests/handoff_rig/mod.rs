@@ -252,10 +252,10 @@ impl Rig {
     }
 
     pub async fn drain(&self, cell: CellId, host: u64) -> DrainAnswer {
-        let body = serde_json::to_vec(&DrainRequest {
+        let body = serde_json::to_vec(&DrainRequest::new(
             host,
-            reason: switchyard_core::handoff::attempt::DrainReason::Emergency,
-        })
+            switchyard_core::handoff::attempt::DrainReason::Emergency,
+        ))
         .expect("json");
         let resp = self
             .post(cell, DRAIN_PATH, body, true, WAIT)

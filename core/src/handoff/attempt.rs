@@ -19,9 +19,10 @@ use super::admission::{
     ActivityLease, AdmissionGate, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat,
     NotCounted, ReleaseReport, Revalidation, Ticket, WorkKind,
 };
+use super::ids::Generation;
 use super::ids::{AuthorityCheck, AuthorityField, CellId, OpId, SourceAuthority};
 use super::policy::{HandoffRequest, Ineligible};
-use super::store::TxnOutcome;
+use super::store::{fenced_authority, AbortReason, TxnOutcome};
 use crate::MonoMs;
 
 /// Bound on queued actions. The adapter drains after every input; `begin_handoff` refuses
@@ -227,6 +228,12 @@ pub enum Ignored {
     NotAwaited,
     /// A "definitive" result that contradicts the request (e.g. another target).
     Inconsistent,
+    /// HO-L1: an explicit rollback answered by the transaction after the source turned to
+    /// reconciliation. The reconciliation it asked for may still land and fence the op id,
+    /// renewing the host's authority; reopening on the older answer would leave the source
+    /// holding the authority the fence replaced. Only a reconciliation (or an answer read from
+    /// its record) ends such an attempt.
+    AwaitingReconciliation,
     AlreadyDrained,
     /// A session event for an old generation.
     StaleSession,
@@ -252,6 +259,10 @@ pub enum RebindRefusal {
 pub struct SourceHandoff {
     config: SourceConfig,
     authority: SourceAuthority,
+    /// The generation the open control session registered with. Equal to the authority's
+    /// except after a fence renewed the authority (HO-L1) under the same session: the
+    /// adapter reports that session's close by the generation it registered with.
+    session_generation: Generation,
     session_open: bool,
     desktop_capable: bool,
     enabled: bool,
@@ -275,6 +286,7 @@ impl SourceHandoff {
         SourceHandoff {
             config,
             authority,
+            session_generation: authority.generation,
             session_open: true,
             desktop_capable,
             enabled: true,
@@ -311,6 +323,13 @@ impl SourceHandoff {
     #[must_use]
     pub fn is_enabled(&self) -> bool {
         self.enabled
+    }
+
+    /// The generation the open (or last) control session registered with; a fence renewal
+    /// (HO-L1) moves `authority().generation` past it without a new session.
+    #[must_use]
+    pub fn session_generation(&self) -> Generation {
+        self.session_generation
     }
 
     #[must_use]
@@ -498,6 +517,16 @@ impl SourceHandoff {
                         return Disposition::Ignored(Ignored::Inconsistent);
                     }
                 }
+                // A commit or an authority change is final whoever reports it (a fence of a
+                // recorded or stale claim renews nothing); `Fenced` is read from the fence.
+                let reconciling = !matches!(current.phase, Phase::InTransaction { .. });
+                let unfenced_rollback = matches!(
+                    outcome,
+                    TxnOutcome::RolledBack { reason } if reason != AbortReason::Fenced
+                );
+                if channel == Channel::Transaction && reconciling && unfenced_rollback {
+                    return Disposition::Ignored(Ignored::AwaitingReconciliation);
+                }
                 self.finish(outcome);
                 Disposition::Applied
             }
@@ -582,9 +611,12 @@ impl SourceHandoff {
                     reason: RetireReason::Committed { op_id, target },
                 });
             }
-            TxnOutcome::RolledBack { .. } => {
+            TxnOutcome::RolledBack { reason } => {
                 // HO-S6: reopen on the original control; HO-A5: a drained source never does.
                 if self.gate.reopen(op_id, a.attempt.seq) {
+                    if reason == AbortReason::Fenced {
+                        self.adopt_fenced_authority(&a.request);
+                    }
                     self.push(Action::ReopenAdmission { attempt: a.attempt });
                 } else {
                     debug_assert!(drained);
@@ -608,6 +640,24 @@ impl SourceHandoff {
         self.last_result = Some(result);
         // HO-A6: the reply goes last; retirement never depends on delivering it.
         self.push(Action::Reply(HandoffReply::Result(result)));
+    }
+
+    /// HO-L1: the store answered `RolledBack { Fenced }` for this source's own attempt: the
+    /// locked reconciliation fenced its op id and, in the same write, renewed the host's
+    /// authority to [`fenced_authority`] of the claim. Adopt it, so that the director's next
+    /// pick (a new op id, derived from the store's authority) is this source's to start. The
+    /// barrier stood over zero tickets and was just removed, so no ticket is orphaned by the
+    /// new generation; the control session stays the one that registered.
+    fn adopt_fenced_authority(&mut self, request: &HandoffRequest) {
+        debug_assert_eq!(
+            request.source, self.authority,
+            "no rebind while gated: the attempt's claim is still this source's authority"
+        );
+        debug_assert!(!self.gate.is_drained(), "a drained source never reopens");
+        debug_assert_eq!(self.gate.state(), GateState::Open, "reopened just before");
+        debug_assert!(self.gate.is_idle(), "the barrier stood over zero tickets");
+        self.authority = fenced_authority(self.authority);
+        self.gate.set_generation(self.authority.generation);
     }
 
     /// HO-A5: emergency drain / auth enforcement. Local authority is invalid from now on: no
@@ -668,20 +718,17 @@ impl SourceHandoff {
         debug_assert!(self.attempt.is_none());
         self.authority = authority;
         self.gate.set_generation(authority.generation);
+        self.session_generation = authority.generation;
         self.session_open = true;
         self.desktop_capable = desktop_capable;
         Ok(())
     }
 
-    /// The control session of `generation` closed. An attempt in flight still completes
-    /// (source-owned, HO-A3); new attempts are refused until a rebind.
-    pub fn handle_session_closed(
-        &mut self,
-        now: MonoMs,
-        generation: super::ids::Generation,
-    ) -> Disposition {
+    /// The control session that registered with `generation` closed. An attempt in flight
+    /// still completes (source-owned, HO-A3); new attempts are refused until a rebind.
+    pub fn handle_session_closed(&mut self, now: MonoMs, generation: Generation) -> Disposition {
         let _ = now;
-        if generation != self.authority.generation || !self.session_open {
+        if generation != self.session_generation || !self.session_open {
             return Disposition::Ignored(Ignored::StaleSession);
         }
         self.session_open = false;

@@ -30,9 +30,9 @@ use super::attempt::{
     Action, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
     HandoffResult, RebindRefusal, Refusal, RetireReason, SourceConfig, SourceHandoff,
 };
-use super::ids::{HostId, SourceAuthority};
+use super::ids::{AuthorityField, HostId, SourceAuthority};
 use super::policy::HandoffRequest;
-use super::store::{AttemptOutcome, AttemptRow, TxnOutcome};
+use super::store::{AttemptOutcome, AttemptRow, RegisterRefusal, TxnOutcome};
 use crate::MonoMs;
 
 /// Hosts one cell process serves at once; a registration beyond it is refused.
@@ -227,6 +227,121 @@ pub fn client_close_code(refusal: AdmissionRefusal) -> u16 {
     }
 }
 
+/// Stable name of a handoff refusal (the director's report and the wire; never `{:?}` text).
+/// A missing capability is named by the capability (HO-C1), an ownership mismatch by its
+/// field.
+#[must_use]
+pub fn refusal_name(refusal: Refusal) -> &'static str {
+    match refusal {
+        Refusal::InvalidOpId => "invalid_op_id",
+        Refusal::NotOwner(AuthorityField::Host) => "not_owner_host",
+        Refusal::NotOwner(AuthorityField::Cell) => "not_owner_cell",
+        Refusal::NotOwner(AuthorityField::Epoch) => "not_owner_epoch",
+        Refusal::NotOwner(AuthorityField::Incarnation) => "not_owner_incarnation",
+        Refusal::NotOwner(AuthorityField::Generation) => "not_owner_generation",
+        Refusal::Disabled => "disabled",
+        Refusal::NoSession => "no_session",
+        Refusal::CapabilityMissing(missing) => missing.name(),
+        Refusal::SameCell => "same_cell",
+        Refusal::AttemptInFlight => "attempt_in_flight",
+        Refusal::SourceRetired => "source_retired",
+        Refusal::SourceDraining => "source_draining",
+        Refusal::Backlogged => "backlogged",
+    }
+}
+
+/// Stable name of an authority field (what a superseded request was older in).
+#[must_use]
+pub fn authority_field_name(field: AuthorityField) -> &'static str {
+    match field {
+        AuthorityField::Host => "host",
+        AuthorityField::Cell => "cell",
+        AuthorityField::Epoch => "epoch",
+        AuthorityField::Incarnation => "incarnation",
+        AuthorityField::Generation => "generation",
+    }
+}
+
+/// The stable reason word of a reply that is not a result: the refusal, or the field a
+/// superseded request was older in. `None` for busy, in progress and results.
+#[must_use]
+pub fn reply_reason(reply: &HandoffReply) -> Option<&'static str> {
+    match reply {
+        HandoffReply::Refused { reason, .. } => Some(refusal_name(*reason)),
+        HandoffReply::Superseded { field, .. } => Some(authority_field_name(*field)),
+        HandoffReply::Busy { .. } | HandoffReply::InProgress { .. } | HandoffReply::Result(_) => {
+            None
+        }
+    }
+}
+
+/// Stable name of a refused control registration.
+#[must_use]
+pub fn register_refusal_name(refusal: RegisterRefusal) -> &'static str {
+    match refusal {
+        RegisterRefusal::UnknownHost => "unknown_host",
+        RegisterRefusal::UnknownCell => "unknown_cell",
+        RegisterRefusal::NotAssignedHere { .. } => "assigned_elsewhere",
+        RegisterRefusal::StaleIncarnation => "stale_incarnation",
+    }
+}
+
+/// The frame a turned-away control gets before its socket closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TurnAwayFrame {
+    /// The ordinary DRAINING / resolve path: the desktop resolves and reconnects at once.
+    Draining,
+    /// An ordinary retryable error: the desktop retries (paced) where it is.
+    Retry,
+    /// Nothing: the close code says it all.
+    None,
+}
+
+/// How a control that cannot be installed is turned away: the frame, then the close code;
+/// `name` is the stable reason on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TurnAway {
+    pub name: &'static str,
+    pub frame: TurnAwayFrame,
+    pub close_code: u16,
+}
+
+/// HO-A4: a control the store refused to register. A committed handoff moved the host: the
+/// old ownership is refused and the desktop follows the DRAINING path to the new cell. Any
+/// other refusal (unknown host, stale process) only closes with 4409: resolving again is the
+/// desktop's move, and a DRAINING frame would make it reconnect here at once, in a loop.
+#[must_use]
+pub fn register_turn_away(refusal: RegisterRefusal) -> TurnAway {
+    TurnAway {
+        name: register_refusal_name(refusal),
+        frame: match refusal {
+            RegisterRefusal::NotAssignedHere { .. } => TurnAwayFrame::Draining,
+            RegisterRefusal::UnknownHost
+            | RegisterRefusal::UnknownCell
+            | RegisterRefusal::StaleIncarnation => TurnAwayFrame::None,
+        },
+        close_code: close_code::WRONG_CELL,
+    }
+}
+
+/// HO-A4 / HO-A5: a registered control [`SourceCell::install_control`] refused (barrier,
+/// drain, not newer): retryable where it is.
+#[must_use]
+pub fn install_turn_away(refusal: InstallRefusal) -> TurnAway {
+    TurnAway {
+        name: refusal.name(),
+        frame: TurnAwayFrame::Retry,
+        close_code: close_code::TRY_AGAIN,
+    }
+}
+
+/// The store could not be reached to register the control: retryable where it is.
+pub const STORE_UNAVAILABLE_TURN_AWAY: TurnAway = TurnAway {
+    name: "store_unavailable",
+    frame: TurnAwayFrame::Retry,
+    close_code: close_code::TRY_AGAIN,
+};
+
 /// HO-A1: a reply that may hide a durable result, because the machine that held the attempt is
 /// no longer there to answer it (retired, restarted, replaced).
 #[must_use]
@@ -257,7 +372,7 @@ pub fn answer_from_record(reply: HandoffReply, record: Option<&AttemptRow>) -> H
                     new_epoch,
                 },
             }),
-            AttemptOutcome::FencedAbort => reply,
+            AttemptOutcome::FencedAbort | AttemptOutcome::FencedRenewed => reply,
         },
         None => reply,
     }
@@ -470,6 +585,19 @@ impl SourceCell {
         }
     }
 
+    /// HO-A5: a control registration [`Self::install_control`] would refuse whatever the
+    /// store answers (the host is drained here until an operator undrains it). Asked before
+    /// the registration is written, so a drained host's retrying desktop spends no store
+    /// writes (each registration renews the generation). `install_control` still decides: a
+    /// drain may come between the two.
+    #[must_use]
+    pub fn control_refusal(&self, host: HostId) -> Option<InstallRefusal> {
+        self.hosts
+            .get(&host)
+            .filter(|s| s.machine.gate().is_drained())
+            .map(|_| InstallRefusal::SourceDraining)
+    }
+
     /// HO-A4: install a control the store registered (`authority` from `register_control`),
     /// consuming the activation's ticket `op` (released whatever happens). The old control of
     /// the host, if any, is closed as replaced.
@@ -603,7 +731,7 @@ impl SourceCell {
             return false;
         }
         slot.control = None;
-        let generation = slot.machine.authority().generation;
+        let generation = slot.machine.session_generation();
         let _ = slot.machine.handle_session_closed(now, generation);
         self.collect(host);
         true

@@ -105,6 +105,50 @@ pub enum Ineligible {
     CoolingDown,
 }
 
+impl Ineligible {
+    /// Every reason, for tests that pin the names.
+    pub const ALL: [Ineligible; 15] = [
+        Ineligible::Disabled,
+        Ineligible::SourceCellNotCapable,
+        Ineligible::TargetCellNotCapable,
+        Ineligible::DesktopNotCapable,
+        Ineligible::InvalidCohortPercent,
+        Ineligible::NotInCohort,
+        Ineligible::NoMeasurement,
+        Ineligible::StaleMeasurement,
+        Ineligible::MeasurementFromFuture,
+        Ineligible::SameCell,
+        Ineligible::UnknownTarget,
+        Ineligible::ImprovementBelowMs,
+        Ineligible::ImprovementBelowPercent,
+        Ineligible::TargetAtCapacity,
+        Ineligible::CoolingDown,
+    ];
+
+    /// Stable snake_case name for reports, metrics keys and the wire. Never derived from the
+    /// `Debug` text: renaming a variant must not rename what operators and dashboards see.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Ineligible::Disabled => "disabled",
+            Ineligible::SourceCellNotCapable => "source_cell_not_capable",
+            Ineligible::TargetCellNotCapable => "target_cell_not_capable",
+            Ineligible::DesktopNotCapable => "desktop_not_capable",
+            Ineligible::InvalidCohortPercent => "invalid_cohort_percent",
+            Ineligible::NotInCohort => "not_in_cohort",
+            Ineligible::NoMeasurement => "no_measurement",
+            Ineligible::StaleMeasurement => "stale_measurement",
+            Ineligible::MeasurementFromFuture => "measurement_from_future",
+            Ineligible::SameCell => "same_cell",
+            Ineligible::UnknownTarget => "unknown_target",
+            Ineligible::ImprovementBelowMs => "improvement_below_ms",
+            Ineligible::ImprovementBelowPercent => "improvement_below_percent",
+            Ineligible::TargetAtCapacity => "target_at_capacity",
+            Ineligible::CoolingDown => "cooling_down",
+        }
+    }
+}
+
 /// HO-3: deterministic cohort bucket `0..100` of a host (splitmix64 finaliser of the id, mod
 /// 100). SQL stores that re-check the cohort must compute exactly this.
 #[must_use]

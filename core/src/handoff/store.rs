@@ -6,9 +6,13 @@
 //! the serialisation point that SQL stores must match row for row. A method either writes all
 //! of its rows or none (every check runs before the first write).
 //!
-//! The decisions of the assignment transaction are pure functions over the facts a store
-//! read ([`recorded_outcome`], [`claim_check`], [`commit_precheck`], [`decide_commit`],
-//! [`commit_writes`]): this store and the SQL stores call the same functions, so the check
+//! Every decision is a pure function over the rows a store read under its locks, returning the
+//! rows to write or the answer: the assignment transaction ([`recorded_outcome`],
+//! [`claim_check`], [`commit_precheck`], [`decide_commit`], [`commit_writes`]), the locked
+//! reconciliation ([`reconcile_precheck`], [`decide_reconcile`]), registration
+//! ([`decide_register`]), setup ([`decide_upsert_cell`], [`decide_insert_host`]), the drain
+//! fence ([`drain_fence`]) and the cell identity lease ([`cell_lease`], [`cell_lease_renewal`],
+//! [`cell_lease_release`]). This store and the SQL stores call the same functions, so the check
 //! order and the rows written are defined once.
 
 use std::collections::BTreeMap;
@@ -90,9 +94,17 @@ pub enum AttemptOutcome {
         new_epoch: Epoch,
         registration: Registration,
     },
-    /// HO-A1 / HO-A2: written by a locked reconciliation that found no attempt: a late original
-    /// commit of this op id fails its re-check.
+    /// HO-A1 / HO-A2: written by a locked reconciliation that found no attempt while the claimed
+    /// authority was already stale (or, before HO-L1, whatever it was): a late original commit
+    /// of this op id fails its re-check. The host's row was not touched.
     FencedAbort,
+    /// HO-A1 / HO-A2 / HO-L1: written by a locked reconciliation that found no attempt while the
+    /// claimed authority was exact; the same write renewed the host's authority to
+    /// [`fenced_authority`] of the claim (generation bumped), so the director's next pick
+    /// derives a new op id. Kept apart from `FencedAbort` because a drain fence or a
+    /// registration also bumps the generation by one: only this record proves that the
+    /// renewed authority is the fence's own.
+    FencedRenewed,
 }
 
 /// Row: the durable record of an operation id.
@@ -200,6 +212,31 @@ pub enum StoreError {
     HostExists,
 }
 
+/// HO-L2: a starting process is refused its cell: another live process holds the cell's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+#[error("cell {} is held by a live process (incarnation {}, lease until {} ms): refusing to start a second process with the same cell id; it becomes free when that process stops or stops renewing its lease", cell.0, incarnation.0, until.as_ms())]
+pub struct CellHeld {
+    pub cell: CellId,
+    pub incarnation: Incarnation,
+    pub until: MonoMs,
+}
+
+/// Why the reference store does not start a cell process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum StartRefusal {
+    /// HO-L2: another live process holds the cell.
+    Held(CellHeld),
+    /// `MAX_STORE_CELLS` reached (a new cell id only).
+    TooManyCells,
+}
+
+/// HO-L2: the cell's lease is no longer this process's: a newer incarnation took the cell
+/// (`holder`), or its row is gone (`None`). Nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LeaseLost {
+    pub holder: Option<Incarnation>,
+}
+
 /// A broken store invariant (checked by tests and the model checker after every step).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum StoreViolation {
@@ -275,25 +312,47 @@ pub fn claim_check(claim: &SourceAuthority, current: Option<&SourceAuthority>) -
     }
 }
 
-/// HO-A1: the answer to an op id that is already recorded: its commit, or (fenced) a rollback
-/// if the claimed authority still holds, else the authority change.
+/// HO-L1: the authority a locked reconciliation leaves a host in when it fences an attempt whose
+/// claimed authority was exact: the claim with its generation bumped. The store writes it with
+/// the fence; the source that reads `RolledBack { Fenced }` for its own attempt adopts it.
+#[must_use]
+pub fn fenced_authority(claim: SourceAuthority) -> SourceAuthority {
+    SourceAuthority {
+        generation: claim.generation.next(),
+        ..claim
+    }
+}
+
+/// HO-A1: the answer to an op id that is already recorded: its commit; or (fenced) a rollback
+/// if the authority is still the one the fence left (HO-L1: the renewed authority; for a
+/// fence that renewed nothing, the claim itself), else the authority change.
 #[must_use]
 pub fn recorded_outcome(
     req: &HandoffRequest,
     current: Option<&SourceAuthority>,
     row: &AttemptRow,
 ) -> TxnOutcome {
+    let fenced = TxnOutcome::RolledBack {
+        reason: AbortReason::Fenced,
+    };
     match row.outcome {
         AttemptOutcome::Committed { new_epoch, .. } => TxnOutcome::Committed {
             target: row.target,
             new_epoch,
         },
         AttemptOutcome::FencedAbort => match claim_check(&req.source, current) {
-            AuthorityCheck::Exact => TxnOutcome::RolledBack {
-                reason: AbortReason::Fenced,
-            },
+            AuthorityCheck::Exact => fenced,
             check => TxnOutcome::AuthorityChanged { check },
         },
+        AttemptOutcome::FencedRenewed => {
+            if current == Some(&fenced_authority(req.source)) {
+                fenced
+            } else {
+                TxnOutcome::AuthorityChanged {
+                    check: claim_check(&req.source, current),
+                }
+            }
+        }
     }
 }
 
@@ -431,6 +490,8 @@ pub struct AssignmentStore {
     attempts: BTreeMap<OpId, AttemptRow>,
     cooldowns: BTreeMap<HostId, MonoMs>,
     rate: RateRow,
+    /// HO-L2: the end of each started cell's identity lease (absent: never started).
+    leases: BTreeMap<CellId, MonoMs>,
 }
 
 /// HO-A5: the drain fence's decision over the host's current row (read under its lock): the
@@ -489,6 +550,216 @@ pub fn cell_lease(current: Option<(Incarnation, MonoMs)>, now: MonoMs, lease_ms:
     }
 }
 
+/// HO-L2: a running process keeps its cell's lease. `current` is the cell's row as read under
+/// its lock; the lease is renewed to `now + lease_ms` (the new `until`) while the cell's
+/// incarnation is still `mine`, even if the lease ran out meanwhile: no successor took the cell
+/// (it would have a newer incarnation), so this is still its one live process. Otherwise the
+/// process lost the cell and must stop serving. Shared by every store.
+pub fn cell_lease_renewal(
+    current: Option<(Incarnation, MonoMs)>,
+    mine: Incarnation,
+    now: MonoMs,
+    lease_ms: u64,
+) -> Result<MonoMs, LeaseLost> {
+    lease_holder_is(current, mine).map(|()| now.plus_ms(lease_ms))
+}
+
+/// HO-L2: a graceful stop ends the lease (the new `until` is zero, so a successor may start at
+/// once), only if the cell is still `mine`: a process never ends a successor's lease.
+pub fn cell_lease_release(
+    current: Option<(Incarnation, MonoMs)>,
+    mine: Incarnation,
+) -> Result<MonoMs, LeaseLost> {
+    lease_holder_is(current, mine).map(|()| MonoMs::ZERO)
+}
+
+fn lease_holder_is(
+    current: Option<(Incarnation, MonoMs)>,
+    mine: Incarnation,
+) -> Result<(), LeaseLost> {
+    match current {
+        Some((incarnation, _)) if incarnation == mine => Ok(()),
+        Some((incarnation, _)) => Err(LeaseLost {
+            holder: Some(incarnation),
+        }),
+        None => Err(LeaseLost { holder: None }),
+    }
+}
+
+/// Setup: may a cell row be added or replaced? `exists`: the cell has a row; `cell_count`: the
+/// cells stored. Only a new cell counts against `MAX_STORE_CELLS`.
+pub fn decide_upsert_cell(exists: bool, cell_count: u64) -> Result<(), StoreError> {
+    if !exists && cell_count >= MAX_STORE_CELLS as u64 {
+        return Err(StoreError::TooManyCells);
+    }
+    Ok(())
+}
+
+/// Setup: the assignment row of a new host at `cell` (epoch 1, generation 1, the cell's
+/// incarnation), from what a store read: the cell's row, whether the host has a row, and how
+/// many hosts are stored. Checked in this order; the caller inserts the row.
+pub fn decide_insert_host(
+    cell_row: Option<CellRow>,
+    exists: bool,
+    host_count: u64,
+    cell: CellId,
+    desktop_capable: bool,
+) -> Result<AssignmentRow, StoreError> {
+    let Some(cell_row) = cell_row else {
+        return Err(StoreError::UnknownCell);
+    };
+    if exists {
+        return Err(StoreError::HostExists);
+    }
+    if host_count >= MAX_STORE_HOSTS as u64 {
+        return Err(StoreError::TooManyHosts);
+    }
+    Ok(AssignmentRow {
+        cell,
+        epoch: Epoch(1),
+        incarnation: cell_row.incarnation,
+        generation: Generation(1),
+        desktop_capable,
+    })
+}
+
+/// HO-A4 / HO-A6: a desktop control registers at `cell` with the process `incarnation`. Inputs
+/// are the rows read under the host lock, then the cell's lock: the host's assignment (`None`:
+/// unknown host; `cell_row` is then not looked at, so a store need not read it) and the cell's
+/// row. Returns the host's new assignment row: same cell and epoch, the registering
+/// incarnation, the generation bumped (a pending handoff of the old generation then fails its
+/// re-check). The caller writes it, sets the cell's incarnation to `incarnation` (a restarted
+/// process isolates its predecessor), and completes every reservation of (host, `cell`): the
+/// reservation is released and its attempt's registration becomes `Registered`.
+pub fn decide_register(
+    current: Option<AssignmentRow>,
+    cell_row: Option<CellRow>,
+    cell: CellId,
+    incarnation: Incarnation,
+    desktop_capable: bool,
+) -> Result<AssignmentRow, RegisterRefusal> {
+    let Some(row) = current else {
+        return Err(RegisterRefusal::UnknownHost);
+    };
+    let Some(cell_row) = cell_row else {
+        return Err(RegisterRefusal::UnknownCell);
+    };
+    if row.cell != cell {
+        return Err(RegisterRefusal::NotAssignedHere { assigned: row.cell });
+    }
+    if incarnation < cell_row.incarnation {
+        return Err(RegisterRefusal::StaleIncarnation);
+    }
+    Ok(AssignmentRow {
+        cell,
+        epoch: row.epoch,
+        incarnation,
+        generation: row.generation.next(),
+        desktop_capable,
+    })
+}
+
+/// HO-A1 / HO-A2: what a locked reconciliation writes when the op id has no record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FenceWrites {
+    /// The terminal fence record of the op id (a late original commit answers from it).
+    pub attempt: AttemptRow,
+    /// The host's new assignment row, if the fence changes it.
+    pub assignment: Option<AssignmentRow>,
+}
+
+/// HO-A1 / HO-A2: the decision of a locked reconciliation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReconcileDecision {
+    /// The op id is recorded: its outcome (nothing written).
+    Answer(TxnOutcome),
+    /// Write these rows (and count the attempt row), then answer.
+    Fence {
+        writes: FenceWrites,
+        answer: TxnOutcome,
+    },
+    /// `MAX_ATTEMPT_ROWS` reached: the fence cannot be written, nothing is; the caller stays
+    /// quarantined (never a rollback).
+    StoreFull,
+}
+
+/// HO-A1: the part of a locked reconciliation that reads no global limit: the recorded outcome
+/// of an op id that has a record (`current`: the host's authority under its lock). If this
+/// answers, [`decide_reconcile`] answers the same whatever the attempt count is, so a store
+/// may answer without taking its global lock.
+#[must_use]
+pub fn reconcile_precheck(
+    req: &HandoffRequest,
+    current: Option<&SourceAuthority>,
+    recorded: Option<&AttemptRow>,
+) -> Option<TxnOutcome> {
+    recorded.map(|row| recorded_outcome(req, current, row))
+}
+
+/// HO-A1 / HO-A2: locked reconciliation by op id, over the rows read under the host lock (the
+/// host's assignment, the op id's record) and, last, the attempt count under the global lock.
+/// The recorded outcome if there is one; else a terminal fence record, so that a late original
+/// commit of this op id fails its re-check, and the answer as if read from it. The caller has
+/// checked the op id (an inconsistent one is a definitive rollback, nothing written).
+///
+/// HO-L1: if the claimed authority is exact, the fence also renews the host's authority
+/// ([`fenced_authority`]: generation bumped, like the drain fence) in the same write. The
+/// answer is `RolledBack { Fenced }`: the source reopens holding the renewed authority, and the
+/// director's next pick derives a new op id, so the host is retried after the outage without
+/// its desktop reconnecting. A late original commit then fails its re-check twice over (the
+/// record, and the stale generation). A stale claim is fenced without touching the host.
+#[must_use]
+pub fn decide_reconcile(
+    now: MonoMs,
+    req: &HandoffRequest,
+    current: Option<AssignmentRow>,
+    recorded: Option<&AttemptRow>,
+    attempt_rows: u64,
+) -> ReconcileDecision {
+    debug_assert!(req.op_id_is_consistent(), "op id checked by the caller");
+    let host = req.source.host;
+    let authority = current.map(|row| authority_of(host, &row));
+    if let Some(answer) = reconcile_precheck(req, authority.as_ref(), recorded) {
+        return ReconcileDecision::Answer(answer);
+    }
+    if attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
+        return ReconcileDecision::StoreFull;
+    }
+    let exact = claim_check(&req.source, authority.as_ref()) == AuthorityCheck::Exact;
+    let renewed = current.filter(|_| exact).map(|row| AssignmentRow {
+        generation: fenced_authority(req.source).generation,
+        ..row
+    });
+    let attempt = AttemptRow {
+        source: req.source,
+        target: req.target,
+        outcome: if renewed.is_some() {
+            AttemptOutcome::FencedRenewed
+        } else {
+            AttemptOutcome::FencedAbort
+        },
+        recorded_at: now,
+    };
+    // The answer as a later duplicate reads it from the rows written now.
+    let after = renewed.map(|row| authority_of(host, &row)).or(authority);
+    let answer = recorded_outcome(req, after.as_ref(), &attempt);
+    debug_assert_eq!(
+        exact,
+        answer
+            == TxnOutcome::RolledBack {
+                reason: AbortReason::Fenced
+            },
+        "an exact claim is fenced and renewed; a stale one reads the authority change"
+    );
+    ReconcileDecision::Fence {
+        writes: FenceWrites {
+            attempt,
+            assignment: renewed,
+        },
+        answer,
+    }
+}
+
 /// The source authority a host's assignment row stands for.
 #[must_use]
 pub fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
@@ -512,6 +783,7 @@ impl AssignmentStore {
             attempts: BTreeMap::new(),
             cooldowns: BTreeMap::new(),
             rate: RateRow::default(),
+            leases: BTreeMap::new(),
         }
     }
 
@@ -525,38 +797,95 @@ impl AssignmentStore {
         self.config.enabled = enabled;
     }
 
-    /// Setup: add or replace a cell row.
+    /// Setup: add or replace a cell row (its lease, if any, is kept: setup is not a process).
     pub fn upsert_cell(&mut self, cell: CellId, row: CellRow) -> Result<(), StoreError> {
-        if !self.cells.contains_key(&cell) && self.cells.len() >= MAX_STORE_CELLS {
-            return Err(StoreError::TooManyCells);
-        }
+        decide_upsert_cell(self.cells.contains_key(&cell), count(self.cells.len()))?;
         self.cells.insert(cell, row);
         Ok(())
     }
 
-    /// Setup: assign a new host to `cell` (epoch 1, generation 1, the cell's incarnation).
+    /// HO-L2: a cell process starts: [`cell_lease`] over the cell's row and lease. Takes the
+    /// cell (a new incarnation, the row refreshed, leased until `now + lease_ms`) unless another
+    /// live process holds it (nothing written). A cell set up by `upsert_cell` alone has no
+    /// lease: it is free.
+    pub fn start_cell(
+        &mut self,
+        cell: CellId,
+        capacity: u32,
+        handoff_capable: bool,
+        now: MonoMs,
+        lease_ms: u64,
+    ) -> Result<Incarnation, StartRefusal> {
+        let (incarnation, until) = match cell_lease(self.lease_of(cell), now, lease_ms) {
+            CellLease::Held { incarnation, until } => {
+                return Err(StartRefusal::Held(CellHeld {
+                    cell,
+                    incarnation,
+                    until,
+                }));
+            }
+            CellLease::Take { incarnation, until } => (incarnation, until),
+        };
+        let row = CellRow {
+            capacity,
+            handoff_capable,
+            incarnation,
+        };
+        self.upsert_cell(cell, row)
+            .map_err(|_| StartRefusal::TooManyCells)?;
+        self.leases.insert(cell, until);
+        Ok(incarnation)
+    }
+
+    /// HO-L2: the running process `incarnation` keeps its cell for another `lease_ms`
+    /// ([`cell_lease_renewal`]): the new end of the lease, or the cell is lost.
+    pub fn renew_cell_lease(
+        &mut self,
+        cell: CellId,
+        incarnation: Incarnation,
+        now: MonoMs,
+        lease_ms: u64,
+    ) -> Result<MonoMs, LeaseLost> {
+        let until = cell_lease_renewal(self.lease_of(cell), incarnation, now, lease_ms)?;
+        self.leases.insert(cell, until);
+        Ok(until)
+    }
+
+    /// HO-L2: a graceful stop ends the lease ([`cell_lease_release`]).
+    pub fn release_cell_lease(
+        &mut self,
+        cell: CellId,
+        incarnation: Incarnation,
+    ) -> Result<(), LeaseLost> {
+        let until = cell_lease_release(self.lease_of(cell), incarnation)?;
+        self.leases.insert(cell, until);
+        Ok(())
+    }
+
+    /// HO-L2: a cell's incarnation and the end of its lease (zero: never leased, as a SQL row
+    /// defaults to), as a store reads them under the cell's lock.
+    #[must_use]
+    pub fn lease_of(&self, cell: CellId) -> Option<(Incarnation, MonoMs)> {
+        self.cells.get(&cell).map(|row| {
+            let until = self.leases.get(&cell).copied().unwrap_or(MonoMs::ZERO);
+            (row.incarnation, until)
+        })
+    }
+
+    /// Setup: assign a new host to `cell` ([`decide_insert_host`]).
     pub fn insert_host(
         &mut self,
         host: HostId,
         cell: CellId,
         desktop_capable: bool,
     ) -> Result<SourceAuthority, StoreError> {
-        let Some(cell_row) = self.cells.get(&cell) else {
-            return Err(StoreError::UnknownCell);
-        };
-        if self.assignments.contains_key(&host) {
-            return Err(StoreError::HostExists);
-        }
-        if self.assignments.len() >= MAX_STORE_HOSTS {
-            return Err(StoreError::TooManyHosts);
-        }
-        let row = AssignmentRow {
+        let row = decide_insert_host(
+            self.cells.get(&cell).copied(),
+            self.assignments.contains_key(&host),
+            count(self.assignments.len()),
             cell,
-            epoch: Epoch(1),
-            incarnation: cell_row.incarnation,
-            generation: Generation(1),
             desktop_capable,
-        };
+        )?;
         self.assignments.insert(host, row);
         Ok(authority_of(host, &row))
     }
@@ -666,7 +995,7 @@ impl AssignmentStore {
                 target_load: self.cell_load(req.target),
                 in_flight: u64::try_from(self.reservations.len()).unwrap_or(u64::MAX),
                 rate: self.rate,
-                attempt_rows: u64::try_from(self.attempts.len()).unwrap_or(u64::MAX),
+                attempt_rows: count(self.attempts.len()),
             },
         };
         let writes = match decide_commit(now, req, &facts, &self.config) {
@@ -686,10 +1015,10 @@ impl AssignmentStore {
         }
     }
 
-    /// HO-A1 / HO-A2: locked reconciliation by op id. Returns the recorded outcome; if no
-    /// attempt exists, writes a terminal `FencedAbort` record first, so that a late original
-    /// commit of this op id fails its re-check. `None` means the fence could not be written
-    /// (store full): the caller stays quarantined.
+    /// HO-A1 / HO-A2: locked reconciliation by op id ([`decide_reconcile`]). Returns the
+    /// recorded outcome; if no attempt exists, writes a terminal fence record first, so that a
+    /// late original commit of this op id fails its re-check. `None` means the fence could not
+    /// be written (store full): the caller stays quarantined.
     pub fn reconcile(&mut self, now: MonoMs, req: &HandoffRequest) -> Option<TxnOutcome> {
         if !req.op_id_is_consistent() {
             // Nothing can ever commit under an inconsistent id: a definitive rollback.
@@ -697,27 +1026,33 @@ impl AssignmentStore {
                 reason: AbortReason::InvalidOpId,
             });
         }
-        if let Some(row) = self.attempts.get(&req.op_id) {
-            return Some(self.recorded_outcome(req, row));
+        let host = req.source.host;
+        let decision = decide_reconcile(
+            now,
+            req,
+            self.assignments.get(&host).copied(),
+            self.attempts.get(&req.op_id),
+            count(self.attempts.len()),
+        );
+        match decision {
+            ReconcileDecision::Answer(answer) => Some(answer),
+            ReconcileDecision::StoreFull => None,
+            ReconcileDecision::Fence { writes, answer } => {
+                self.attempts.insert(req.op_id, writes.attempt);
+                if let Some(row) = writes.assignment {
+                    self.assignments.insert(host, row);
+                }
+                debug_assert_eq!(self.check_invariants(), Ok(()));
+                Some(answer)
+            }
         }
-        if self.attempts.len() >= MAX_ATTEMPT_ROWS {
-            return None;
-        }
-        let row = AttemptRow {
-            source: req.source,
-            target: req.target,
-            outcome: AttemptOutcome::FencedAbort,
-            recorded_at: now,
-        };
-        self.attempts.insert(req.op_id, row);
-        debug_assert_eq!(self.check_invariants(), Ok(()));
-        Some(self.recorded_outcome(req, &row))
     }
 
     /// HO-A4 / HO-A6: a desktop control registers at `cell` (replacement control, source
-    /// restart, or arrival at the target), serialised with the handoff under the host lock.
-    /// Bumps the generation (a pending handoff of the old generation then fails its re-check)
-    /// and completes a pending migration to this cell (its reservation is released).
+    /// restart, or arrival at the target), serialised with the handoff under the host lock
+    /// ([`decide_register`]). Bumps the generation (a pending handoff of the old generation then
+    /// fails its re-check) and completes a pending migration to this cell (its reservation is
+    /// released).
     pub fn register_control(
         &mut self,
         now: MonoMs,
@@ -727,28 +1062,16 @@ impl AssignmentStore {
         desktop_capable: bool,
     ) -> Result<SourceAuthority, RegisterRefusal> {
         let _ = now;
-        let Some(row) = self.assignments.get(&host).copied() else {
-            return Err(RegisterRefusal::UnknownHost);
-        };
-        let Some(cell_row) = self.cells.get(&cell).copied() else {
-            return Err(RegisterRefusal::UnknownCell);
-        };
-        if row.cell != cell {
-            return Err(RegisterRefusal::NotAssignedHere { assigned: row.cell });
-        }
-        if incarnation < cell_row.incarnation {
-            return Err(RegisterRefusal::StaleIncarnation);
-        }
-        if let Some(c) = self.cells.get_mut(&cell) {
-            c.incarnation = incarnation;
-        }
-        let new_row = AssignmentRow {
+        let new_row = decide_register(
+            self.assignments.get(&host).copied(),
+            self.cells.get(&cell).copied(),
             cell,
-            epoch: row.epoch,
             incarnation,
-            generation: row.generation.next(),
             desktop_capable,
-        };
+        )?;
+        if let Some(c) = self.cells.get_mut(&cell) {
+            c.incarnation = new_row.incarnation;
+        }
         self.assignments.insert(host, new_row);
         let done: Vec<OpId> = self
             .reservations
@@ -863,4 +1186,9 @@ impl AssignmentStore {
         }
         Ok(())
     }
+}
+
+/// A map's length as the `u64` a SQL count is (saturating: a length never exceeds it).
+fn count(len: usize) -> u64 {
+    u64::try_from(len).unwrap_or(u64::MAX)
 }

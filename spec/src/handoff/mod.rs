@@ -14,15 +14,17 @@
 //! - clients (phone, iPad) arrive (`acquire(Accept)`), attach (`revalidate`, then
 //!   `convert(.., ClientConn)`: the attach waits for durable persistence), persist
 //!   (`revalidate`) and leave (`release`), racing the barrier;
-//! - the desktop's control: a replacement while it is open (`begin_control`, the store's
-//!   `register_control`, `install_control(.., Some(op))`: a rebind), its close
-//!   (`control_closed`), its reconnect after the close or after the cell retired or drained its
-//!   source (the same calls; a new machine, a rebind, or the `SourceDraining` refusal), and the
-//!   late end of a session the cell itself closed (`control_closed` with the old session id);
+//! - the desktop's control: a replacement while it is open (`control_refusal`,
+//!   `begin_control`, the store's `register_control`, `install_control(.., Some(op))`: a
+//!   rebind), its close (`control_closed`), its reconnect after the close or after the cell
+//!   drained its source (the same calls; a rebind, a new machine after an undrain, or the
+//!   `SourceDraining` refusal before the store is written), and the late end of a session the
+//!   cell itself closed (`control_closed` with the old session id);
 //! - the source cell process restarts (HO-L2: one live process per cell id, a lease beside the
-//!   cell's incarnation, decided by the core's `cell_lease`): the successor takes the cell with
-//!   the next incarnation once the old process's lease is gone, then a new `SourceCell`, the
-//!   store's `register_control`, `install_control(.., None)`. The old process either dies (the
+//!   cell's incarnation in the store: `start_cell`, `renew_cell_lease` at every clock jump,
+//!   `release_cell_lease` on a graceful stop): the successor takes the cell with the next
+//!   incarnation once the old process's lease is gone, then a new `SourceCell`, the store's
+//!   `register_control`, `install_control(.., None)`. The old process either dies (the
 //!   successor started at once is refused while the dead lease runs and takes the cell when it
 //!   has lapsed; the dead process's DB work may still land, and its results are delivered to
 //!   the new process under the machine id they name, which must fence or ignore them) or, in a
@@ -88,10 +90,8 @@
 //! - HO-L2: a lease that lapses while its holder lives (a DB outage longer than a lease: the
 //!   model's outages are shorter, and a live holder renews at every clock jump); the adapter
 //!   stops a process whose renewal finds a newer incarnation
-//!   (`adapters/tests/handoff_cell_identity.rs`). The reference store does not hold the lease
-//!   yet, so the model keeps the lease end beside the store (`HoState::lease_until`) and the
-//!   lease's own store calls (start, renew, release) are not journaled; the successor's start
-//!   writes its cell row with the new incarnation through `upsert_cell`;
+//!   (`adapters/tests/handoff_cell_identity.rs`); the target cell's own process and lease (its
+//!   row is set up once);
 //! - the control session's heartbeats and the DB activity lease are checked at each director
 //!   request on the live machine (`note_heartbeat`, `note_activity_lease`, HO-8 / HO-10), not
 //!   as separate steps: they are `&self` calls and change nothing.
@@ -137,8 +137,8 @@ use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
-    cell_lease, AbortReason, AssignmentStore, AttemptOutcome, CellLease, CellRow, DrainWrite,
-    RegisterRefusal, StoreConfig, TxnOutcome,
+    fenced_authority, AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite,
+    RegisterRefusal, StartRefusal, StoreConfig, TxnOutcome,
 };
 use switchyard_core::MonoMs;
 
@@ -285,19 +285,20 @@ pub enum HoAction {
         client: u8,
     },
     /// A replacement control's activation while the desktop's control is open:
-    /// `begin_control`.
+    /// `control_refusal`, then `begin_control`.
     ControlActivates,
     /// The desktop reconnects (its control closed, or the cell retired or drained its source):
+    /// `control_refusal` (a drained host is refused before the store is written), then
     /// `begin_control`; where that takes no ticket (no live machine), the registration and
     /// `install_control(.., None)` follow in the same step.
     DesktopReconnects,
-    /// After the activation's await: `revalidate` its ticket, the store's `register_control`
-    /// (same incarnation), `install_control` with the ticket.
+    /// After the activation's await: the store's `register_control` (same incarnation), then
+    /// `install_control` with the activation's ticket.
     ControlRegisters,
     /// The desktop's control session closes: `control_closed` with its session.
     ControlCloses,
     /// The source cell process restarts (HO-L2): the successor takes the cell once the old
-    /// process's lease is gone (`cell_lease`: a new incarnation), then a new `SourceCell` with
+    /// process's lease is gone (`start_cell`: a new incarnation), then a new `SourceCell` with
     /// it, `register_control`, `install_control(.., None)` (the old process's clients and
     /// control activation are gone). `old_lingers`: a rolling restart, where the old process
     /// releases its lease on the stop signal and lives on until its attempt in flight ends (its
@@ -308,7 +309,7 @@ pub enum HoAction {
         old_lingers: bool,
     },
     /// HO-L2: a second process is started with the source cell's id while the holder lives:
-    /// `cell_lease` refuses it and nothing is written. The state after it is the state before
+    /// the store's `start_cell` refuses it and writes nothing. The state after it is the state before
     /// it (its step facts included), so it adds no state; a wrong answer is judged. Offered
     /// right after each step that changed what the decision reads (the first start, a
     /// restart, a renewal at a clock jump): every distinct case.
@@ -424,12 +425,18 @@ impl HandoffModel {
         };
         journal.record(StoreCall::Configure { config });
         let mut store = AssignmentStore::new(config);
-        for (cell, capacity) in [(SRC, SRC_CAPACITY), (TGT, 1)] {
-            let row = Self::cell_row(capacity, Incarnation(1));
-            let answer = store.upsert_cell(cell, row);
-            journal.record(StoreCall::UpsertCell { cell, row, answer });
-            answer.expect("model cell");
-        }
+        let now = MonoMs(MODEL_START_MS);
+        // HO-L2: the first source process takes SRC (never started: incarnation 1) and its
+        // lease; the target cell is set up (its process is not modelled).
+        let first = Self::start_cell(&mut store, now, journal).expect("a new cell is free");
+        let row = Self::cell_row(1, Incarnation(1));
+        let answer = store.upsert_cell(TGT, row);
+        journal.record(StoreCall::UpsertCell {
+            cell: TGT,
+            row,
+            answer,
+        });
+        answer.expect("model cell");
         let answer = store.insert_host(HOST, SRC, true);
         journal.record(StoreCall::InsertHost {
             host: HOST,
@@ -438,15 +445,6 @@ impl HandoffModel {
             answer,
         });
         let auth = answer.expect("host");
-        let now = MonoMs(MODEL_START_MS);
-        // HO-L2: the first process takes SRC (never started: incarnation 1) and its lease.
-        let CellLease::Take {
-            incarnation: first,
-            until: lease_until,
-        } = cell_lease(None, now, MODEL_CELL_LEASE_MS)
-        else {
-            unreachable!("a cell never started is free");
-        };
         debug_assert_eq!(first, auth.incarnation);
         // The first process holds SRC as incarnation 1 and the desktop's control is installed.
         let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
@@ -474,7 +472,6 @@ impl HandoffModel {
             disabled: false,
             target_full: false,
             undrained: false,
-            lease_until,
             budget: Budget {
                 faults: p.max_faults,
                 replacements: p.replacements,
@@ -493,6 +490,25 @@ impl HandoffModel {
                 ..StepFacts::default()
             },
         }
+    }
+
+    /// HO-L2: a source cell process starts (journaled): the store's `start_cell`, which takes
+    /// the cell with the next incarnation unless another process's lease is live.
+    pub(super) fn start_cell<J: StoreJournal>(
+        store: &mut AssignmentStore,
+        now: MonoMs,
+        journal: &mut J,
+    ) -> Result<Incarnation, StartRefusal> {
+        let answer = store.start_cell(SRC, SRC_CAPACITY, true, now, MODEL_CELL_LEASE_MS);
+        journal.record(StoreCall::StartCell {
+            cell: SRC,
+            capacity: SRC_CAPACITY,
+            handoff_capable: true,
+            now,
+            lease_ms: MODEL_CELL_LEASE_MS,
+            answer,
+        });
+        answer
     }
 
     /// The director's read-only pick: the real `evaluate` over what it reads from the store.

@@ -81,8 +81,8 @@ pub struct Anomalies {
     pub late_close_changed_cell: bool,
     /// HO-A4: a registration at the source succeeded although the host had moved.
     pub registered_over_move: bool,
-    /// HO-A4: a control that registered in the store (holding a live, revalidated control
-    /// ticket, or where there was no live machine) was not installed, though the host was not
+    /// HO-A4: a control that registered in the store (with the activation's control ticket,
+    /// or where there was no live machine) was not installed, though the host was not
     /// drained; or a restarted process's registration did not get a new machine.
     pub registered_not_installed: bool,
     /// HO-A5: an attempt started at a disabled source.
@@ -92,6 +92,9 @@ pub struct Anomalies {
     /// HO-A5: an emergency drain did not hard-drain the host, left its control open, or did
     /// not close it through the DRAINING path.
     pub drain_incomplete: bool,
+    /// HO-A5: a control was refused before its registration although the host is not
+    /// drained here, or a drained host's control was not.
+    pub control_refusal_wrong: bool,
     /// HO-A6: the reply was queued before the retire (or not at all).
     pub reply_before_retire: bool,
     /// HO-A6: a retirement left the control open, or closed it after the retire.
@@ -277,6 +280,7 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
                 !s.last.anomalies.started_while_disabled
                     && !s.last.anomalies.drained_reopened
                     && !s.last.anomalies.drain_incomplete
+                    && !s.last.anomalies.control_refusal_wrong
                     && s.machines().all(|(_, _, m)| {
                         !m.gate().is_drained() || m.gate().state() != GateState::Open
                     })
@@ -658,7 +662,19 @@ impl HandoffModel {
         let is_drained = src.gate().is_drained();
         let retire = out.retire.map(|(reason, _)| reason);
         let reservation_kept = state.store.reservation(result.op_id).is_some();
-        let authority_unchanged = state.store.authority(HOST) == Some(src.authority());
+        let current = state.store.authority(HOST);
+        // HO-S6 / HO-L1: "unchanged" is the authority the attempt left the host in. A fence
+        // that found the claim exact renewed it in the same write (`FencedRenewed`): the store
+        // must hold the renewed authority, and an undrained source must have adopted it (a
+        // drained one never reopens and keeps its own). Otherwise the store and the source
+        // both still hold the claim.
+        let authority_unchanged = match state.store.attempt(result.op_id).map(|r| r.outcome) {
+            Some(AttemptOutcome::FencedRenewed) if outcome == OutcomeKind::Fenced => {
+                current == Some(fenced_authority(job.request.source))
+                    && (is_drained || current == Some(src.authority()))
+            }
+            _ => current == Some(src.authority()),
+        };
         let a = &mut state.last.anomalies;
         a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
         a.reply_before_retire = match (out.retire, out.reply) {

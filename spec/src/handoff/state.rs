@@ -149,10 +149,6 @@ pub struct HoState {
     pub target_full: bool,
     /// HO-L1: an operator undrained the host in this process (the drain's recovery path).
     pub undrained: bool,
-    /// HO-L2: the end of the source cell's identity lease, which the SQL store keeps beside the
-    /// cell's incarnation (`lease_until`). The reference store does not hold it yet, so the
-    /// model keeps it here and the core's `cell_lease` decides over (incarnation, this).
-    pub lease_until: MonoMs,
     pub budget: Budget,
     pub last: StepFacts,
 }
@@ -172,9 +168,12 @@ impl HoState {
     /// HO-L2: the source cell's row as a starting process reads it under the cell's lock:
     /// (incarnation, lease end).
     pub fn lease(&self) -> Option<(Incarnation, MonoMs)> {
-        self.store
-            .cell(SRC)
-            .map(|c| (c.incarnation, self.lease_until))
+        self.store.lease_of(SRC)
+    }
+
+    /// HO-L2: the end of the source cell's identity lease.
+    pub fn lease_until(&self) -> MonoMs {
+        self.lease().map_or(MonoMs::ZERO, |(_, until)| until)
     }
 
     pub fn moved(&self) -> bool {

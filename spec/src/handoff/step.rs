@@ -93,7 +93,7 @@ impl HandoffModel {
         journal: &mut J,
     ) -> HoState {
         if action == HoAction::SecondProcessStarts {
-            return Self::second_process_starts(before);
+            return Self::second_process_starts(before, journal);
         }
         let mut state = before.clone();
         state.last = StepFacts::default();
@@ -298,6 +298,16 @@ impl HandoffModel {
 
     fn control_activates<J: StoreJournal>(state: &mut HoState, kind: ControlKind, journal: &mut J) {
         let gate = admission_kind(state.src());
+        // HO-A5: a drained host is refused before the store is written (each registration
+        // would renew the generation); elsewhere `install_control` decides after it.
+        let refusal = state.cell.control_refusal(HOST);
+        state.last.anomalies.control_refusal_wrong =
+            refusal.is_some() != (gate == Some(GateKind::Drained));
+        if let Some(refusal) = refusal {
+            state.last.events.reconnect_refused_draining =
+                refusal == InstallRefusal::SourceDraining;
+            return;
+        }
         match state.cell.begin_control(HOST) {
             Ok(work) => {
                 state.control = Some(ControlOp {
@@ -324,14 +334,9 @@ impl HandoffModel {
         let Some(op) = state.control.take() else {
             return;
         };
+        // The adapter registers without re-checking the ticket: `install_control` decides
+        // with it (a drain in between: refused; a ticket of a replaced machine: a no-op).
         let work = op.held.map(Held::work);
-        if let Some(work) = &work {
-            if !state.cell.revalidate(work) {
-                // Already released (a barrier, a drain or a replacement got there first).
-                state.last.events.abandoned = true;
-                return;
-            }
-        }
         let moved = state.moved();
         let machine_before = state.cell.machine(HOST).map(|(id, m)| (id, m.clone()));
         let inc = state.cell.incarnation();
@@ -375,14 +380,13 @@ impl HandoffModel {
         answer
     }
 
-    /// HO-L2: a second process with the source cell's id, while the holder's lease is live.
-    fn second_process_starts(before: &HoState) -> HoState {
+    /// HO-L2: a second process with the source cell's id, while the holder's lease is live:
+    /// refused, and no row written. A correct store leaves the state as it was (step facts
+    /// included: the step adds no state); a wrong one is judged.
+    fn second_process_starts<J: StoreJournal>(before: &HoState, journal: &mut J) -> HoState {
         let mut state = before.clone();
-        let refused = matches!(
-            cell_lease(before.lease(), before.now, MODEL_CELL_LEASE_MS),
-            CellLease::Held { .. }
-        );
-        if !refused {
+        let answer = Self::start_cell(&mut state.store, state.now, journal);
+        if !matches!(answer, Err(StartRefusal::Held(_))) || state.store != before.store {
             state.last = StepFacts::default();
             state.last.anomalies.second_process_started = true;
         }
@@ -393,41 +397,40 @@ impl HandoffModel {
         state.budget.faults -= 1;
         state.budget.restarts -= 1;
         let moved = state.moved();
+        let holder = state.cell.incarnation();
         if old_lingers {
             // The stop signal: the old process releases its lease (a successor may start at
             // once) and finishes its attempt in flight without it.
-            state.lease_until = MonoMs::ZERO;
+            let answer = state.store.release_cell_lease(SRC, holder);
+            journal.record(StoreCall::ReleaseCellLease {
+                cell: SRC,
+                incarnation: holder,
+                answer,
+            });
+            state.last.anomalies.second_process_started = answer.is_err();
         } else {
             // The successor, started as the old process dies, is refused while the dead
-            // process's lease runs; it takes the cell once the lease has lapsed.
-            let early = cell_lease(state.lease(), state.now, MODEL_CELL_LEASE_MS);
-            state.last.anomalies.second_process_started = !matches!(early, CellLease::Held { .. });
-            state.now = state.now.max(state.lease_until);
+            // process's lease runs (no row written); it takes the cell once the lease has
+            // lapsed.
+            let store_before = state.store.clone();
+            let early = Self::start_cell(&mut state.store, state.now, journal);
+            state.last.anomalies.second_process_started =
+                !matches!(early, Err(StartRefusal::Held(_))) || state.store != store_before;
+            state.now = state.now.max(state.lease_until());
             state.last.events.successor_after_lapse = true;
             // Nothing of the dead process has a timer; the store's expiry runs as time passes.
             Self::expire_registrations(state, journal);
         }
         let now = state.now;
-        let (inc, until) = match cell_lease(state.lease(), now, MODEL_CELL_LEASE_MS) {
-            CellLease::Take { incarnation, until } => (incarnation, until),
-            CellLease::Held { .. } => {
-                // Judged: a released or lapsed lease must be free.
-                state.last.anomalies.second_process_started = true;
-                return;
-            }
+        // The successor's start writes its cell row with the next incarnation and its lease,
+        // before its first registration.
+        let Ok(inc) = Self::start_cell(&mut state.store, now, journal) else {
+            // Judged: a released or lapsed lease must be free.
+            state.last.anomalies.second_process_started = true;
+            return;
         };
-        state.lease_until = until;
+        state.last.anomalies.second_process_started |= inc.0 != holder.0 + 1;
         state.last.events.lease_taken_or_renewed = true;
-        // The successor's start writes its cell row with the new incarnation (as the SQL
-        // store's `start_cell` does), before its first registration.
-        let row = Self::cell_row(SRC_CAPACITY, inc);
-        let answer = state.store.upsert_cell(SRC, row);
-        journal.record(StoreCall::UpsertCell {
-            cell: SRC,
-            row,
-            answer,
-        });
-        answer.expect("known cell");
         // The old process's clients, control activation and closing sessions go with it.
         for c in &mut state.clients {
             c.phase = ClientPhase::Away;
@@ -606,13 +609,19 @@ impl HandoffModel {
         let now = state.now;
         // HO-L2: the live holder renews its lease every third of it, so across a jump of the
         // clock its lease still runs (the model's DB outages are shorter than a lease).
-        if state
-            .lease()
-            .is_some_and(|(inc, _)| inc == state.cell.incarnation())
-        {
-            state.lease_until = now.plus_ms(MODEL_CELL_LEASE_MS);
-            state.last.events.lease_taken_or_renewed = true;
-        }
+        let holder = state.cell.incarnation();
+        let answer = state
+            .store
+            .renew_cell_lease(SRC, holder, now, MODEL_CELL_LEASE_MS);
+        journal.record(StoreCall::RenewCellLease {
+            cell: SRC,
+            incarnation: holder,
+            now,
+            lease_ms: MODEL_CELL_LEASE_MS,
+            answer,
+        });
+        state.last.anomalies.second_process_started = answer.is_err();
+        state.last.events.lease_taken_or_renewed = true;
         let insts: Vec<u8> = state.cells().map(|(i, _)| i).collect();
         for inst in insts {
             let Some(cell) = state.cell_of_mut(inst) else {

@@ -1,0 +1,272 @@
+//! The mobile client WebSocket (HO-7, HO-S3, HO-A5), and the public resolve and capabilities
+//! endpoints clients and desktops use.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use switchyard_core::handoff::admission::{AdmissionRefusal, WorkKind};
+use switchyard_core::handoff::cell::{admission_refusal_name, client_close_code, close_code};
+use switchyard_core::handoff::ids::HostId;
+use tokio::sync::{mpsc, watch};
+use tracing::debug;
+
+use super::pump::ControlCmd;
+use super::work::Work;
+use super::{close_ws, send_json, Shared};
+use crate::handoff::proto::{
+    Capabilities, CellToClient, CellToDesktop, ClientFrame, ResolveAnswer, Undelivered,
+    IDLE_HANDOFF_CAPABILITY, MAX_FRAME_BYTES,
+};
+
+/// Bounds (SEC-3): per client socket and per host.
+const CLIENT_QUEUE: usize = 64;
+const MAX_SPLICES_PER_CLIENT: usize = 64;
+const MAX_CLIENTS_PER_HOST: usize = 1024;
+const MAX_MUTATION_ID_BYTES: usize = 256;
+
+/// A client that cannot attach here is told why with a close code and a stable reason.
+struct Refused {
+    code: u16,
+    reason: &'static str,
+}
+
+impl Refused {
+    fn admission(refusal: AdmissionRefusal) -> Refused {
+        Refused {
+            code: client_close_code(refusal),
+            reason: admission_refusal_name(refusal),
+        }
+    }
+
+    /// HO-S3: the accept was abandoned after an await (its source retired, drained or was
+    /// replaced meanwhile): the host is no longer served here, resolve again.
+    const ABANDONED: Refused = Refused {
+        code: close_code::WRONG_CELL,
+        reason: "abandoned",
+    };
+
+    /// SEC-1 / SEC-3: the host holds as many client sockets as one host may; not a wrong
+    /// cell (the client must not re-resolve), just later.
+    const TOO_MANY_CLIENTS: Refused = Refused {
+        code: close_code::TRY_AGAIN,
+        reason: "too_many_clients",
+    };
+
+    async fn close(self, sh: &Shared, socket: WebSocket) {
+        if self.code == close_code::WRONG_CELL {
+            sh.stats.bump(|s| s.wrong_cell_closes += 1);
+        }
+        close_ws(socket, self.code, self.reason).await;
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct HostQuery {
+    pub(super) host: u64,
+    #[serde(default)]
+    pub(super) caps: String,
+}
+
+pub(super) async fn resolve(State(sh): State<Arc<Shared>>, Query(q): Query<HostQuery>) -> Response {
+    match sh.store.resolve(HostId(q.host)).await {
+        Ok(Some(r)) => Json(ResolveAnswer {
+            host: q.host,
+            cell: r.cell.0,
+            epoch: r.epoch.0,
+            url: r.public_url,
+        })
+        .into_response(),
+        Ok(None) => (StatusCode::NOT_FOUND, "unknown host").into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
+    }
+}
+
+pub(super) async fn capabilities(State(sh): State<Arc<Shared>>) -> Response {
+    let mut caps = Vec::new();
+    if sh.cfg.handoff_capable {
+        caps.push(IDLE_HANDOFF_CAPABILITY.to_owned());
+    }
+    Json(Capabilities {
+        cell: sh.cfg.cell.0,
+        incarnation: sh.incarnation.0,
+        capabilities: caps,
+    })
+    .into_response()
+}
+
+pub(super) async fn client_ws(
+    State(sh): State<Arc<Shared>>,
+    Query(q): Query<HostQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let host = HostId(q.host);
+    // HO-7: ownership before the first await that could admit this host.
+    let work = Work::acquire(&sh, host, WorkKind::Accept);
+    let ws = ws.max_message_size(MAX_FRAME_BYTES);
+    match work {
+        Err(refusal) => ws.on_upgrade(move |socket| async move {
+            Refused::admission(refusal).close(&sh, socket).await;
+        }),
+        // If the upgrade never completes, the callback (and the guard in it) is dropped.
+        Ok(work) => ws.on_upgrade(move |socket| client_session(sh, host, work, socket)),
+    }
+}
+
+async fn client_session(sh: Arc<Shared>, host: HostId, mut work: Work, socket: WebSocket) {
+    if !work.revalidate() {
+        return Refused::ABANDONED.close(&sh, socket).await;
+    }
+    sh.hooks.accept_persist.reached().await;
+    // The accept persists the host's activity while its Accept ticket still counts.
+    let generation = sh.endpoint().cell.authority(host).map(|a| a.generation);
+    if let Some(generation) = generation {
+        let until = sh.clock.now().plus_ms(super::ms(sh.cfg.activity_lease));
+        if let Err(e) = sh
+            .store
+            .renew_activity(host, sh.cfg.cell, generation, until)
+            .await
+        {
+            debug!(host = host.0, %e, "client activity not persisted");
+            return close_ws(socket, close_code::TRY_AGAIN, "store_unavailable").await;
+        }
+    }
+    if !work.revalidate() {
+        return Refused::ABANDONED.close(&sh, socket).await;
+    }
+    // Attach: the accept becomes a client connection in one synchronous step.
+    let conn = sh.next_id();
+    let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+    let attached = sh.input(host, |ep| {
+        let held = work.held().ok_or(Refused::ABANDONED)?;
+        if ep.clients(host) >= MAX_CLIENTS_PER_HOST {
+            return Err(Refused::TOO_MANY_CLIENTS);
+        }
+        let conn_work = ep
+            .cell
+            .convert(&held, WorkKind::ClientConn)
+            .map_err(Refused::admission)?;
+        work.converted(conn_work);
+        Ok(ep.attach_client(host, conn_work.machine, conn, tx))
+    });
+    let drain_rx = match attached {
+        Ok(rx) => rx,
+        Err(refused) => {
+            drop(work);
+            return refused.close(&sh, socket).await;
+        }
+    };
+    sh.stats.bump(|s| s.clients_attached += 1);
+    client_loop(&sh, host, conn, socket, rx, drain_rx).await;
+    sh.endpoint().detach_client(host, conn);
+    drop(work);
+}
+
+async fn client_loop(
+    sh: &Arc<Shared>,
+    host: HostId,
+    conn: u64,
+    mut socket: WebSocket,
+    mut rx: mpsc::Receiver<CellToClient>,
+    mut drain_rx: watch::Receiver<bool>,
+) {
+    let mut stop = sh.shutdown.subscribe();
+    let mut splices: HashMap<String, Work> = HashMap::new();
+    let hello = CellToClient::Attached {
+        cell: sh.cfg.cell.0,
+    };
+    if send_json(&mut socket, &hello).await.is_err() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            msg = socket.recv() => {
+                let Some(Ok(msg)) = msg else { break };
+                match msg {
+                    Message::Text(t) => {
+                        let answer = match serde_json::from_str::<ClientFrame>(&t) {
+                            Ok(ClientFrame::Mutation { id, body }) => {
+                                relay_mutation(sh, host, conn, id, body, &mut splices)
+                            }
+                            Err(e) => {
+                                debug!(host = host.0, %e, "malformed client frame");
+                                Some(Undelivered::Malformed.frame(String::new()))
+                            }
+                        };
+                        if let Some(a) = answer {
+                            if send_json(&mut socket, &a).await.is_err() { break; }
+                        }
+                    }
+                    Message::Close(_) => break,
+                    _ => {}
+                }
+            }
+            out = rx.recv() => {
+                let Some(out) = out else { break };
+                if let CellToClient::Ack { id } = &out {
+                    splices.remove(id);
+                }
+                if send_json(&mut socket, &out).await.is_err() { break; }
+            }
+            drained = async { drain_rx.wait_for(|d| *d).await.is_ok() } => {
+                if !drained {
+                    // The host's state is gone (the cell stops): drop the socket as a crash
+                    // would, without a close frame.
+                    return;
+                }
+                // Hard drain, unchanged by the handoff: close within its deadline.
+                let _ = tokio::time::timeout(
+                    sh.cfg.hard_drain_deadline,
+                    close_ws(socket, close_code::DRAINING, "draining"),
+                )
+                .await;
+                return;
+            }
+            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => return,
+        }
+    }
+}
+
+/// A mutation travels to the desktop under a Splice ticket held until its ack.
+fn relay_mutation(
+    sh: &Arc<Shared>,
+    host: HostId,
+    conn: u64,
+    id: String,
+    body: String,
+    splices: &mut HashMap<String, Work>,
+) -> Option<CellToClient> {
+    if id.is_empty() || id.len() > MAX_MUTATION_ID_BYTES || splices.contains_key(&id) {
+        return Some(Undelivered::BadId.frame(id));
+    }
+    if splices.len() >= MAX_SPLICES_PER_CLIENT {
+        return Some(Undelivered::TooManyInFlight.frame(id));
+    }
+    let splice = match Work::acquire(sh, host, WorkKind::Splice) {
+        Ok(w) => w,
+        Err(r) => return Some(Undelivered::Refused(r).frame(id)),
+    };
+    let sent = {
+        let ep = sh.endpoint();
+        ep.control_of(host).is_some_and(|tx| {
+            tx.try_send(ControlCmd::Frame(CellToDesktop::Relay {
+                conn,
+                id: id.clone(),
+                body,
+            }))
+            .is_ok()
+        })
+    };
+    if !sent {
+        drop(splice);
+        return Some(Undelivered::DesktopNotConnected.frame(id));
+    }
+    sh.stats.bump(|s| s.relayed += 1);
+    splices.insert(id, splice);
+    None
+}

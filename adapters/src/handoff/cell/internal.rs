@@ -1,0 +1,169 @@
+//! The signed internal endpoints: idle-handoff requests (HO-S1, HO-S2, HO-A1), emergency
+//! drain (HO-A5) and its recovery path, undrain (HO-L1), and the counters.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use switchyard_core::handoff::attempt::{Begin, HandoffReply};
+use switchyard_core::handoff::cell::{answer_from_record, needs_durable_record};
+use switchyard_core::handoff::ids::HostId;
+use switchyard_core::handoff::policy::HandoffRequest;
+use tracing::{debug, info};
+
+use super::pump::wait_for;
+use super::Shared;
+use crate::handoff::auth::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use crate::handoff::proto::{
+    DrainAnswer, DrainRequest, HandoffAnswer, RefusedAnswer, UndrainAnswer, UndrainRequest,
+};
+
+/// `Some(refusal)` unless the request is authenticated (nothing else happens then).
+fn authenticate(sh: &Shared, headers: &HeaderMap, body: &[u8]) -> Option<Response> {
+    let h = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
+    let window = super::ms(sh.cfg.auth_window);
+    let verdict = sh.cfg.internal_secret.verify_request(
+        h("authorization"),
+        h(TIMESTAMP_HEADER),
+        h(SIGNATURE_HEADER),
+        body,
+        sh.clock.now().0,
+        window,
+    );
+    match verdict {
+        Ok(()) => None,
+        Err(e) => {
+            debug!(error = %e, "internal request refused");
+            Some((StatusCode::UNAUTHORIZED, e.to_string()).into_response())
+        }
+    }
+}
+
+fn bad_request(what: &str, e: impl std::fmt::Display) -> Response {
+    (StatusCode::BAD_REQUEST, format!("malformed {what}: {e}")).into_response()
+}
+
+/// HO-S1 / HO-S2: an idle-handoff request. Answers the durable result, `busy`,
+/// `superseded`, `refused`, or `in_progress` if the result is not there within `result_wait`.
+pub(super) async fn handoff(
+    State(sh): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = authenticate(&sh, &headers, &body) {
+        return refused;
+    }
+    let req: HandoffRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request("handoff request", e),
+    };
+    let host = req.source.host;
+    let now = sh.clock.now();
+    // The waiter is registered under the same lock as the input, so the reply (which needs a
+    // later input) cannot be delivered before it.
+    let (immediate, waiter) = sh.input(host, |ep| match ep.cell.begin_handoff(now, &req) {
+        Begin::Started(a) => {
+            sh.stats.bump(|s| s.attempts_started += 1);
+            debug!(host = host.0, op = %a.op_id, "barrier installed");
+            (None, wait_for(&sh, req.op_id))
+        }
+        Begin::Answered(HandoffReply::InProgress { op_id }) => (None, wait_for(&sh, op_id)),
+        Begin::Answered(r) => {
+            if matches!(r, HandoffReply::Busy { .. }) {
+                sh.stats.bump(|s| s.busy_answers += 1);
+            }
+            (Some(r), None)
+        }
+    });
+    let mut reply = match (immediate, waiter) {
+        (Some(r), _) => r,
+        (None, Some(rx)) => match tokio::time::timeout(sh.cfg.result_wait, rx).await {
+            Ok(Ok(r)) => r,
+            _ => HandoffReply::InProgress { op_id: req.op_id },
+        },
+        (None, None) => HandoffReply::InProgress { op_id: req.op_id },
+    };
+    // HO-A1: a duplicate that reaches a source whose machine no longer holds the attempt
+    // (retired, restarted) answers the durable record, read-only; the core decides both
+    // whether to look and what the record means.
+    if needs_durable_record(&reply) {
+        match sh.store.recorded_attempt(req.op_id).await {
+            Ok(row) => reply = answer_from_record(reply, row.as_ref()),
+            Err(e) => debug!(op = %req.op_id, error = %e, "durable record not read"),
+        }
+    }
+    Json(HandoffAnswer::of(reply)).into_response()
+}
+
+/// HO-A5: emergency drain / auth enforcement of one host at this cell.
+pub(super) async fn drain(
+    State(sh): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = authenticate(&sh, &headers, &body) {
+        return refused;
+    }
+    let req: DrainRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request("drain request", e),
+    };
+    let host = HostId(req.host);
+    let now = sh.clock.now();
+    // The hard drain itself (every client and the control closed) runs as the core's
+    // `HardDrain` / `CloseControl`, whether or not the machine was drained already.
+    let (applied, clients) = sh.input(host, |ep| {
+        let applied = ep.cell.emergency_drain(now, host, req.reason.into());
+        (applied, ep.clients(host))
+    });
+    if applied == Some(true) {
+        sh.stats.bump(|s| s.drains += 1);
+        info!(host = host.0, reason = ?req.reason, "host drained");
+    }
+    Json(DrainAnswer::new(applied, clients)).into_response()
+}
+
+/// HO-L1: the drain's recovery path. 200 `{"undrained":true}`, or 409 with the core's stable
+/// refusal name (unknown host, not drained, attempt in flight, still closing).
+pub(super) async fn undrain(
+    State(sh): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(refused) = authenticate(&sh, &headers, &body) {
+        return refused;
+    }
+    let req: UndrainRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request("undrain request", e),
+    };
+    let host = HostId(req.host);
+    match sh.input(host, |ep| ep.cell.undrain(host)) {
+        Ok(()) => {
+            sh.stats.bump(|s| s.undrains += 1);
+            info!(
+                host = host.0,
+                "host undrained: its next registration gets a fresh machine"
+            );
+            Json(UndrainAnswer { undrained: true }).into_response()
+        }
+        Err(refusal) => {
+            debug!(host = host.0, refusal = refusal.name(), "undrain refused");
+            (
+                StatusCode::CONFLICT,
+                Json(RefusedAnswer::new(refusal.name())),
+            )
+                .into_response()
+        }
+    }
+}
+
+pub(super) async fn stats(State(sh): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = authenticate(&sh, &headers, b"") {
+        return refused;
+    }
+    Json(sh.stats.get()).into_response()
+}

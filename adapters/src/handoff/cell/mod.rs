@@ -1,0 +1,476 @@
+//! A relay cell: client and desktop-control WebSockets, the resolve path, and the signed
+//! internal endpoints (idle-handoff requests, emergency drain and undrain, stats), all on one
+//! axum listener.
+//!
+//! Every decision about a host is made by the core's sans-IO endpoint
+//! [`SourceCell`](switchyard_core::handoff::cell::SourceCell): the per-host machine table and
+//! its identities, which machine a control registration gets, fencing of late work and late
+//! results, which control sessions close and why, the hard drain and its recovery path, and
+//! what a refused client or control is told. This module runs it: sockets, timers, spawning.
+//!
+//! - [`work`]: the RAII guard of one ticket (HO-7), released through the endpoint on every
+//!   exit path, errors and cancellation included.
+//! - [`pump`]: the endpoint and the adapter's per-host state behind one mutex; executing the
+//!   endpoint's `CellAction`s (transactions and reconciliations against the SQL store with
+//!   their results fed back naming the machine, control closes, the hard drain), the per-host
+//!   deadline timers, and the replies to waiting directors.
+//! - [`internal`]: the signed internal endpoints (handoff, drain, undrain, stats).
+//! - [`clients`]: the mobile client WebSocket, resolve and capabilities.
+//! - [`desktop`]: the desktop control WebSocket.
+//!
+//! # Locks
+//!
+//! `Shared::endpoint` (a std mutex over the `SourceCell` and the adapter's per-host state) is
+//! never held across an await. Each input takes it once, then drains and executes every
+//! decision before letting go ([`Shared::input`]), so decisions run in the order they were
+//! made. Lock order: endpoint, then `waiters`, then the stats counters; the last two are
+//! leaves (nothing else is locked while either is held). A [`work::Work`] guard takes the
+//! endpoint lock when it drops, so no guard is ever dropped while the endpoint is locked.
+
+mod clients;
+mod desktop;
+mod internal;
+mod pump;
+mod work;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use axum::Router;
+use serde::{Deserialize, Serialize};
+use switchyard_core::handoff::admission::GateState;
+use switchyard_core::handoff::attempt::{HandoffReply, HandoffResult, Phase, SourceConfig};
+use switchyard_core::handoff::cell::{MachineId, SourceCell};
+use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
+use tokio::sync::{oneshot, watch};
+use tracing::{error, info, warn};
+
+use super::auth::Secret;
+use super::clock::Clock;
+use super::hooks::PausePoint;
+use super::proto::*;
+use super::store::SqlStore;
+use pump::Endpoint;
+
+#[derive(Debug, Clone)]
+pub struct CellConfig {
+    pub cell: CellId,
+    pub listen: SocketAddr,
+    /// What clients and desktops dial (default `http://<bound address>`).
+    pub public_url: Option<String>,
+    pub capacity: u32,
+    /// HO-C1: advertise (and take part in) idle handoff.
+    pub handoff_capable: bool,
+    pub internal_secret: Secret,
+    pub desktop_secret: Secret,
+    /// Timings of the source machine (its `cell_capable` is `handoff_capable`).
+    pub request_timeout: Duration,
+    pub reconcile_timeout: Duration,
+    pub quarantine_retry: Duration,
+    /// How long the internal endpoint waits for the durable result before `in_progress`.
+    pub result_wait: Duration,
+    /// Accepted clock skew of signed internal requests.
+    pub auth_window: Duration,
+    pub activity_lease: Duration,
+    /// Hard-drain deadline for closing a drained host's clients.
+    pub hard_drain_deadline: Duration,
+    /// A desktop of an unknown host is enrolled here on its first registration.
+    pub enroll_unknown_hosts: bool,
+    /// HO-L2: how long the cell's identity lease lasts; renewed every third of it. A second
+    /// process with the same cell id is refused while it lasts.
+    pub cell_lease: Duration,
+}
+
+impl CellConfig {
+    /// Production-ish defaults around the given identity and secrets.
+    #[must_use]
+    pub fn new(cell: CellId, listen: SocketAddr, internal: Secret, desktop: Secret) -> Self {
+        CellConfig {
+            cell,
+            listen,
+            public_url: None,
+            capacity: 1_000,
+            handoff_capable: true,
+            internal_secret: internal,
+            desktop_secret: desktop,
+            request_timeout: Duration::from_secs(5),
+            reconcile_timeout: Duration::from_secs(4),
+            quarantine_retry: Duration::from_secs(5),
+            result_wait: Duration::from_secs(3),
+            auth_window: Duration::from_secs(30),
+            activity_lease: Duration::from_secs(90),
+            hard_drain_deadline: Duration::from_secs(2),
+            enroll_unknown_hosts: true,
+            cell_lease: Duration::from_secs(15),
+        }
+    }
+
+    fn source_config(&self) -> SourceConfig {
+        SourceConfig {
+            request_timeout_ms: ms(self.request_timeout),
+            reconcile_timeout_ms: ms(self.reconcile_timeout),
+            quarantine_retry_ms: ms(self.quarantine_retry),
+            cell_capable: self.handoff_capable,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot register the cell in the store: {0}")]
+    Store(#[from] super::store::StoreFailure),
+    /// HO-L2: another live process holds this cell id; nothing was changed.
+    #[error("{0}")]
+    Held(#[from] super::store::CellHeld),
+}
+
+/// Counters of what the cell did (tests and `/internal/v1/stats`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellStats {
+    pub clients_attached: u64,
+    /// HO-S3: clients closed with 4409 WRONG_CELL.
+    pub wrong_cell_closes: u64,
+    pub busy_answers: u64,
+    pub attempts_started: u64,
+    pub transactions_run: u64,
+    pub reconciliations_run: u64,
+    pub store_failures: u64,
+    pub quarantined: u64,
+    pub reopened: u64,
+    pub retired_committed: u64,
+    pub retired_stale: u64,
+    pub fences_written: u64,
+    pub drains: u64,
+    /// HO-L1: drained hosts returned to service.
+    #[serde(default)]
+    pub undrains: u64,
+    pub replies_delivered: u64,
+    pub replies_unheard: u64,
+    pub control_registrations: u64,
+    pub control_refused: u64,
+    pub relayed: u64,
+    pub late_results_ignored: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    c: Mutex<CellStats>,
+}
+
+impl Counters {
+    fn bump(&self, f: impl FnOnce(&mut CellStats)) {
+        let mut g = self.c.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g);
+    }
+    fn get(&self) -> CellStats {
+        *self.c.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Test seams (inert unless armed).
+#[derive(Debug, Default)]
+pub struct CellHooks {
+    /// An accepted client stops before persisting its activity (holding its Accept ticket).
+    pub accept_persist: PausePoint,
+    /// A credential installation stops before persisting (holding its ControlOp ticket).
+    pub credential_persist: PausePoint,
+}
+
+struct Shared {
+    cfg: CellConfig,
+    incarnation: Incarnation,
+    store: SqlStore,
+    clock: Clock,
+    /// The core endpoint and the adapter's per-host state (see the module doc for the order).
+    endpoint: Mutex<Endpoint>,
+    waiters: Mutex<HashMap<OpId, Vec<oneshot::Sender<HandoffReply>>>>,
+    /// Client connection ids (adapter-local: they name a socket, never a decision).
+    ids: AtomicU64,
+    alive: AtomicBool,
+    shutdown: watch::Sender<bool>,
+    stats: Counters,
+    hooks: CellHooks,
+}
+
+impl Shared {
+    fn endpoint(&self) -> MutexGuard<'_, Endpoint> {
+        self.endpoint.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::SeqCst)
+    }
+
+    fn alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+}
+
+/// A running cell.
+pub struct CellHandle {
+    shared: Arc<Shared>,
+    pub addr: SocketAddr,
+    pub url: String,
+    pub incarnation: Incarnation,
+    server: tokio::task::JoinHandle<()>,
+    renewal: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for CellHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CellHandle")
+            .field("cell", &self.shared.cfg.cell)
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+/// A read-only view of one host's source machine (tests, diagnostics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostView {
+    /// The machine's identity in this process (a new one after retire or undrain).
+    pub machine: MachineId,
+    pub authority: SourceAuthority,
+    pub gate: GateState,
+    pub counters: switchyard_core::handoff::Counters,
+    pub phase: Option<Phase>,
+    pub control_connected: bool,
+    pub clients: usize,
+    pub last_result: Option<HandoffResult>,
+}
+
+impl CellHandle {
+    #[must_use]
+    pub fn stats(&self) -> CellStats {
+        self.shared.stats.get()
+    }
+
+    #[must_use]
+    pub fn hooks(&self) -> &CellHooks {
+        &self.shared.hooks
+    }
+
+    #[must_use]
+    pub fn cell(&self) -> CellId {
+        self.shared.cfg.cell
+    }
+
+    #[must_use]
+    pub fn host(&self, host: HostId) -> Option<HostView> {
+        let ep = self.shared.endpoint();
+        let (machine, m) = ep.cell.machine(host)?;
+        Some(HostView {
+            machine,
+            authority: m.authority(),
+            gate: m.gate().state(),
+            counters: m.gate().counters(),
+            phase: m.attempt().map(|a| a.phase),
+            control_connected: ep.cell.control(host).is_some(),
+            clients: ep.clients(host),
+            last_result: m.last_result(),
+        })
+    }
+
+    /// Stop on purpose: stop serving (as a crash would), then end the cell's identity lease so
+    /// a successor may start at once (HO-L2).
+    pub async fn stop(&self) {
+        self.abort();
+        let sh = &self.shared;
+        match sh
+            .store
+            .release_cell_lease(sh.cfg.cell, sh.incarnation)
+            .await
+        {
+            Ok(_) => info!(cell = sh.cfg.cell.0, "cell stopped; its lease is released"),
+            Err(e) => {
+                warn!(cell = sh.cfg.cell.0, error = %e, "cell stopped; its lease could not be released and runs out by itself")
+            }
+        }
+    }
+
+    /// Test seam: stop as a crashed process would (see `abort`). Only with `test-hooks`: a
+    /// release binary stops through `stop` (or drop), never by simulating a crash.
+    #[cfg(feature = "test-hooks")]
+    pub fn kill(&self) {
+        self.abort();
+    }
+
+    /// Sockets dropped without close frames, timers and pending work abandoned (a transaction
+    /// already sent may still commit on the server); the identity lease is left to run out.
+    fn abort(&self) {
+        self.shared.alive.store(false, Ordering::SeqCst);
+        let _ = self.shared.shutdown.send(true);
+        self.server.abort();
+        // A crashed process renews nothing: its lease runs out (HO-L2).
+        self.renewal.abort();
+        self.shared.endpoint().clear();
+    }
+}
+
+impl Drop for CellHandle {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+/// Start a cell: take its identity lease and a new incarnation in the store, bind, serve.
+pub async fn start_cell(
+    cfg: CellConfig,
+    store: SqlStore,
+    clock: Clock,
+) -> Result<CellHandle, CellError> {
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| CellError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| CellError::Bind {
+        addr: cfg.listen,
+        source,
+    })?;
+    let url = cfg
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
+    let lease_ms = ms(cfg.cell_lease);
+    let incarnation = store
+        .start_cell(
+            cfg.cell,
+            cfg.capacity,
+            cfg.handoff_capable,
+            &url,
+            &url,
+            clock.now(),
+            lease_ms,
+        )
+        .await??;
+    let (shutdown, _) = watch::channel(false);
+    let endpoint = Endpoint::new(SourceCell::new(cfg.source_config(), cfg.cell, incarnation));
+    let shared = Arc::new(Shared {
+        cfg,
+        incarnation,
+        store,
+        clock,
+        endpoint: Mutex::new(endpoint),
+        waiters: Mutex::new(HashMap::new()),
+        ids: AtomicU64::new(1),
+        alive: AtomicBool::new(true),
+        shutdown,
+        stats: Counters::default(),
+        hooks: CellHooks::default(),
+    });
+    let app = Router::new()
+        .route(CLIENT_PATH, get(clients::client_ws))
+        .route(DESKTOP_PATH, get(desktop::desktop_ws))
+        .route(RESOLVE_PATH, get(clients::resolve))
+        .route(CAPABILITIES_PATH, get(clients::capabilities))
+        .route(HANDOFF_PATH, post(internal::handoff))
+        .route(DRAIN_PATH, post(internal::drain))
+        .route(UNDRAIN_PATH, post(internal::undrain))
+        .route(STATS_PATH, get(internal::stats))
+        .layer(DefaultBodyLimit::max(MAX_FRAME_BYTES))
+        .with_state(shared.clone());
+    let mut stop = shared.shutdown.subscribe();
+    let server = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        });
+        if let Err(e) = serve.await {
+            warn!(error = %e, "cell server stopped");
+        }
+    });
+    let renewal = tokio::spawn(renew_lease(shared.clone(), lease_ms));
+    info!(cell = shared.cfg.cell.0, %url, incarnation = incarnation.0, "cell listening");
+    Ok(CellHandle {
+        shared,
+        addr,
+        url,
+        incarnation,
+        server,
+        renewal,
+    })
+}
+
+/// HO-L2: keeps the cell's identity lease alive. A newer incarnation in the store means another
+/// process took the cell (this one's lease lapsed): this process stops serving, since every
+/// store operation it makes now fails its incarnation re-check anyway.
+async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
+    let every = Duration::from_millis((lease_ms / 3).max(1));
+    let mut failing = false;
+    loop {
+        tokio::time::sleep(every).await;
+        let renewed = sh
+            .store
+            .renew_cell_lease(sh.cfg.cell, sh.incarnation, sh.clock.now(), lease_ms)
+            .await;
+        match renewed {
+            Ok(true) => {
+                if failing {
+                    info!(cell = sh.cfg.cell.0, "cell lease renewed again");
+                }
+                failing = false;
+            }
+            Ok(false) => {
+                error!(
+                    cell = sh.cfg.cell.0,
+                    incarnation = sh.incarnation.0,
+                    "another process took this cell id (a newer incarnation): stopping"
+                );
+                sh.alive.store(false, Ordering::SeqCst);
+                let _ = sh.shutdown.send(true);
+                return;
+            }
+            Err(e) => {
+                if !failing {
+                    warn!(cell = sh.cfg.cell.0, error = %e, "cannot renew the cell lease; retrying");
+                }
+                failing = true;
+            }
+        }
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Send one JSON text frame (bounded: a stuck peer cannot hold the task).
+async fn send_json<T: Serialize>(
+    socket: &mut axum::extract::ws::WebSocket,
+    v: &T,
+) -> Result<(), ()> {
+    use axum::extract::ws::Message;
+    let text = serde_json::to_string(v).map_err(|_| ())?;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        socket.send(Message::Text(text.into())),
+    )
+    .await
+    .map_err(|_| ())?
+    .map_err(|_| ())
+}
+
+/// Close with `code`; `reason` is a stable name (never `Debug` text).
+async fn close_ws(mut socket: axum::extract::ws::WebSocket, code: u16, reason: &str) {
+    use axum::extract::ws::{CloseFrame, Message};
+    let frame = CloseFrame {
+        code,
+        reason: reason.to_owned().into(),
+    };
+    let _ = tokio::time::timeout(
+        Duration::from_secs(1),
+        socket.send(Message::Close(Some(frame))),
+    )
+    .await;
+}

@@ -1,0 +1,84 @@
+//! HO-7: RAII ownership of one ticket of one machine. Taken in the caller's synchronous section
+//! (before its first await); released through the core `SourceCell::release` on drop, so on
+//! every exit path, errors and cancellation included. The core fences the ticket to its
+//! machine: releasing or revalidating a ticket of a replaced machine is a no-op there.
+
+use std::sync::Arc;
+
+use switchyard_core::handoff::admission::{AdmissionRefusal, ReleaseReport, WorkKind};
+use switchyard_core::handoff::cell::Work as CoreWork;
+use switchyard_core::handoff::ids::HostId;
+use tracing::debug;
+
+use super::Shared;
+
+pub(super) struct Work {
+    sh: Arc<Shared>,
+    /// `None` once released, abandoned, or handed to the core (`into_core`).
+    work: Option<CoreWork>,
+}
+
+impl Work {
+    /// Take a ticket for new work (the caller holds no endpoint lock).
+    pub(super) fn acquire(
+        sh: &Arc<Shared>,
+        host: HostId,
+        kind: WorkKind,
+    ) -> Result<Work, AdmissionRefusal> {
+        let work = sh.input(host, |ep| ep.cell.acquire(host, kind))?;
+        Ok(Work::adopt(sh, work))
+    }
+
+    /// Own a ticket the core already handed out (under a lock the caller has let go of).
+    pub(super) fn adopt(sh: &Arc<Shared>, work: CoreWork) -> Work {
+        Work {
+            sh: sh.clone(),
+            work: Some(work),
+        }
+    }
+
+    /// The ticket, while it is held.
+    pub(super) fn held(&self) -> Option<CoreWork> {
+        self.work
+    }
+
+    /// The core swapped the ticket (`SourceCell::convert`, under the caller's lock).
+    pub(super) fn converted(&mut self, work: CoreWork) {
+        debug_assert!(self
+            .work
+            .is_some_and(|w| w.host == work.host && w.machine == work.machine));
+        self.work = Some(work);
+    }
+
+    /// Hand the ticket to a core input that consumes it (`install_control` releases it
+    /// whatever happens): the guard no longer releases it.
+    pub(super) fn into_core(mut self) -> Option<CoreWork> {
+        self.work.take()
+    }
+
+    /// HO-S3: re-check after an await. `false`: abandon the continuation; the core already
+    /// released the ticket (or its machine is gone), so the guard lets it go.
+    pub(super) fn revalidate(&mut self) -> bool {
+        let Some(work) = self.work else {
+            return false;
+        };
+        let live = self.sh.input(work.host, |ep| ep.cell.revalidate(&work));
+        if !live {
+            debug!(host = work.host.0, "continuation abandoned");
+            self.work = None;
+        }
+        live
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        let Some(work) = self.work.take() else {
+            return;
+        };
+        let report = self.sh.input(work.host, |ep| ep.cell.release(&work));
+        if report != Some(ReleaseReport::Released) {
+            debug!(host = work.host.0, ?report, "release was a no-op");
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! The SQL assignment store (HO-S4, HO-A1, HO-A2, HO-A4..A6): PostgreSQL in production, SQLite
+//! in a file as the embedded default, through one sqlx `Any` code path; the statements are the
+//! same on both backends except where one data-modifying statement (PostgreSQL) replaces a
+//! statement per table (SQLite, which has no round trips to save).
+//!
+//! Every write method is one bounded transaction with the outcome and rows of the reference
+//! `switchyard_core::handoff::store::AssignmentStore` method of the same name. The assignment
+//! transaction reads its facts and lets the core decide: `claim_check`, `recorded_outcome`,
+//! `commit_precheck`, `decide_commit` and `commit_writes` are the very functions the reference
+//! calls, so the check order and the rows written are defined once, in the core. The
+//! differential test (`tests/handoff_store_diff.rs`) replays generated sequences against the
+//! reference, SQLite and PostgreSQL and compares outcomes and rows after every step; the
+//! concurrency test (`tests/handoff_store_concurrency.rs`) queues PostgreSQL transactions on
+//! the host lock and on the limits lock.
+//!
+//! Serialisation: PostgreSQL takes `SELECT … FOR UPDATE` on the host's `ho_assignments` row
+//! first, then (where needed) the `ho_cells` row, then the global `ho_limits` row — one fixed
+//! order, so no deadlock; `statement_timeout`, `lock_timeout` and
+//! `idle_in_transaction_session_timeout` bound the server side, a tokio timeout the client
+//! side. SQLite uses `BEGIN IMMEDIATE` (the single writer lock) with a busy timeout. No network
+//! call other than the transaction's own statements happens while a lock is held.
+//!
+//! A commit holds `ho_limits` (which every commit and fence takes, so commits serialise on it)
+//! for three round trips only: the lock, one statement that writes the commit's rows and
+//! counts the target's hosts and the live reservations, and COMMIT. Everything about the
+//! request's own host is read before, under the host lock alone; a request refused by those
+//! facts never takes the global lock. Values that other commits change are read only in a
+//! statement that started after `ho_limits` was granted: under READ COMMITTED a statement that
+//! waited for a row lock reads the rest of the database with the snapshot it started with.
+//! For the same reason the facts are read in a statement of their own after the host lock (a
+//! duplicate of the op id that held the host lock just before must be seen).
+//!
+//! Layout: this file holds the store handle, its options, errors, dialects and migrations and
+//! the transaction helpers (`begin`, `bounded`, `commit`, the host lock); [`codec`] converts
+//! values and decodes rows; [`commit`] is the assignment transaction and the locked
+//! reconciliation; [`registry`] the settings, cells, cell lease, hosts, registration, drain
+//! fence and expiry; [`reads`] the unlocked queries.
+
+mod codec;
+mod commit;
+mod reads;
+mod registry;
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+use sqlx::{AnyConnection, AnyPool, Executor};
+use switchyard_core::handoff::attempt::{Ambiguity, DurableResult};
+use switchyard_core::handoff::ids::{CellId, Epoch, HostId, OpId};
+use switchyard_core::handoff::store::{
+    AssignmentRow, AssignmentStore, AttemptRow, CellRow, RateRow, ReservationRow, StoreConfig,
+};
+use switchyard_core::MonoMs;
+
+use codec::assignment_of;
+
+/// Which SQL dialect the `Any` pool speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+impl Dialect {
+    fn of_url(url: &str) -> Option<Dialect> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Some(Dialect::Postgres)
+        } else if url.starts_with("sqlite:") {
+            Some(Dialect::Sqlite)
+        } else {
+            None
+        }
+    }
+
+    /// The statement that opens a write transaction.
+    fn begin(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "BEGIN",
+            // HO-S4 on SQLite: take the write lock up front (a deferred BEGIN that reads first
+            // can fail its upgrade with a busy-snapshot error no busy timeout waits out).
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+        }
+    }
+
+    /// Row-lock suffix of a locking read.
+    fn for_update(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR UPDATE",
+            Dialect::Sqlite => "",
+        }
+    }
+
+    /// Row-lock suffix of a locking read whose transaction changes no key column. PostgreSQL:
+    /// it does not conflict with the key-share locks that foreign-key checks take (a commit
+    /// moving a host onto the cell), so a cell's lease renewal never waits for a handoff.
+    fn for_no_key_update(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR NO KEY UPDATE",
+            Dialect::Sqlite => "",
+        }
+    }
+}
+
+/// Connection and timeout settings of a store.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// Client-side bound of one whole transaction (the server-side statement timeout is the
+    /// same; the source's request timeout must be longer).
+    pub txn_timeout: Duration,
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+    /// SQLite: how long a writer waits for the lock.
+    pub sqlite_busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            txn_timeout: Duration::from_secs(3),
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(2),
+            sqlite_busy_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why a store call did not produce a durable answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreFailure {
+    /// Nothing ran (no connection, no transaction): durable access is unavailable.
+    #[error("assignment store unavailable: {0}")]
+    Unavailable(String),
+    /// The transaction may or may not have committed.
+    #[error("assignment store outcome unknown ({kind:?}): {detail}")]
+    Ambiguous { kind: Ambiguity, detail: String },
+    /// A row or value the store returned is out of range: treated as unavailable (quarantine).
+    #[error("assignment store returned an invalid row: {0}")]
+    BadRow(String),
+}
+
+impl StoreFailure {
+    /// HO-A2: how the source machine must read this failure. Never a rollback.
+    #[must_use]
+    pub fn durable_result(&self) -> DurableResult {
+        match self {
+            StoreFailure::Unavailable(_) | StoreFailure::BadRow(_) => {
+                DurableResult::StoreUnavailable
+            }
+            StoreFailure::Ambiguous { kind, .. } => DurableResult::Ambiguous(*kind),
+        }
+    }
+}
+
+/// Errors of setup and of the read-only queries.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreSetupError {
+    #[error("unsupported database URL {0:?}: expected postgres://… or sqlite:…")]
+    UnsupportedUrl(String),
+    #[error("cannot connect to {url}: {source}")]
+    Connect { url: String, source: sqlx::Error },
+    #[error("schema migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Store(#[from] StoreFailure),
+}
+
+/// Every row of the store, in the reference's shapes (for the differential test and for
+/// diagnostics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rows {
+    pub config: StoreConfig,
+    pub cells: BTreeMap<CellId, CellRow>,
+    pub assignments: BTreeMap<HostId, AssignmentRow>,
+    pub reservations: BTreeMap<OpId, ReservationRow>,
+    pub attempts: BTreeMap<OpId, AttemptRow>,
+    pub cooldowns: BTreeMap<HostId, MonoMs>,
+    pub rate: RateRow,
+}
+
+impl Rows {
+    /// The rows of a reference store, for the cells and hosts a test created.
+    #[must_use]
+    pub fn of_reference(store: &AssignmentStore, cells: &[CellId], hosts: &[HostId]) -> Rows {
+        Rows {
+            config: *store.config(),
+            cells: cells
+                .iter()
+                .filter_map(|c| store.cell(*c).map(|r| (*c, *r)))
+                .collect(),
+            assignments: hosts
+                .iter()
+                .filter_map(|h| store.assignment(*h).map(|r| (*h, *r)))
+                .collect(),
+            reservations: store.reservations().map(|(k, v)| (*k, *v)).collect(),
+            attempts: store.attempts().map(|(k, v)| (*k, *v)).collect(),
+            cooldowns: hosts
+                .iter()
+                .filter_map(|h| store.cooldown_until(*h).map(|u| (*h, u)))
+                .collect(),
+            rate: store.rate(),
+        }
+    }
+}
+
+/// HO-L2: the cell is held by another live process (the core's refusal, shared with the
+/// reference store).
+pub use switchyard_core::handoff::store::CellHeld;
+
+/// Where a host is assigned, for the resolve path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub cell: CellId,
+    pub epoch: Epoch,
+    pub public_url: String,
+}
+
+/// A cell's row plus its URLs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellInfo {
+    pub cell: CellId,
+    pub row: CellRow,
+    pub public_url: String,
+    pub internal_url: String,
+}
+
+/// An sqlx error inside a transaction body: the transaction did not commit, but the safe
+/// reading is "unknown" (the source reconciles under the lock).
+fn in_txn(e: sqlx::Error) -> StoreFailure {
+    StoreFailure::Ambiguous {
+        kind: Ambiguity::TransportError,
+        detail: e.to_string(),
+    }
+}
+
+fn begin_failed(e: sqlx::Error) -> StoreFailure {
+    StoreFailure::Unavailable(e.to_string())
+}
+
+/// Embedded migrations (compiled into the binary; nothing to install).
+#[derive(Debug)]
+struct Embedded(Dialect);
+
+impl MigrationSource<'static> for Embedded {
+    fn resolve(self) -> BoxFuture<'static, Result<Vec<Migration>, sqlx::error::BoxDynError>> {
+        let migration = |version: i64, name: &'static str, sql: &'static str| {
+            Migration::new(
+                version,
+                Cow::Borrowed(name),
+                MigrationType::Simple,
+                Cow::Borrowed(sql),
+                false,
+            )
+        };
+        let migrations = match self.0 {
+            Dialect::Postgres => vec![
+                migration(
+                    1,
+                    "handoff",
+                    include_str!("../../../migrations/postgres/0001_handoff.sql"),
+                ),
+                migration(
+                    2,
+                    "cell lease",
+                    include_str!("../../../migrations/postgres/0002_cell_lease.sql"),
+                ),
+                migration(
+                    3,
+                    "fenced renewed",
+                    include_str!("../../../migrations/postgres/0003_fenced_renewed.sql"),
+                ),
+            ],
+            Dialect::Sqlite => vec![
+                migration(
+                    1,
+                    "handoff",
+                    include_str!("../../../migrations/sqlite/0001_handoff.sql"),
+                ),
+                migration(
+                    2,
+                    "cell lease",
+                    include_str!("../../../migrations/sqlite/0002_cell_lease.sql"),
+                ),
+                migration(
+                    3,
+                    "fenced renewed",
+                    include_str!("../../../migrations/sqlite/0003_fenced_renewed.sql"),
+                ),
+            ],
+        };
+        Box::pin(async move { Ok(migrations) })
+    }
+}
+
+/// The SQL assignment store. Cheap to clone (a pool handle).
+#[derive(Debug, Clone)]
+pub struct SqlStore {
+    pool: AnyPool,
+    dialect: Dialect,
+    opts: StoreOptions,
+    faults: Arc<super::hooks::Faults>,
+}
+
+type Txn = sqlx::Transaction<'static, sqlx::Any>;
+
+/// The locked host row.
+#[derive(Debug, Clone, Copy)]
+struct Locked {
+    row: AssignmentRow,
+}
+
+impl SqlStore {
+    /// Connect (creating a SQLite file if needed), run the embedded migrations.
+    pub async fn connect(url: &str, opts: StoreOptions) -> Result<SqlStore, StoreSetupError> {
+        sqlx::any::install_default_drivers();
+        let dialect =
+            Dialect::of_url(url).ok_or_else(|| StoreSetupError::UnsupportedUrl(url.to_owned()))?;
+        let mut url = url.to_owned();
+        if dialect == Dialect::Sqlite && !url.contains("mode=") && !url.contains(":memory:") {
+            url.push_str(if url.contains('?') { "&" } else { "?" });
+            url.push_str("mode=rwc");
+        }
+        let connect_opts =
+            AnyConnectOptions::from_str(&url).map_err(|source| StoreSetupError::Connect {
+                url: redact(&url),
+                source,
+            })?;
+        let stmt_ms = opts.txn_timeout.as_millis();
+        let busy_ms = opts.sqlite_busy_timeout.as_millis();
+        let pool = AnyPoolOptions::new()
+            .max_connections(opts.max_connections.max(1))
+            .acquire_timeout(opts.acquire_timeout)
+            .after_connect(move |conn: &mut AnyConnection, _meta| {
+                Box::pin(async move {
+                    let setup = match dialect {
+                        // Server-side bounds: no statement, lock wait or idle transaction
+                        // outlives the client's own transaction timeout.
+                        Dialect::Postgres => format!(
+                            "SET statement_timeout = {stmt_ms}; SET lock_timeout = {stmt_ms}; \
+                             SET idle_in_transaction_session_timeout = {stmt_ms}"
+                        ),
+                        Dialect::Sqlite => format!(
+                            "PRAGMA busy_timeout = {busy_ms}; PRAGMA journal_mode = WAL; \
+                             PRAGMA foreign_keys = ON"
+                        ),
+                    };
+                    conn.execute(setup.as_str()).await.map(|_| ())
+                })
+            })
+            .connect_with(connect_opts)
+            .await
+            .map_err(|source| StoreSetupError::Connect {
+                url: redact(&url),
+                source,
+            })?;
+        let migrator = Migrator::new(Embedded(dialect)).await?;
+        migrator.run(&pool).await?;
+        Ok(SqlStore {
+            pool,
+            dialect,
+            opts,
+            faults: Arc::new(super::hooks::Faults::default()),
+        })
+    }
+
+    #[must_use]
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The fault-injection seam (inert unless a test arms it).
+    #[must_use]
+    /// The fault seams (armable only with the `test-hooks` feature; inert otherwise).
+    pub fn faults(&self) -> &super::hooks::Faults {
+        &self.faults
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn begin(&self) -> Result<Txn, StoreFailure> {
+        self.pool
+            .begin_with(self.dialect.begin())
+            .await
+            .map_err(begin_failed)
+    }
+
+    /// Bound a whole transaction on the client side. A timeout is ambiguity, never a rollback
+    /// (the dropped transaction may still commit on the server until its own timeout).
+    async fn bounded<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, StoreFailure>>,
+    ) -> Result<T, StoreFailure> {
+        match tokio::time::timeout(self.opts.txn_timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(StoreFailure::Ambiguous {
+                kind: Ambiguity::Timeout,
+                detail: format!("transaction exceeded {:?}", self.opts.txn_timeout),
+            }),
+        }
+    }
+
+    async fn commit(tx: Txn) -> Result<(), StoreFailure> {
+        tx.commit().await.map_err(|e| StoreFailure::Ambiguous {
+            kind: Ambiguity::ResultLost,
+            detail: e.to_string(),
+        })
+    }
+
+    // ----- row access inside a transaction -----
+
+    /// HO-S4 / HO-A1: the host lock (the first lock of every write transaction).
+    async fn lock_host(
+        tx: &mut Txn,
+        dialect: Dialect,
+        host: HostId,
+    ) -> Result<Option<Locked>, StoreFailure> {
+        let Ok(h) = i64::try_from(host.0) else {
+            // No such row can exist: ids above i64::MAX are refused at insert.
+            return Ok(None);
+        };
+        let sql = format!(
+            "SELECT cell, epoch, incarnation, generation, desktop_capable FROM ho_assignments \
+             WHERE host = $1{}",
+            dialect.for_update()
+        );
+        let row = sqlx::query(&sql)
+            .bind(h)
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(in_txn)?;
+        row.map(|r| assignment_of(&r).map(|row| Locked { row }))
+            .transpose()
+    }
+}
+
+/// A URL without its password, for error messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_hides_the_password_only() {
+        assert_eq!(
+            redact("postgres://u:secret@h:5/db"),
+            "postgres://u:***@h:5/db"
+        );
+        assert_eq!(redact("sqlite:/tmp/x.db"), "sqlite:/tmp/x.db");
+    }
+}

@@ -1,0 +1,322 @@
+//! Read-only queries (no lock): rows, authority, resolve, cells, measurements, activity, the
+//! director's candidate pages and cursor.
+
+use std::collections::BTreeMap;
+
+use switchyard_core::handoff::director::CandidateRow;
+use switchyard_core::handoff::ids::{CellId, Epoch, Generation, HostId, OpId, SourceAuthority};
+use switchyard_core::handoff::policy::Measurement;
+use switchyard_core::handoff::store::{authority_of, AttemptRow, RateRow, ReservationRow};
+use switchyard_core::MonoMs;
+
+use super::codec::{
+    assignment_of, attempt_of, candidate_of, cell_row_of, get, i, op_of, op_text, u, u32_of,
+};
+use super::{begin_failed, in_txn, CellInfo, Resolved, Rows, SqlStore, StoreFailure};
+
+impl SqlStore {
+    // ----- read-only queries (no lock) -----
+
+    /// Every row (differential test, diagnostics).
+    pub async fn rows(&self) -> Result<Rows, StoreFailure> {
+        self.bounded(async {
+            let mut conn = self.pool.acquire().await.map_err(begin_failed)?;
+            let config = Self::settings_in(&mut conn).await?;
+            let mut rows = Rows {
+                config,
+                cells: BTreeMap::new(),
+                assignments: BTreeMap::new(),
+                reservations: BTreeMap::new(),
+                attempts: BTreeMap::new(),
+                cooldowns: BTreeMap::new(),
+                rate: RateRow::default(),
+            };
+            let q = |s: &'static str| sqlx::query(s);
+            for r in q("SELECT cell, capacity, handoff_capable, incarnation FROM ho_cells")
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(in_txn)?
+            {
+                rows.cells
+                    .insert(CellId(u32_of(get(&r, "cell")?, "cell")?), cell_row_of(&r)?);
+            }
+            for r in q(
+                "SELECT host, cell, epoch, incarnation, generation, desktop_capable \
+                        FROM ho_assignments",
+            )
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(in_txn)?
+            {
+                rows.assignments
+                    .insert(HostId(u(get(&r, "host")?, "host")?), assignment_of(&r)?);
+            }
+            for r in q("SELECT op_id, host, cell, expires_at_ms FROM ho_reservations")
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(in_txn)?
+            {
+                rows.reservations.insert(
+                    op_of(&get::<String>(&r, "op_id")?)?,
+                    ReservationRow {
+                        host: HostId(u(get(&r, "host")?, "host")?),
+                        cell: CellId(u32_of(get(&r, "cell")?, "cell")?),
+                        expires_at: MonoMs(u(get(&r, "expires_at_ms")?, "expires_at")?),
+                    },
+                );
+            }
+            for r in q(
+                "SELECT op_id, host, src_cell, src_epoch, src_incarnation, src_generation, \
+                        target, outcome, new_epoch, registration, recorded_at_ms FROM ho_attempts",
+            )
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(in_txn)?
+            {
+                rows.attempts
+                    .insert(op_of(&get::<String>(&r, "op_id")?)?, attempt_of(&r)?);
+            }
+            for r in q("SELECT host, until_ms FROM ho_cooldowns")
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(in_txn)?
+            {
+                rows.cooldowns.insert(
+                    HostId(u(get(&r, "host")?, "host")?),
+                    MonoMs(u(get(&r, "until_ms")?, "until_ms")?),
+                );
+            }
+            let r = q("SELECT window_start_ms, commits FROM ho_limits WHERE id = 1")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(in_txn)?;
+            rows.rate = RateRow {
+                window_start: MonoMs(u(get(&r, "window_start_ms")?, "window_start")?),
+                commits: u32_of(get(&r, "commits")?, "commits")?,
+            };
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// The current exact authority of a host (unlocked read).
+    pub async fn authority(&self, host: HostId) -> Result<Option<SourceAuthority>, StoreFailure> {
+        let Ok(h) = i64::try_from(host.0) else {
+            return Ok(None);
+        };
+        self.bounded(async {
+            let row = sqlx::query(
+                "SELECT cell, epoch, incarnation, generation, desktop_capable FROM ho_assignments \
+                 WHERE host = $1",
+            )
+            .bind(h)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(begin_failed)?;
+            row.map(|r| assignment_of(&r).map(|a| authority_of(host, &a)))
+                .transpose()
+        })
+        .await
+    }
+
+    /// HO-A1: the recorded attempt of an op id, read-only (answers a duplicate request that
+    /// reaches a source whose machine is gone). Never writes a fence.
+    pub async fn recorded_attempt(&self, op: OpId) -> Result<Option<AttemptRow>, StoreFailure> {
+        self.bounded(async {
+            let row = sqlx::query(
+                "SELECT host, src_cell, src_epoch, src_incarnation, src_generation, target, \
+                 outcome, new_epoch, registration, recorded_at_ms FROM ho_attempts \
+                 WHERE op_id = $1",
+            )
+            .bind(op_text(op))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(begin_failed)?;
+            row.map(|r| attempt_of(&r)).transpose()
+        })
+        .await
+    }
+
+    /// Resolve path: where a host is assigned and the public URL of that cell.
+    pub async fn resolve(&self, host: HostId) -> Result<Option<Resolved>, StoreFailure> {
+        let Ok(h) = i64::try_from(host.0) else {
+            return Ok(None);
+        };
+        self.bounded(async {
+            let row = sqlx::query(
+                "SELECT a.cell, a.epoch, c.public_url FROM ho_assignments a \
+                 JOIN ho_cells c ON c.cell = a.cell WHERE a.host = $1",
+            )
+            .bind(h)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(begin_failed)?;
+            row.map(|r| {
+                Ok(Resolved {
+                    cell: CellId(u32_of(get(&r, "cell")?, "cell")?),
+                    epoch: Epoch(u(get(&r, "epoch")?, "epoch")?),
+                    public_url: get(&r, "public_url")?,
+                })
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    /// A cell's row and URLs.
+    pub async fn cell_info(&self, cell: CellId) -> Result<Option<CellInfo>, StoreFailure> {
+        self.bounded(async {
+            let row = sqlx::query(
+                "SELECT capacity, handoff_capable, incarnation, public_url, internal_url \
+                 FROM ho_cells WHERE cell = $1",
+            )
+            .bind(i64::from(cell.0))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(begin_failed)?;
+            row.map(|r| {
+                Ok(CellInfo {
+                    cell,
+                    row: cell_row_of(&r)?,
+                    public_url: get(&r, "public_url")?,
+                    internal_url: get(&r, "internal_url")?,
+                })
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    /// HO-3: the desktop's latest measurement (written by its source cell).
+    pub async fn put_measurement(
+        &self,
+        host: HostId,
+        target: CellId,
+        m: &Measurement,
+    ) -> Result<(), StoreFailure> {
+        let q = sqlx::query(
+            "INSERT INTO ho_measurements (host, target, measured_at_ms, current_rtt_ms, \
+             target_rtt_ms) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (host) DO UPDATE SET \
+             target = excluded.target, measured_at_ms = excluded.measured_at_ms, \
+             current_rtt_ms = excluded.current_rtt_ms, target_rtt_ms = excluded.target_rtt_ms",
+        )
+        .bind(i(host.0, "host")?)
+        .bind(i64::from(target.0))
+        .bind(i(m.measured_at.0, "measured_at")?)
+        .bind(i64::from(m.current_rtt_ms))
+        .bind(i64::from(m.target_rtt_ms));
+        self.bounded(async { q.execute(&self.pool).await.map_err(in_txn).map(|_| ()) })
+            .await
+    }
+
+    /// Desktop control activity lease (HO-10: bookkeeping only, never idleness evidence).
+    pub async fn renew_activity(
+        &self,
+        host: HostId,
+        cell: CellId,
+        generation: Generation,
+        until: MonoMs,
+    ) -> Result<(), StoreFailure> {
+        let q = sqlx::query(
+            "INSERT INTO ho_activity (host, cell, generation, expires_at_ms) VALUES ($1, $2, $3, \
+             $4) ON CONFLICT (host) DO UPDATE SET cell = excluded.cell, \
+             generation = excluded.generation, expires_at_ms = excluded.expires_at_ms",
+        )
+        .bind(i(host.0, "host")?)
+        .bind(i64::from(cell.0))
+        .bind(i(generation.0, "generation")?)
+        .bind(i(until.0, "until")?);
+        self.bounded(async { q.execute(&self.pool).await.map_err(in_txn).map(|_| ()) })
+            .await
+    }
+
+    /// HO-S5: release the retired source's activity (only its own lease).
+    pub async fn release_activity(&self, host: HostId, cell: CellId) -> Result<(), StoreFailure> {
+        let q = sqlx::query("DELETE FROM ho_activity WHERE host = $1 AND cell = $2")
+            .bind(i(host.0, "host")?)
+            .bind(i64::from(cell.0));
+        self.bounded(async { q.execute(&self.pool).await.map_err(in_txn).map(|_| ()) })
+            .await
+    }
+
+    /// The activity lease of a host, if any.
+    pub async fn activity(&self, host: HostId) -> Result<Option<(CellId, MonoMs)>, StoreFailure> {
+        let q = sqlx::query("SELECT cell, expires_at_ms FROM ho_activity WHERE host = $1")
+            .bind(i(host.0, "host")?);
+        self.bounded(async {
+            let row = q.fetch_optional(&self.pool).await.map_err(begin_failed)?;
+            row.map(|r| {
+                Ok((
+                    CellId(u32_of(get(&r, "cell")?, "cell")?),
+                    MonoMs(u(get(&r, "expires_at_ms")?, "expires_at")?),
+                ))
+            })
+            .transpose()
+        })
+        .await
+    }
+
+    pub async fn count_hosts(&self) -> Result<u64, StoreFailure> {
+        self.bounded(async {
+            let r = sqlx::query("SELECT COUNT(*) AS n FROM ho_assignments")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(begin_failed)?;
+            u(get(&r, "n")?, "count")
+        })
+        .await
+    }
+
+    /// HO-S1: one read-only page of candidates, `ORDER BY host LIMIT limit OFFSET offset`.
+    pub async fn candidate_page(
+        &self,
+        offset: u64,
+        limit: u32,
+    ) -> Result<Vec<CandidateRow>, StoreFailure> {
+        let q = sqlx::query(
+            "SELECT a.host, a.cell, a.epoch, a.incarnation, a.generation, a.desktop_capable, \
+             sc.handoff_capable AS src_capable, m.target AS m_target, m.measured_at_ms, \
+             m.current_rtt_ms, m.target_rtt_ms, tc.handoff_capable AS tgt_capable, \
+             tc.capacity AS tgt_capacity, \
+             (SELECT COUNT(*) FROM ho_assignments x WHERE x.cell = m.target) AS tgt_load, \
+             cd.until_ms \
+             FROM ho_assignments a \
+             JOIN ho_cells sc ON sc.cell = a.cell \
+             LEFT JOIN ho_measurements m ON m.host = a.host \
+             LEFT JOIN ho_cells tc ON tc.cell = m.target \
+             LEFT JOIN ho_cooldowns cd ON cd.host = a.host \
+             ORDER BY a.host LIMIT $1 OFFSET $2",
+        )
+        .bind(i64::from(limit))
+        .bind(i(offset, "offset")?);
+        self.bounded(async {
+            let rows = q.fetch_all(&self.pool).await.map_err(begin_failed)?;
+            rows.iter().map(candidate_of).collect()
+        })
+        .await
+    }
+
+    pub async fn load_cursor(&self, director: &str) -> Result<u64, StoreFailure> {
+        let q = sqlx::query("SELECT page_offset FROM ho_director_cursors WHERE director = $1")
+            .bind(director.to_owned());
+        self.bounded(async {
+            let row = q.fetch_optional(&self.pool).await.map_err(begin_failed)?;
+            match row {
+                Some(r) => u(get(&r, "page_offset")?, "page_offset"),
+                None => Ok(0),
+            }
+        })
+        .await
+    }
+
+    pub async fn save_cursor(&self, director: &str, offset: u64) -> Result<(), StoreFailure> {
+        let q = sqlx::query(
+            "INSERT INTO ho_director_cursors (director, page_offset) VALUES ($1, $2) \
+             ON CONFLICT (director) DO UPDATE SET page_offset = excluded.page_offset",
+        )
+        .bind(director.to_owned())
+        .bind(i(offset, "offset")?);
+        self.bounded(async { q.execute(&self.pool).await.map_err(in_txn).map(|_| ()) })
+            .await
+    }
+}
