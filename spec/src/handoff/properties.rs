@@ -12,11 +12,12 @@ use super::*;
 /// a step must never do, named after what it did, and stays `false` in a correct run (so it
 /// adds no states). [`Events`] are what the `sometimes` witnesses look for.
 ///
-/// Measured (review bound): the events multiply the unique states by about 2.8 (hashing only
-/// the anomalies: 454,500 -> 164,637 before the `SourceCell` rewrite), but without them a
-/// witness whose step leaves the rest of the state as it was (a duplicate answered in
-/// progress) is never reached, and which of two equal states is kept first depends on the
-/// checker's thread interleaving, so a witness could come and go between runs. They stay.
+/// Measured: the events multiply the unique states by about 2.7 (hashing only the anomalies,
+/// review bound: 2,123,410 -> 773,420; small bound: 75,099 -> 29,559; before the `SourceCell`
+/// rewrite 454,500 -> 164,637). But without them a witness whose step leaves the rest of the
+/// state as it was (a duplicate answered in progress) is never reached, and which of two
+/// equal states is kept first depends on the checker's thread interleaving (the generated
+/// count then varies from run to run), so a witness could come and go between runs. They stay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StepFacts {
     pub anomalies: Anomalies,
