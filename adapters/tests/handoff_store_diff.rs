@@ -792,6 +792,43 @@ async fn apply_call(store: &SqlStore, call: &StoreCall) -> Result<(), String> {
         StoreCall::ExpireMigrations { now, answer } => {
             expect!(store.expire_migrations(*now), answer)
         }
+        StoreCall::StartCell {
+            cell,
+            capacity,
+            handoff_capable,
+            now,
+            lease_ms,
+            answer,
+        } => {
+            // The SQL store refuses a held cell by the same `CellHeld`; the model never starts
+            // more cells than the store holds.
+            let answer = answer.map_err(|refusal| match refusal {
+                StartRefusal::Held(held) => held,
+                StartRefusal::TooManyCells => unreachable!("two cells"),
+            });
+            expect!(
+                store.start_cell(*cell, *capacity, *handoff_capable, "", "", *now, *lease_ms),
+                &answer
+            )
+        }
+        StoreCall::RenewCellLease {
+            cell,
+            incarnation,
+            now,
+            lease_ms,
+            answer,
+        } => expect!(
+            store.renew_cell_lease(*cell, *incarnation, *now, *lease_ms),
+            &answer.is_ok()
+        ),
+        StoreCall::ReleaseCellLease {
+            cell,
+            incarnation,
+            answer,
+        } => expect!(
+            store.release_cell_lease(*cell, *incarnation),
+            &answer.is_ok()
+        ),
     }
 }
 
@@ -819,6 +856,7 @@ fn call_kind(call: &StoreCall) -> String {
         StoreCall::ExpireMigrations { answer, .. } if !answer.is_empty() => {
             format!("{kind}/expired")
         }
+        StoreCall::StartCell { answer: Err(_), .. } => format!("{kind}/held"),
         _ => kind.to_owned(),
     }
 }
@@ -904,6 +942,10 @@ fn ho_store_diff_checker_traces_replayed_on_sqlite_and_postgres() {
         "RegisterControl",
         "EmergencyDrain/fenced",
         "ExpireMigrations/expired",
+        "StartCell",
+        "StartCell/held",
+        "RenewCellLease",
+        "ReleaseCellLease",
     ] {
         assert!(
             kinds.contains_key(kind),

@@ -111,6 +111,12 @@ struct CheckArgs {
     /// Handoff: emergency drains.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     drains: u8,
+    /// Handoff: desktop reconnects after its control closed or its source retired or drained.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    reconnects: u8,
+    /// Handoff: operator undrains of a drained host.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    undrains: u8,
     /// Handoff: times the clock may jump to the next deadline.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
     time_advances: u8,
@@ -187,6 +193,8 @@ fn check(args: &CheckArgs) -> Result<bool, String> {
         replacements: args.replacements,
         restarts: args.restarts,
         drains: args.drains,
+        reconnects: args.reconnects,
+        undrains: args.undrains,
         time_advances: args.time_advances,
         max_faults: args.faults,
         ..HandoffParams::default()

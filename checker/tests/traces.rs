@@ -172,6 +172,26 @@ fn apply_to_reference(store: &mut Option<AssignmentStore>, call: &StoreCall) -> 
             store.emergency_drain(authority) == *answer
         }
         StoreCall::ExpireMigrations { now, answer } => store.expire_migrations(*now) == *answer,
+        StoreCall::StartCell {
+            cell,
+            capacity,
+            handoff_capable,
+            now,
+            lease_ms,
+            answer,
+        } => store.start_cell(*cell, *capacity, *handoff_capable, *now, *lease_ms) == *answer,
+        StoreCall::RenewCellLease {
+            cell,
+            incarnation,
+            now,
+            lease_ms,
+            answer,
+        } => store.renew_cell_lease(*cell, *incarnation, *now, *lease_ms) == *answer,
+        StoreCall::ReleaseCellLease {
+            cell,
+            incarnation,
+            answer,
+        } => store.release_cell_lease(*cell, *incarnation) == *answer,
     };
     if same {
         Ok(())

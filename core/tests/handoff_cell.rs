@@ -359,6 +359,29 @@ fn stable_names_never_use_debug_text() {
     assert_eq!(UndrainRefusal::StillClosing.name(), "still_closing");
 }
 
+#[test]
+fn queries_name_the_process_and_never_count_control_traffic() {
+    use switchyard_core::handoff::admission::{ActivityLease, Heartbeat, NotCounted};
+    let (_, mut cell, _, _) = registered();
+    assert_eq!(cell.cell_id(), SRC);
+    assert_eq!(cell.incarnation(), Incarnation(1));
+    assert!(cell.is_enabled());
+    cell.set_enabled(NOW, false);
+    assert!(!cell.is_enabled());
+    assert_eq!(
+        cell.note_heartbeat(HOST, Heartbeat::Ping),
+        Some(NotCounted::NotClientWork)
+    );
+    assert_eq!(
+        cell.note_activity_lease(HOST, ActivityLease::Missing),
+        Some(NotCounted::NotIdlenessEvidence)
+    );
+    assert_eq!(
+        cell.note_activity_lease(OTHER_HOST, ActivityLease::Missing),
+        None
+    );
+}
+
 fn snake(name: &str) -> bool {
     !name.is_empty()
         && name

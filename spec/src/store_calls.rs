@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::{
-    CellRow, DrainWrite, RegisterRefusal, StoreConfig, StoreError, TxnOutcome,
+    CellRow, DrainWrite, LeaseLost, RegisterRefusal, StartRefusal, StoreConfig, StoreError,
+    TxnOutcome,
 };
 use switchyard_core::MonoMs;
 
@@ -60,6 +61,29 @@ pub enum StoreCall {
     ExpireMigrations {
         now: MonoMs,
         answer: Vec<OpId>,
+    },
+    /// HO-L2: a cell process starts (refused while another process's lease is live).
+    StartCell {
+        cell: CellId,
+        capacity: u32,
+        handoff_capable: bool,
+        now: MonoMs,
+        lease_ms: u64,
+        answer: Result<Incarnation, StartRefusal>,
+    },
+    /// HO-L2: the running process keeps its cell.
+    RenewCellLease {
+        cell: CellId,
+        incarnation: Incarnation,
+        now: MonoMs,
+        lease_ms: u64,
+        answer: Result<MonoMs, LeaseLost>,
+    },
+    /// HO-L2: a graceful stop ends the lease.
+    ReleaseCellLease {
+        cell: CellId,
+        incarnation: Incarnation,
+        answer: Result<(), LeaseLost>,
     },
 }
 

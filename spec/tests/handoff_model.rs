@@ -14,7 +14,7 @@ fn ho_model_small_bound_holds_every_property() {
         .spawn_bfs()
         .join();
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 45_857);
+    assert_eq!(checker.unique_state_count(), 75_099);
 }
 
 fn run(model: &HandoffModel, actions: &[HoAction]) -> Vec<HoState> {
@@ -124,5 +124,211 @@ fn ho_model_actions_and_projection_round_trip_through_json() {
     assert_eq!(
         serde_json::from_str::<HandoffParams>(&params).expect("params"),
         HandoffParams::default()
+    );
+}
+
+/// HO-A5 / HO-L1: a drain closes the control and refuses the desktop's next registration; once
+/// the drained work has closed, an operator's undrain forgets the host, the desktop's
+/// reconnect gets a new machine and a handoff starts and commits again.
+#[test]
+fn ho_l1_model_drain_refuses_the_desktop_until_undrained_then_the_host_moves() {
+    let model = HandoffModel::new(HandoffParams {
+        reconnects: 2,
+        ..HandoffParams::default()
+    });
+    let states = run(
+        &model,
+        &[
+            HoAction::ClientArrives { client: 0 },
+            HoAction::EmergencyDrain,
+            HoAction::FenceWrites,
+            HoAction::DesktopReconnects,
+        ],
+    );
+    let drained = &states[4];
+    assert!(drained.last.events.reconnect_refused_draining);
+    assert_eq!(
+        drained.cell.control(HOST),
+        None,
+        "the drain closed the control"
+    );
+    let source = drained.project().source.expect("the drained machine stays");
+    assert_eq!(source.gate, GateKind::Drained);
+    let (machine, _) = drained.cell.machine(HOST).expect("machine");
+
+    // The undrain waits for the drained work (the accept) to close.
+    let mut refused = model.step(drained, HoAction::Undrain);
+    assert_eq!(refused.last.anomalies, Anomalies::default());
+    assert!(
+        refused.cell.machine(HOST).is_some(),
+        "still closing: refused"
+    );
+    assert!(!refused.undrained);
+    refused.last = drained.last;
+    assert_eq!(&refused, drained, "a refused undrain changes nothing");
+
+    let mut states = vec![drained.clone()];
+    for action in [
+        HoAction::ClientAttaches { client: 1 },
+        HoAction::Undrain,
+        HoAction::DesktopReconnects,
+        HoAction::DirectorSends { lost: false },
+        HoAction::DbRuns {
+            job: 0,
+            delivery: Delivery::Delivered,
+        },
+    ] {
+        let before = states.last().expect("a state");
+        let mut enabled = Vec::new();
+        model.actions(before, &mut enabled);
+        assert!(enabled.contains(&action), "{action} is not enabled");
+        let after = model.step(before, action);
+        assert_eq!(after.last.anomalies, Anomalies::default(), "{action}");
+        states.push(after);
+    }
+    assert!(
+        states[1].last.events.abandoned,
+        "the drained accept abandons"
+    );
+    assert!(states[2].undrained && states[2].cell.machine(HOST).is_none());
+    let (fresh, _) = states[3].cell.machine(HOST).expect("a new machine");
+    assert_ne!(fresh, machine);
+    assert_eq!(
+        states[4].project().source.expect("source").gate,
+        GateKind::Gated
+    );
+    assert!(states[5].last.events.committed);
+    assert_eq!(states[5].project().assigned_cell, TGT.0);
+}
+
+/// HO-A4: a replacement control rebinds the live machine; the replaced session's late end is
+/// ignored, and the new session's close reaches the machine.
+#[test]
+fn ho_a4_model_replacement_rebinds_and_the_old_session_end_is_ignored() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let states = run(
+        &model,
+        &[
+            HoAction::ControlActivates,
+            HoAction::ControlRegisters,
+            HoAction::ControlCloses,
+        ],
+    );
+    let (machine, _) = states[0].cell.machine(HOST).expect("machine");
+    let first = states[0].cell.control(HOST).expect("session");
+    assert!(states[2].last.events.rebound);
+    assert!(states[2].last.events.late_close_ignored);
+    let second = states[2].cell.control(HOST).expect("the new session");
+    assert_ne!(second, first);
+    assert_eq!(
+        states[2].cell.machine(HOST).map(|(id, _)| id),
+        Some(machine)
+    );
+    assert_eq!(states[3].cell.control(HOST), None);
+    assert!(!states[3].src().expect("machine").session_open());
+}
+
+/// HO-L1: an attempt whose transaction timed out is reconciled, and the locked reconciliation
+/// fences its op id (the transaction had not run). The source reopens and still serves the
+/// host; the director's next pass must pick a new op id that the source starts, without the
+/// desktop reconnecting.
+#[test]
+fn ho_l1_model_a_fenced_attempt_is_retried_with_a_new_op_id() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let states = run(
+        &model,
+        &[
+            HoAction::DirectorSends { lost: false },
+            HoAction::TimeAdvances,
+            // Jobs are sorted: the transaction (0) before the reconciliation (1).
+            HoAction::DbRuns {
+                job: 1,
+                delivery: Delivery::Delivered,
+            },
+        ],
+    );
+    let fenced = &states[3];
+    assert!(fenced.last.events.fenced_abort);
+    let source = fenced.project().source.expect("source");
+    assert_eq!(source.gate, GateKind::Open);
+    assert_eq!(source.last_outcome, Some(OutcomeKind::Fenced));
+    let ended = fenced
+        .src()
+        .and_then(|m| m.last_result())
+        .expect("the fenced result")
+        .op_id;
+    let retry = HandoffModel::pick(fenced).expect("the director picks the host again");
+    assert_ne!(retry.op_id, ended, "HO-L1: a new op id, not the fenced one");
+    assert!(!stranded(fenced));
+    let mut enabled = Vec::new();
+    model.actions(fenced, &mut enabled);
+    assert!(enabled.contains(&HoAction::DirectorSends { lost: false }));
+    // The director still holds the fenced request: re-sending it learns the recorded
+    // outcome (the reply carrying it was lost), and its next pass picks the new op id.
+    let learned = model.step(fenced, HoAction::DirectorSends { lost: false });
+    assert!(learned.last.events.answered_recorded_result);
+    assert_eq!(learned.dir_request, None);
+    let retried = model.step(&learned, HoAction::DirectorSends { lost: false });
+    assert_eq!(retried.last.anomalies, Anomalies::default());
+    assert_eq!(
+        retried.project().source.expect("source").gate,
+        GateKind::Gated,
+        "the retry starts"
+    );
+    assert_eq!(retried.dir_request.map(|r| r.op_id), Some(retry.op_id));
+}
+
+/// HO-L2: a second process with the source cell's id is refused while the holder lives and
+/// changes nothing; when the holder dies, its successor is refused until the dead lease has
+/// lapsed and then takes the cell with the next incarnation. A rolling restart releases the
+/// lease, so its successor starts at once.
+#[test]
+fn ho_l2_model_one_live_process_per_cell_id() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let init = model.init_state();
+    let mut enabled = Vec::new();
+    model.actions(&init, &mut enabled);
+    assert!(enabled.contains(&HoAction::SecondProcessStarts));
+    assert_eq!(
+        model.step(&init, HoAction::SecondProcessStarts),
+        init,
+        "refused, nothing written"
+    );
+
+    let states = run(
+        &model,
+        &[
+            HoAction::DirectorSends { lost: false },
+            HoAction::SourceRestart { old_lingers: false },
+        ],
+    );
+    let (before, after) = (&states[1], &states[2]);
+    assert!(after.last.events.successor_after_lapse);
+    assert_eq!(
+        after.now,
+        before.lease_until(),
+        "the dead lease had to lapse"
+    );
+    assert_eq!(after.cell.incarnation().0, before.cell.incarnation().0 + 1);
+    assert_eq!(
+        after.lease().map(|(inc, _)| inc),
+        Some(after.cell.incarnation())
+    );
+    assert!(after.lease_until() > after.now);
+
+    let rolling = run(
+        &model,
+        &[
+            HoAction::DirectorSends { lost: false },
+            HoAction::SourceRestart { old_lingers: true },
+        ],
+    );
+    assert_eq!(
+        rolling[2].now, rolling[1].now,
+        "a released lease is free at once"
+    );
+    assert!(
+        rolling[2].old_cell.is_some(),
+        "the old process finishes its attempt"
     );
 }

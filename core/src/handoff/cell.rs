@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::admission::{
-    AdmissionRefusal, GateState, Heartbeat, NotCounted, ReleaseReport, Revalidation, Ticket,
-    WorkKind, WRONG_CELL_CLOSE_CODE,
+    ActivityLease, AdmissionRefusal, GateState, Heartbeat, NotCounted, ReleaseReport, Revalidation,
+    Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
 };
 use super::attempt::{
     Action, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
@@ -437,6 +437,25 @@ impl SourceCell {
         &self.config
     }
 
+    /// The cell id this process holds (HO-L2).
+    #[must_use]
+    pub fn cell_id(&self) -> super::ids::CellId {
+        self.authority_cell
+    }
+
+    /// The incarnation this process holds its cell as (HO-L2): what its control registrations
+    /// are written under.
+    #[must_use]
+    pub fn incarnation(&self) -> super::ids::Incarnation {
+        self.incarnation
+    }
+
+    /// HO-A5: whether the disable switch is on for this process (machines made later inherit it).
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     #[must_use]
     pub fn host_count(&self) -> usize {
         self.hosts.len()
@@ -527,6 +546,14 @@ impl SourceCell {
         self.hosts
             .get(&host)
             .map(|s| s.machine.note_heartbeat(heartbeat))
+    }
+
+    /// HO-10: a missing or expired DB activity lease is no idleness evidence.
+    #[must_use]
+    pub fn note_activity_lease(&self, host: HostId, lease: ActivityLease) -> Option<NotCounted> {
+        self.hosts
+            .get(&host)
+            .map(|s| s.machine.note_activity_lease(lease))
     }
 
     fn slot_of(&mut self, work: &Work) -> Option<&mut HostSlot> {

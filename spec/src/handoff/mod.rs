@@ -1,0 +1,699 @@
+//! `HandoffModel`: the real HO core in an environment of one host, a source cell and a target
+//! cell. Each source cell process is a real [`SourceCell`] (the sans-IO endpoint the production
+//! cell adapter runs on: machine table, machine and session identities, control installation,
+//! fencing of late work, drain and undrain), beside the reference [`AssignmentStore`] and the
+//! director's real [`evaluate`]. Every model action is the same `SourceCell` / store call
+//! sequence the adapter makes, and every `CellAction` the cell emits is executed by the
+//! environment (DB jobs naming the machine that asked, the fence to write, the sessions to
+//! close, the hard drain). In this environment
+//!
+//! - a director picks read-only from the store and sends the handoff request, re-delivers it
+//!   (duplicates), loses the answer and retries, or crashes and restarts (recomputing the request
+//!   from the store); a reply that may hide a durable result is answered from the store's record
+//!   (`answer_from_record`, HO-A1), as the adapter does;
+//! - clients (phone, iPad) arrive (`acquire(Accept)`), attach (`revalidate`, then
+//!   `convert(.., ClientConn)`: the attach waits for durable persistence), persist
+//!   (`revalidate`) and leave (`release`), racing the barrier;
+//! - the desktop's control: a replacement while it is open (`control_refusal`,
+//!   `begin_control`, the store's `register_control`, `install_control(.., Some(op))`: a
+//!   rebind), its close (`control_closed`), its reconnect after the close or after the cell
+//!   drained its source (the same calls; a rebind, a new machine after an undrain, or the
+//!   `SourceDraining` refusal before the store is written), and the late end of a session the
+//!   cell itself closed (`control_closed` with the old session id);
+//! - the source cell process restarts (HO-L2: one live process per cell id, a lease beside the
+//!   cell's incarnation in the store: `start_cell`, `renew_cell_lease` at every clock jump,
+//!   `release_cell_lease` on a graceful stop): the successor takes the cell with the next
+//!   incarnation once the old process's lease is gone, then a new `SourceCell`, the store's
+//!   `register_control`, `install_control(.., None)`. The old process either dies (the
+//!   successor started at once is refused while the dead lease runs and takes the cell when it
+//!   has lapsed; the dead process's DB work may still land, and its results are delivered to
+//!   the new process under the machine id they name, which must fence or ignore them) or, in a
+//!   rolling restart, releases its lease on the stop signal and lives on until its attempt in
+//!   flight has ended (its results reach it; its control socket closes). A second process
+//!   started with the cell's id while the holder lives is refused and writes nothing;
+//! - the DB runs each transaction / reconciliation a machine asked for and the result is
+//!   delivered, lost (ambiguous), or `StoreUnavailable` during an outage; the outage recovers;
+//! - an emergency drain (`emergency_drain`: hard drain, control closed, the store fence write
+//!   racing the transaction) and its recovery, an operator's `undrain` (HO-L1); the disable
+//!   switch (store and every process) and its re-enable; the target filling up (the explicit,
+//!   authority-unchanged abort); the desktop registering at the target; and time advancing to
+//!   the next deadline (each machine's timer from `poll_timeout`, fed with the machine id it
+//!   names; the timers of replaced machines firing late; registration expiry).
+//!
+//! Every step drives the core, drains its actions into the environment and records
+//! [`StepFacts`]; the properties ([`handoff_properties`]) judge them and the state. Property
+//! names start with the requirement ID; the `sometimes` ones are named `<ID> witness: ...`.
+//!
+//! Abstractions (each keeps the state space finite without changing a decision):
+//! - one host, one target; every participant has the HO-C1 capability;
+//! - the machine's asynchronous `Reply(Result)` is always lost on its way to the director: the
+//!   director learns outcomes only by re-sending (HO-A3 / HO-A6: nothing at the source depends on
+//!   delivering it). A second director is the same as a restarted one re-sending the same id;
+//! - the director does not re-pick an op the source has already answered (a kept request,
+//!   after a lost answer or a crash, re-sends it: the same duplicate). The HO-L1 property reads
+//!   the fresh pick itself, so this pruning hides no stranded host;
+//! - clients are interchangeable: the state keeps them sorted (symmetry reduction; action
+//!   `client` indices refer to that order). The hard drain's client closes are the clients'
+//!   own later steps (their continuations abandon, an attached client leaves and releases):
+//!   every order of the adapter's closes is among them;
+//! - a DB job executes and its result is delivered (or lost) in one step; a reconciliation's
+//!   result is not lost (to the source that is its timeout: both quarantine as
+//!   `ReconcileAmbiguous`, and the timeout leaves the job to land later); a job that never runs
+//!   is the same as one lost before reaching the DB (its request timeout still fires);
+//! - faults are offered only where they can matter: a director crash needs an attempt in
+//!   flight, a drain an attempt or live work, a restart an attempt or a moved host, a DB outage
+//!   queued DB work, the target filling up a queued transaction; the desktop reconnects only
+//!   where it has no open control and its host is still assigned here (else it registers at
+//!   the target);
+//! - at most `max_faults` faults per run, each counted kind at most its budget, reconnects and
+//!   undrains their own budget, and time moves only to the next deadline, `time_advances`
+//!   times ([`HandoffParams`]); an undrain the cell refuses changes nothing and costs nothing.
+//!
+//! What the model leaves out, and why:
+//! - `InstallKind::OverRetired` (a registration over a retired machine of the same process) is
+//!   not reachable: with one target the host never comes back to the source after a commit,
+//!   and a stale retire at the current process needs an authority change the cell did not
+//!   install, which only another process (a restart: its old process retires stale) or the
+//!   drain fence (drained, not stale) makes. `core/tests/handoff_cell.rs::
+//!   ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced`
+//!   covers it;
+//! - `Splice` and `PendingConn` tickets and the desktop's credential change (a `ControlOp`
+//!   ticket taken with `acquire`, revalidated and released): the same gate calls as the
+//!   modelled `Accept` / `ClientConn` / activation tickets, counted under another kind
+//!   (`core/tests/handoff_requirements.rs` counts every kind);
+//! - `DrainReason::AuthRefused`: the same path as `Emergency` with another close reason name;
+//!   a second drain of a drained host (the hard drain runs again; `handoff_cell.rs`);
+//! - the refusals `WrongAuthority` (a registration of another process: the store refuses an
+//!   older incarnation first) and `TooManyHosts` (one host here);
+//! - a dead process's sockets: after a restart its clients, control activation and closed
+//!   sessions are gone with it; the old process of a rolling restart serves no new work;
+//! - HO-L2: a lease that lapses while its holder lives (a DB outage longer than a lease: the
+//!   model's outages are shorter, and a live holder renews at every clock jump); the adapter
+//!   stops a process whose renewal finds a newer incarnation
+//!   (`adapters/tests/handoff_cell_identity.rs`); the target cell's own process and lease (its
+//!   row is set up once);
+//! - the control session's heartbeats and the DB activity lease are checked at each director
+//!   request on the live machine (`note_heartbeat`, `note_activity_lease`, HO-8 / HO-10), not
+//!   as separate steps: they are `&self` calls and change nothing.
+//!
+//! Requirements that are not properties here (and where they are covered, `core/tests/`):
+//! - HO-3 (policy arithmetic: 25 ms and 20 %, freshness, cohort, capacity, cooldown): the
+//!   director calls the real `evaluate`, but the arithmetic is pure and exercised by
+//!   `handoff_requirements.rs::ho_3_*`;
+//! - HO-C1 (capability negotiation): every participant here is capable;
+//!   `handoff_requirements.rs::ho_c1_participant_without_the_capability_is_skipped`;
+//! - HO-S2's page rotation and dispatch budget (one host here):
+//!   `handoff_requirements.rs::{ho_s2_rotating_offset_moves_past_busy_hosts,
+//!   ho_s2_busy_is_a_deferral_not_a_dispatch_failure}`,
+//!   `handoff_props.rs::ho_s2_props_rotating_pages_never_starve_idle_hosts`,
+//!   `handoff_seed_tests.rs::ho_t3_*`;
+//! - HO-A6's target-side recovery beyond the store (clients kept at the target) and the seed's
+//!   tests 5, 6 and 8 need the target cell and real transport (adapters).
+
+mod projection;
+mod properties;
+mod state;
+mod step;
+
+pub use projection::*;
+pub use properties::*;
+pub use state::*;
+
+use serde::{Deserialize, Serialize};
+use stateright::{Model, Property};
+use switchyard_core::handoff::admission::{
+    ActivityLease, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat, NotCounted,
+    Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
+};
+use switchyard_core::handoff::attempt::{
+    Action, Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
+    Phase, QuarantineCause, Refusal, RetireReason, SourceConfig, SourceHandoff,
+};
+use switchyard_core::handoff::cell::{
+    answer_from_record, client_close_code, needs_durable_record, CellAction, CloseReason, Fed,
+    InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell, UndrainRefusal, Work,
+};
+use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy, TargetView};
+use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
+use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
+use switchyard_core::handoff::store::{
+    fenced_authority, AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite,
+    RegisterRefusal, StartRefusal, StoreConfig, TxnOutcome,
+};
+use switchyard_core::MonoMs;
+
+use crate::store_calls::{StoreCall, StoreJournal};
+
+/// The source cell, the target cell and the host.
+pub const SRC: CellId = CellId(1);
+pub const TGT: CellId = CellId(2);
+pub const HOST: HostId = HostId(7);
+/// The source cell's room (the target has one slot, which the model may fill).
+pub const SRC_CAPACITY: u32 = 10;
+
+/// Model time starts here (the measurement was taken at 0: fresh for the whole run).
+pub const MODEL_START_MS: u64 = 1_000;
+pub const MODEL_REQUEST_TIMEOUT_MS: u64 = 5_000;
+pub const MODEL_RECONCILE_TIMEOUT_MS: u64 = 4_000;
+pub const MODEL_QUARANTINE_RETRY_MS: u64 = 10_000;
+pub const MODEL_REGISTRATION_TIMEOUT_MS: u64 = 30_000;
+pub const MODEL_FRESHNESS_MS: u64 = 3_600_000;
+pub const MODEL_COOLDOWN_MS: u64 = 600_000;
+/// HO-L2: a cell process's identity lease (the adapter renews every third of it).
+pub const MODEL_CELL_LEASE_MS: u64 = 15_000;
+
+/// The model's size knobs. `max_faults` bounds the faults of one run (a replacement, a restart,
+/// a drain, a director crash, a DB outage, the target filling up, the disable switch, the
+/// control closing); the counted kinds (`replacements`, `restarts`, `drains`) also have their
+/// own budget, and the switches enable or disable a kind. The desktop's reconnects and the
+/// operator's undrains are not faults (they are how a host recovers from one) but have their
+/// own budget. Director sends, lost answers, DB results, client moves, the late end of a
+/// closed session and re-enabling are not faults either: they are bounded by the state they
+/// change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffParams {
+    /// Relay clients (0: phone, 1: iPad).
+    pub clients: u8,
+    /// Arrivals per client.
+    pub client_visits: u8,
+    /// Desktop control replacements at the source (local rebind).
+    pub replacements: u8,
+    /// Source cell process restarts.
+    pub restarts: u8,
+    /// Emergency drains.
+    pub drains: u8,
+    /// Times the clock may advance to the next deadline.
+    pub time_advances: u8,
+    /// At most this many faults in one run: every combination of that many kinds, in every
+    /// order and at every point they can matter.
+    pub max_faults: u8,
+    /// The director may crash and restart (recomputing its request) while it holds one.
+    pub director_crash: bool,
+    /// The DB may go down (and recover) while work is queued for it.
+    pub db_outage: bool,
+    /// The target may fill up while a transaction is queued (the explicit abort).
+    pub target_fills: bool,
+    /// The correction may be disabled (and enabled again).
+    pub disable: bool,
+    /// The desktop's control session may close.
+    pub control_closes: bool,
+    /// The desktop reconnects after its control closed or its source retired or drained.
+    pub reconnects: u8,
+    /// An operator undrains a drained host (HO-L1).
+    pub undrains: u8,
+    /// HO-L2: a second process may be started with the source cell's id while its holder
+    /// lives (refused; it changes nothing, so it costs no state).
+    pub second_process: bool,
+}
+
+impl Default for HandoffParams {
+    /// The review bounds: two clients (phone and iPad), one replacement, one restart, one
+    /// drain, one reconnect, one undrain, every DB outcome (commit, explicit abort, ambiguous,
+    /// unavailable then recovery), any two faults in one run, one time advance.
+    fn default() -> Self {
+        HandoffParams {
+            clients: 2,
+            client_visits: 1,
+            replacements: 1,
+            restarts: 1,
+            drains: 1,
+            time_advances: 1,
+            max_faults: 2,
+            director_crash: true,
+            db_outage: true,
+            target_fills: true,
+            disable: true,
+            control_closes: true,
+            reconnects: 1,
+            undrains: 1,
+            second_process: true,
+        }
+    }
+}
+
+impl HandoffParams {
+    /// A smaller bound for the default test profile: the same two clients and fault kinds, but
+    /// at most one fault per run.
+    pub fn small() -> Self {
+        HandoffParams {
+            max_faults: 1,
+            ..HandoffParams::default()
+        }
+    }
+}
+
+/// How a DB job's result reaches the source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// The store ran it and the definitive result arrives.
+    Delivered,
+    /// The store ran it (it may have committed) and the result is lost: ambiguous.
+    Lost,
+    /// The DB is down: `StoreUnavailable`, nothing ran.
+    Unavailable,
+}
+
+/// The environment's moves; every one is a sequence of core inputs (the adapter's calls) or
+/// "time advances".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum HoAction {
+    /// The director (re-)delivers its request (picking one read-only from the store if it has
+    /// none): `begin_handoff`, answered from the store's record where the reply may hide one;
+    /// `lost`: the immediate answer never reaches it, so it keeps the request.
+    DirectorSends {
+        lost: bool,
+    },
+    /// The director crashes, restarts and recomputes its request from the store.
+    DirectorCrashRestart,
+    /// A client reaches the source: `acquire(Accept)`.
+    ClientArrives {
+        client: u8,
+    },
+    /// After the accept's await: `revalidate`, `convert(.., ClientConn)` (the attach now waits
+    /// for durable persistence).
+    ClientAttaches {
+        client: u8,
+    },
+    /// Persistence done: `revalidate` the attach.
+    ClientPersisted {
+        client: u8,
+    },
+    /// The client leaves: `release`.
+    ClientLeaves {
+        client: u8,
+    },
+    /// A replacement control's activation while the desktop's control is open:
+    /// `control_refusal`, then `begin_control`.
+    ControlActivates,
+    /// The desktop reconnects (its control closed, or the cell retired or drained its source):
+    /// `control_refusal` (a drained host is refused before the store is written), then
+    /// `begin_control`; where that takes no ticket (no live machine), the registration and
+    /// `install_control(.., None)` follow in the same step.
+    DesktopReconnects,
+    /// After the activation's await: the store's `register_control` (same incarnation), then
+    /// `install_control` with the activation's ticket.
+    ControlRegisters,
+    /// The desktop's control session closes: `control_closed` with its session.
+    ControlCloses,
+    /// The source cell process restarts (HO-L2): the successor takes the cell once the old
+    /// process's lease is gone (`start_cell`: a new incarnation), then a new `SourceCell` with
+    /// it, `register_control`, `install_control(.., None)` (the old process's clients and
+    /// control activation are gone). `old_lingers`: a rolling restart, where the old process
+    /// releases its lease on the stop signal and lives on until its attempt in flight ends (its
+    /// results reach it); otherwise it dies: the successor started at once is refused while the
+    /// dead process's lease runs, and takes the cell when it has lapsed (the clock moves to its
+    /// end); the dead process's results reach the new process late, naming the old machine.
+    SourceRestart {
+        old_lingers: bool,
+    },
+    /// HO-L2: a second process is started with the source cell's id while the holder lives:
+    /// the store's `start_cell` refuses it and writes nothing. The state after it is the state before
+    /// it (its step facts included), so it adds no state; a wrong answer is judged. Offered
+    /// right after each step that changed what the decision reads (the first start, a
+    /// restart, a renewal at a clock jump): every distinct case.
+    SecondProcessStarts,
+    /// The DB runs queued job `job` (index into `HoState::jobs`) of an attempt in flight; its
+    /// result goes to the machine that asked.
+    DbRuns {
+        job: u8,
+        delivery: Delivery,
+    },
+    /// The DB runs a job whose attempt has ended, or whose process has died: its result goes to
+    /// the process that asked if it still lives, else to the current one, naming the machine
+    /// that asked.
+    LateCallback {
+        job: u8,
+        delivery: Delivery,
+    },
+    /// The DB goes down: results become `StoreUnavailable`, registrations and fences wait.
+    DbOutage,
+    DbRecovers,
+    /// The adapter writes the drain fence the machine asked for.
+    FenceWrites,
+    /// `emergency_drain` at the current process.
+    EmergencyDrain,
+    /// HO-L1: an operator undrains the host: `undrain` (refused while the drained attempt still
+    /// reconciles or drained work is still closing).
+    Undrain,
+    /// The persistent switch (store) and every process's switch go off; the director lags.
+    Disable,
+    /// The switches go on again.
+    Enable,
+    /// Another host takes (`full`) or frees the target's last slot (the model only fills it).
+    TargetCapacity {
+        full: bool,
+    },
+    /// The desktop registers at the target after a commit.
+    TargetRegisters,
+    /// The clock advances to the next deadline: `handle_timeout` of each due machine, the
+    /// timers of replaced machines, and `expire_migrations`.
+    TimeAdvances,
+}
+
+#[derive(Debug, Clone)]
+pub struct HandoffModel {
+    pub params: HandoffParams,
+}
+
+impl HandoffModel {
+    pub fn new(params: HandoffParams) -> HandoffModel {
+        assert!(params.clients <= 4, "at most four clients");
+        // Every install takes at most two ids (machine, session) of its process's counter; the
+        // late-input judge feeds every id below MAX_MODEL_ID.
+        let installs = 1 + u64::from(params.replacements) + u64::from(params.reconnects);
+        assert!(2 * installs < MAX_MODEL_ID, "too many installs per process");
+        HandoffModel { params }
+    }
+
+    pub fn source_config() -> SourceConfig {
+        SourceConfig {
+            request_timeout_ms: MODEL_REQUEST_TIMEOUT_MS,
+            reconcile_timeout_ms: MODEL_RECONCILE_TIMEOUT_MS,
+            quarantine_retry_ms: MODEL_QUARANTINE_RETRY_MS,
+            cell_capable: true,
+        }
+    }
+
+    fn policy_config() -> PolicyConfig {
+        PolicyConfig {
+            freshness_window_ms: MODEL_FRESHNESS_MS,
+            host_cooldown_ms: MODEL_COOLDOWN_MS,
+        }
+    }
+
+    fn director_policy() -> DirectorPolicy {
+        // The director lags behind the disable switch: it keeps sending (HO-A5 is the
+        // source's and the store's job).
+        DirectorPolicy {
+            enabled: true,
+            cohort_percent: 100,
+            policy: Self::policy_config(),
+        }
+    }
+
+    fn measurement() -> Measurement {
+        Measurement {
+            measured_at: MonoMs::ZERO,
+            current_rtt_ms: 120,
+            target_rtt_ms: 60,
+        }
+    }
+
+    pub(super) fn cell_row(capacity: u32, incarnation: Incarnation) -> CellRow {
+        CellRow {
+            capacity,
+            handoff_capable: true,
+            incarnation,
+        }
+    }
+
+    pub fn init_state(&self) -> HoState {
+        self.init_state_journaled(&mut ())
+    }
+
+    /// [`Self::init_state`], recording the store calls that set the store up.
+    pub fn init_state_journaled<J: StoreJournal>(&self, journal: &mut J) -> HoState {
+        let config = StoreConfig {
+            enabled: true,
+            policy: Self::policy_config(),
+            max_in_flight_migrations: 4,
+            rate_window_ms: 60_000,
+            max_commits_per_window: 10,
+            registration_timeout_ms: MODEL_REGISTRATION_TIMEOUT_MS,
+        };
+        journal.record(StoreCall::Configure { config });
+        let mut store = AssignmentStore::new(config);
+        let now = MonoMs(MODEL_START_MS);
+        // HO-L2: the first source process takes SRC (never started: incarnation 1) and its
+        // lease; the target cell is set up (its process is not modelled).
+        let first = Self::start_cell(&mut store, now, journal).expect("a new cell is free");
+        let row = Self::cell_row(1, Incarnation(1));
+        let answer = store.upsert_cell(TGT, row);
+        journal.record(StoreCall::UpsertCell {
+            cell: TGT,
+            row,
+            answer,
+        });
+        answer.expect("model cell");
+        let answer = store.insert_host(HOST, SRC, true);
+        journal.record(StoreCall::InsertHost {
+            host: HOST,
+            cell: SRC,
+            desktop_capable: true,
+            answer,
+        });
+        let auth = answer.expect("host");
+        debug_assert_eq!(first, auth.incarnation);
+        // The first process holds SRC as incarnation 1 and the desktop's control is installed.
+        let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
+        let installed = cell.install_control(now, auth, true, None);
+        debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
+        let p = &self.params;
+        HoState {
+            now,
+            store,
+            cell,
+            inst: 0,
+            old_cell: None,
+            clients: vec![
+                Client {
+                    phase: ClientPhase::Away,
+                    visits_left: p.client_visits,
+                };
+                usize::from(p.clients)
+            ],
+            control: None,
+            dir_request: None,
+            jobs: Vec::new(),
+            pending_fence: None,
+            db_up: true,
+            disabled: false,
+            target_full: false,
+            undrained: false,
+            budget: Budget {
+                faults: p.max_faults,
+                replacements: p.replacements,
+                restarts: p.restarts,
+                drains: p.drains,
+                time_advances: p.time_advances,
+                reconnects: p.reconnects,
+                undrains: p.undrains,
+            },
+            // The first process has just taken the cell.
+            last: StepFacts {
+                events: Events {
+                    lease_taken_or_renewed: true,
+                    ..Events::default()
+                },
+                ..StepFacts::default()
+            },
+        }
+    }
+
+    /// HO-L2: a source cell process starts (journaled): the store's `start_cell`, which takes
+    /// the cell with the next incarnation unless another process's lease is live.
+    pub(super) fn start_cell<J: StoreJournal>(
+        store: &mut AssignmentStore,
+        now: MonoMs,
+        journal: &mut J,
+    ) -> Result<Incarnation, StartRefusal> {
+        let answer = store.start_cell(SRC, SRC_CAPACITY, true, now, MODEL_CELL_LEASE_MS);
+        journal.record(StoreCall::StartCell {
+            cell: SRC,
+            capacity: SRC_CAPACITY,
+            handoff_capable: true,
+            now,
+            lease_ms: MODEL_CELL_LEASE_MS,
+            answer,
+        });
+        answer
+    }
+
+    /// The director's read-only pick: the real `evaluate` over what it reads from the store.
+    pub fn pick(state: &HoState) -> Option<HandoffRequest> {
+        let store = &state.store;
+        let authority = store.authority(HOST)?;
+        let row = store.assignment(HOST)?;
+        let source_cell = store.cell(authority.cell)?;
+        let target = store.cell(TGT)?;
+        let candidate = CandidateView {
+            authority,
+            source_cell_capable: source_cell.handoff_capable,
+            desktop_capable: row.desktop_capable,
+            measurement: Some((TGT, Self::measurement())),
+            cooldown_until: store.cooldown_until(HOST),
+        };
+        let target = TargetView {
+            cell: TGT,
+            capable: target.handoff_capable,
+            load: store.cell_load(TGT),
+            capacity: target.capacity,
+        };
+        evaluate(
+            state.now,
+            &Self::director_policy(),
+            &candidate,
+            Some(&target),
+        )
+        .ok()
+    }
+}
+
+impl Model for HandoffModel {
+    type State = HoState;
+    type Action = HoAction;
+
+    fn init_states(&self) -> Vec<HoState> {
+        vec![self.init_state()]
+    }
+
+    fn actions(&self, state: &HoState, actions: &mut Vec<HoAction>) {
+        let (b, p) = (&state.budget, &self.params);
+        let src = state.src();
+        // Faults that only matter to an attempt in flight are offered only then (elsewhere
+        // they would only multiply states that the properties judge the same way).
+        let in_flight = src.is_some_and(|m| m.attempt().is_some());
+        let fault = b.faults > 0;
+        // A fresh pick whose op the source has already answered is a duplicate, which a kept
+        // request (lost answer, crash) already exercises; a pick that finds nothing sends
+        // nothing.
+        let worth_sending = state.dir_request.is_some()
+            || Self::pick(state).is_some_and(|r| {
+                src.and_then(SourceHandoff::last_result)
+                    .is_none_or(|last| last.op_id != r.op_id)
+            });
+        if worth_sending {
+            actions.push(HoAction::DirectorSends { lost: false });
+            actions.push(HoAction::DirectorSends { lost: true });
+        }
+        if fault && p.director_crash && state.dir_request.is_some() && in_flight {
+            actions.push(HoAction::DirectorCrashRestart);
+        }
+        // Clients reach whatever process holds the cell, with or without a machine for the
+        // host (refused as the wrong cell then).
+        for (i, c) in state.clients.iter().enumerate() {
+            let client = u8::try_from(i).unwrap_or(u8::MAX);
+            actions.push(match c.phase {
+                ClientPhase::Away if c.visits_left > 0 => HoAction::ClientArrives { client },
+                ClientPhase::Away => continue,
+                ClientPhase::Accepting(_) => HoAction::ClientAttaches { client },
+                ClientPhase::Attaching(_) => HoAction::ClientPersisted { client },
+                ClientPhase::Attached(_) => HoAction::ClientLeaves { client },
+            });
+        }
+        let open = state.cell.control(HOST).is_some();
+        match state.control {
+            None if open => {
+                let admitting_or_gated = src.is_some_and(|m| {
+                    !m.gate().is_drained()
+                        && matches!(m.gate().state(), GateState::Open | GateState::Gated(_))
+                });
+                if fault && b.replacements > 0 && admitting_or_gated {
+                    actions.push(HoAction::ControlActivates);
+                }
+            }
+            None if b.reconnects > 0 && !state.moved() => {
+                actions.push(HoAction::DesktopReconnects);
+            }
+            Some(_) if state.db_up => actions.push(HoAction::ControlRegisters),
+            _ => {}
+        }
+        if fault && p.control_closes && open {
+            actions.push(HoAction::ControlCloses);
+        }
+        if let Some(src) = src {
+            if fault
+                && b.drains > 0
+                && !src.gate().is_drained()
+                && (in_flight || state.live_work() > 0)
+            {
+                actions.push(HoAction::EmergencyDrain);
+            }
+            if b.undrains > 0 && src.gate().is_drained() {
+                actions.push(HoAction::Undrain);
+            }
+        }
+        if fault && b.restarts > 0 && state.db_up && (in_flight || state.moved()) {
+            actions.push(HoAction::SourceRestart { old_lingers: false });
+            if in_flight {
+                actions.push(HoAction::SourceRestart { old_lingers: true });
+            }
+        }
+        for (i, job) in state.jobs.iter().enumerate() {
+            let job_index = u8::try_from(i).unwrap_or(u8::MAX);
+            let current = state.is_current_job(job);
+            let deliveries: &[Delivery] = if !state.db_up {
+                &[Delivery::Unavailable]
+            } else if job.kind == JobKind::Transaction {
+                &[Delivery::Delivered, Delivery::Lost]
+            } else {
+                &[Delivery::Delivered]
+            };
+            for delivery in deliveries {
+                actions.push(if current {
+                    HoAction::DbRuns {
+                        job: job_index,
+                        delivery: *delivery,
+                    }
+                } else {
+                    HoAction::LateCallback {
+                        job: job_index,
+                        delivery: *delivery,
+                    }
+                });
+            }
+        }
+        if fault && p.db_outage && state.db_up && !state.jobs.is_empty() {
+            actions.push(HoAction::DbOutage);
+        }
+        if !state.db_up {
+            actions.push(HoAction::DbRecovers);
+        }
+        if state.db_up && state.pending_fence.is_some() {
+            actions.push(HoAction::FenceWrites);
+        }
+        if p.disable {
+            // The persistent switch is a store write: not while the DB is down.
+            if fault && !state.disabled && src.is_some() && state.db_up {
+                actions.push(HoAction::Disable);
+            }
+            if state.disabled && state.db_up {
+                actions.push(HoAction::Enable);
+            }
+        }
+        let txn_queued = state.jobs.iter().any(|j| j.kind == JobKind::Transaction);
+        if fault && p.target_fills && !state.target_full && txn_queued {
+            actions.push(HoAction::TargetCapacity { full: true });
+        }
+        if state.db_up && state.store.reservations().next().is_some() {
+            actions.push(HoAction::TargetRegisters);
+        }
+        if b.time_advances > 0 && state.next_deadline().is_some() {
+            actions.push(HoAction::TimeAdvances);
+        }
+        // The refusal reads only the cell's row (holder, lease end) and the clock, so it is
+        // offered right after each step that changed them: every distinct case, once.
+        if p.second_process && state.last.events.lease_taken_or_renewed {
+            actions.push(HoAction::SecondProcessStarts);
+        }
+    }
+
+    fn next_state(&self, state: &HoState, action: HoAction) -> Option<HoState> {
+        Some(self.step(state, action))
+    }
+
+    fn within_boundary(&self, state: &HoState) -> bool {
+        // Every environment event is budgeted; this states the resulting bounds.
+        // A restart whose old process died waits for its lease to lapse.
+        let horizon = MODEL_START_MS
+            + u64::from(self.params.time_advances) * MODEL_REGISTRATION_TIMEOUT_MS
+            + u64::from(self.params.restarts) * MODEL_CELL_LEASE_MS;
+        state.now.as_ms() <= horizon && state.jobs.len() <= 16
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        handoff_properties()
+    }
+}

@@ -1,0 +1,885 @@
+//! The properties, each named by its requirement ID, and the judges that feed them: the step
+//! function (`step.rs`) calls a judge at the point where the fact is known, the judge records
+//! it in [`StepFacts`], and the property beside it reads it. Sections follow the requirement
+//! order; the `sometimes` witnesses are listed at the end of [`handoff_properties`].
+
+use super::step::Outputs;
+use super::*;
+
+/// What the last step did, kept in the state so `always` properties can judge transitions.
+///
+/// Two kinds of record. [`Anomalies`] are judged by the `always` properties: each field is what
+/// a step must never do, named after what it did, and stays `false` in a correct run (so it
+/// adds no states). [`Events`] are what the `sometimes` witnesses look for.
+///
+/// Measured: the events multiply the unique states by about 2.7 (hashing only the anomalies,
+/// review bound: 2,123,410 -> 773,420; small bound: 75,099 -> 29,559; before the `SourceCell`
+/// rewrite 454,500 -> 164,637). But without them a witness whose step leaves the rest of the
+/// state as it was (a duplicate answered in progress) is never reached, and which of two
+/// equal states is kept first depends on the checker's thread interleaving (the generated
+/// count then varies from run to run), so a witness could come and go between runs. They stay.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StepFacts {
+    pub anomalies: Anomalies,
+    pub events: Events,
+}
+
+/// Transition facts a correct core never produces (grouped by the property that judges them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Anomalies {
+    /// HO-1: the store moved the host while the committing source was not gated by that op
+    /// over zero tickets, or while the environment held client / control work there.
+    pub moved_over_work: bool,
+    /// HO-1: a retire was queued while the source held live tickets.
+    pub retired_over_tickets: bool,
+    /// HO-2: `Busy` with no live work, or `Started` with live work.
+    pub idleness_misjudged: bool,
+    /// HO-7: a barrier was installed while a counter or the environment's work was non-zero.
+    pub barrier_over_work: bool,
+    /// HO-8: a heartbeat / activity renewal changed a counter or the idleness.
+    pub heartbeat_counted: bool,
+    /// HO-10: a missing or expired DB lease changed a counter or the idleness.
+    pub lease_counted: bool,
+    /// HO-S1: a sent op id is not the UUIDv5 of its authority and target, a fresh pick is not
+    /// at the store's current authority, or a recomputed id differs for the same authority.
+    pub op_id_inconsistent: bool,
+    /// HO-S1 / HO-A3: a director step wrote the store (no prepare state).
+    pub director_wrote_store: bool,
+    /// HO-S2: an answer other than `Started` changed the source machine.
+    pub answer_changed_machine: bool,
+    /// HO-S2: a `Busy` named counters other than the gate's non-zero ones.
+    pub busy_counters_wrong: bool,
+    /// HO-S3: new work was admitted while a barrier stood.
+    pub admitted_under_barrier: bool,
+    /// HO-S3: a client refused at a gated (undrained) source, or at a cell without the host,
+    /// did not get 4409 WRONG_CELL, or a control activation at a gated source was not refused
+    /// as `ControlGated`.
+    pub gated_refusal_wrong: bool,
+    /// HO-S4: a commit moved something other than the exact authority it re-checked, or not to
+    /// its target with epoch + 1 and its own reservation.
+    pub commit_not_exact: bool,
+    /// HO-S5: a committed outcome did not close the source as retired-by-commit with a
+    /// `RetireSourceDraining { Committed }`, or reopened it.
+    pub commit_not_retired: bool,
+    /// HO-S6: an explicit rollback (authority unchanged, not drained) did not reopen the
+    /// barrier with `ReopenAdmission`, kept a reservation, or came with a changed authority.
+    pub rollback_not_reopened: bool,
+    /// HO-S6: an authority-changed outcome reopened, or did not retire the stale source.
+    pub stale_not_retired: bool,
+    /// HO-A1: an op id that already had a durable record committed (a second migration).
+    pub second_migration: bool,
+    /// HO-A2: the barrier went away without a definitive rollback of that attempt in the step.
+    pub reopened_without_rollback: bool,
+    /// HO-A3: the close of the desktop's open control session did not reach its machine.
+    pub open_session_close_ignored: bool,
+    /// HO-A4: a late result (its attempt ended, its machine replaced, its process dead) was
+    /// applied, or changed the machine it reached.
+    pub late_callback_changed_machine: bool,
+    /// HO-A4: a timer of a replaced machine was not fenced off (`Fed::Late`).
+    pub stale_timer_applied: bool,
+    /// HO-A4: the late end of a session the cell had closed (or of a closed desktop) was taken
+    /// for the open one.
+    pub late_close_changed_cell: bool,
+    /// HO-A4: a registration at the source succeeded although the host had moved.
+    pub registered_over_move: bool,
+    /// HO-A4: a control that registered in the store (with the activation's control ticket,
+    /// or where there was no live machine) was not installed, though the host was not
+    /// drained; or a restarted process's registration did not get a new machine.
+    pub registered_not_installed: bool,
+    /// HO-A5: an attempt started at a disabled source.
+    pub started_while_disabled: bool,
+    /// HO-A5: a drained source ended its attempt open.
+    pub drained_reopened: bool,
+    /// HO-A5: an emergency drain did not hard-drain the host, left its control open, or did
+    /// not close it through the DRAINING path.
+    pub drain_incomplete: bool,
+    /// HO-A5: a control was refused before its registration although the host is not
+    /// drained here, or a drained host's control was not.
+    pub control_refusal_wrong: bool,
+    /// HO-A6: the reply was queued before the retire (or not at all).
+    pub reply_before_retire: bool,
+    /// HO-A6: a retirement left the control open, or closed it after the retire.
+    pub control_kept_on_retire: bool,
+    /// HO-L1: a registration installed a machine over a drained one (before any undrain).
+    pub drained_got_machine: bool,
+    /// HO-L1: an undrain was refused without its reason, or accepted while the drained
+    /// attempt was in flight or drained work still held tickets, or did not forget the host.
+    pub undrain_misjudged: bool,
+    /// HO-L2: a process started with the cell's id while its holder's lease was live was not
+    /// refused, or a successor was refused a released or lapsed lease.
+    pub second_process_started: bool,
+}
+
+/// Events worth witnessing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Events {
+    pub busy: bool,
+    pub answered_recorded_result: bool,
+    pub answered_in_progress: bool,
+    pub refused_disabled: bool,
+    pub committed: bool,
+    pub committed_after_ambiguity: bool,
+    pub explicit_abort_reopened: bool,
+    pub fenced_abort: bool,
+    pub stale_retired: bool,
+    pub recovered_after_quarantine: bool,
+    pub drained_during_attempt: bool,
+    pub finished_drained: bool,
+    pub fence_landed_first: bool,
+    pub finished_disabled: bool,
+    pub finished_without_session: bool,
+    pub stale_txn_rejected: bool,
+    pub late_from_old_machine: bool,
+    pub late_fenced: bool,
+    pub late_close_ignored: bool,
+    pub rebound: bool,
+    pub reconnect_refused_draining: bool,
+    pub restart_refused_moved: bool,
+    pub abandoned: bool,
+    pub crash_during_attempt: bool,
+    pub wrong_cell_at_barrier: bool,
+    pub control_gated: bool,
+    pub target_registered: bool,
+    pub registration_recovered: bool,
+    pub successor_after_lapse: bool,
+    /// HO-L2: the step changed what a starting process's lease decision reads (the holder or
+    /// the clock): the first start, a restart, a renewal at a clock jump.
+    pub lease_taken_or_renewed: bool,
+}
+
+/// The properties, each named by its requirement ID: the `always` properties first, then the
+/// `sometimes` witnesses (named `<ID> witness: ...`).
+pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
+    vec![
+        // ---- always -------------------------------------------------------------------------
+        Property::always(
+            "HO-1 never moves with a client attached; a retire closes no client",
+            |_, s: &HoState| !s.last.anomalies.moved_over_work && !s.last.anomalies.retired_over_tickets,
+        ),
+        Property::always(
+            "HO-2 busy iff live work at that instant; the open control is no reason to wait",
+            |_, s: &HoState| !s.last.anomalies.idleness_misjudged,
+        ),
+        Property::always(
+            "HO-7 barrier only installed when every counter is zero; counters equal the live work",
+            |_, s: &HoState| {
+                !s.last.anomalies.barrier_over_work
+                    && s.src()
+                        .is_none_or(|m| m.gate().counters().total() == u64::from(s.live_work()))
+            },
+        ),
+        Property::always("HO-8 heartbeats never change counters", |_, s: &HoState| {
+            !s.last.anomalies.heartbeat_counted
+        }),
+        Property::always(
+            "HO-10 a missing or expired DB lease never proves idleness",
+            |_, s: &HoState| !s.last.anomalies.lease_counted,
+        ),
+        Property::always(
+            "HO-S1 duplicate/retried request reuses the same op id; the pick is read-only",
+            |_, s: &HoState| {
+                !s.last.anomalies.op_id_inconsistent
+                    && !s.last.anomalies.director_wrote_store
+                    && s
+                        .store
+                        .attempts()
+                        .all(|(op, r)| *op == OpId::derive(&r.source, r.target))
+            },
+        ),
+        Property::always(
+            "HO-S2 busy holds no barrier, closes nothing, names the non-zero counters",
+            |_, s: &HoState| {
+                !s.last.anomalies.answer_changed_machine && !s.last.anomalies.busy_counters_wrong
+            },
+        ),
+        Property::always(
+            "HO-S3 no admission under a barrier; a refused client gets 4409 WRONG_CELL",
+            |_, s: &HoState| {
+                let gated_is_empty = s
+                    .machines()
+                    .all(|(_, _, m)| m.gate().barrier().is_none() || m.gate().counters().is_zero());
+                !s.last.anomalies.admitted_under_barrier
+                    && !s.last.anomalies.gated_refusal_wrong
+                    && gated_is_empty
+            },
+        ),
+        Property::always(
+            "HO-S4 a commit moves exactly the re-checked authority; store invariants hold (no reservation leak)",
+            |_, s: &HoState| {
+                !s.last.anomalies.commit_not_exact && s.store.check_invariants().is_ok()
+            },
+        ),
+        Property::always(
+            "HO-S5 committed => source retired via draining, never reopened",
+            |_, s: &HoState| {
+                let moved_source_closed = !s.moved()
+                    || s.machines().all(|(_, _, m)| m.gate().state() != GateState::Open);
+                !s.last.anomalies.commit_not_retired && moved_source_closed
+            },
+        ),
+        Property::always(
+            "HO-S6 explicit abort with unchanged authority => reopened, no reservation kept; authority changed => retired",
+            |_, s: &HoState| {
+                !s.last.anomalies.rollback_not_reopened && !s.last.anomalies.stale_not_retired
+            },
+        ),
+        Property::always("HO-A1 at most one migration per op id", |_, s: &HoState| {
+            let epoch = s.store.assignment(HOST).map_or(0, |r| r.epoch.0);
+            !s.last.anomalies.second_migration && epoch == 1 + committed_rows(s)
+        }),
+        Property::always(
+            "HO-A2 never reopened without a terminal outcome (no reopen on timeout alone); the barrier stands while an attempt is in flight",
+            |_, s: &HoState| {
+                let barrier_held = s.machines().all(|(_, _, m)| match m.attempt() {
+                    None => true,
+                    Some(a) => m.gate().barrier().is_some_and(|b| {
+                        b.op_id == a.attempt.op_id && b.seq == a.attempt.seq
+                    }),
+                });
+                !s.last.anomalies.reopened_without_rollback && barrier_held
+            },
+        ),
+        Property::always(
+            "HO-A3 director crash strands nothing: an attempt in flight always has a DB job or a timer",
+            |_, s: &HoState| {
+                !s.last.anomalies.open_session_close_ignored
+                    && s.machines().all(|(inst, id, m)| {
+                        let Some(a) = m.attempt() else {
+                            return true;
+                        };
+                        let has_job = |kind: JobKind| {
+                            s.jobs.iter().any(|j| {
+                                j.inst == inst
+                                    && j.machine == id
+                                    && j.kind == kind
+                                    && j.attempt == a.attempt
+                            })
+                        };
+                        m.poll_timeout().is_some()
+                            && match a.phase {
+                                Phase::InTransaction { .. } => has_job(JobKind::Transaction),
+                                Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
+                                Phase::Quarantined { .. } => true,
+                            }
+                    })
+            },
+        ),
+        Property::always(
+            "HO-A4 a late callback never changes (nor reopens) the replacement; a commit refuses old ownership",
+            |_, s: &HoState| {
+                let a = &s.last.anomalies;
+                !a.late_callback_changed_machine
+                    && !a.stale_timer_applied
+                    && !a.late_close_changed_cell
+                    && !a.registered_over_move
+                    && !a.registered_not_installed
+            },
+        ),
+        Property::always(
+            "HO-A5 a drained source never reopens; disabled => no new attempt starts",
+            |_, s: &HoState| {
+                !s.last.anomalies.started_while_disabled
+                    && !s.last.anomalies.drained_reopened
+                    && !s.last.anomalies.drain_incomplete
+                    && !s.last.anomalies.control_refusal_wrong
+                    && s.machines().all(|(_, _, m)| {
+                        !m.gate().is_drained() || m.gate().state() != GateState::Open
+                    })
+            },
+        ),
+        Property::always(
+            "HO-A6 retire is queued before the reply; an expired registration is recovered",
+            |_, s: &HoState| {
+                !s.last.anomalies.reply_before_retire
+                    && !s.last.anomalies.control_kept_on_retire
+                    && s.store.reservations().all(|(_, r)| r.expires_at > s.now)
+            },
+        ),
+        Property::always(
+            "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work",
+            |_, s: &HoState| {
+                !s.last.anomalies.drained_got_machine && !s.last.anomalies.undrain_misjudged
+            },
+        ),
+        Property::always(
+            "HO-L1 no stranded host: after a fenced attempt at a source still serving the host, the director's fresh pick is a new op id the source starts (or defers as busy)",
+            |_, s: &HoState| !stranded(s),
+        ),
+        Property::always(
+            "HO-L2 one live process per cell id: a process started while the holder's lease is live is refused and writes nothing; a successor takes the cell once that lease has lapsed or been released",
+            |_, s: &HoState| {
+                // The live holder is the current process, with a live lease.
+                let held = s
+                    .lease()
+                    .is_some_and(|(inc, until)| inc == s.cell.incarnation() && until > s.now);
+                !s.last.anomalies.second_process_started && held
+            },
+        ),
+        // ---- sometimes ----------------------------------------------------------------------
+        Property::sometimes("HO-S5 witness: commit retires the source", |_, s: &HoState| {
+            s.last.events.committed
+        }),
+        Property::sometimes(
+            "HO-S6 witness: explicit abort reopens admission",
+            |_, s: &HoState| s.last.events.explicit_abort_reopened,
+        ),
+        Property::sometimes(
+            "HO-S6 witness: authority changed retires the stale source",
+            |_, s: &HoState| s.last.events.stale_retired,
+        ),
+        Property::sometimes("HO-A2 witness: ambiguous then commit", |_, s: &HoState| {
+            s.last.events.committed_after_ambiguity
+        }),
+        Property::sometimes(
+            "HO-A1 witness: ambiguous then fenced abort",
+            |_, s: &HoState| s.last.events.fenced_abort,
+        ),
+        Property::sometimes("HO-S2 witness: busy", |_, s: &HoState| s.last.events.busy),
+        Property::sometimes(
+            "HO-7 witness: a control activation in flight makes the source busy",
+            |_, s: &HoState| {
+                s.control.is_some_and(|c| c.held.is_some()) && s.last.events.busy
+            },
+        ),
+        Property::sometimes(
+            "HO-7 witness: an attach waiting for persistence makes the source busy",
+            |_, s: &HoState| {
+                s.last.events.busy
+                    && s.clients
+                        .iter()
+                        .any(|c| matches!(c.phase, ClientPhase::Attaching(_)))
+            },
+        ),
+        Property::sometimes(
+            "HO-A2 witness: quarantined (store unavailable)",
+            |_, s: &HoState| {
+                s.machines().any(|(_, _, m)| {
+                    m.attempt().is_some_and(|a| {
+                        matches!(
+                            a.phase,
+                            Phase::Quarantined {
+                                cause: QuarantineCause::StoreUnavailable,
+                                ..
+                            }
+                        )
+                    })
+                })
+            },
+        ),
+        Property::sometimes(
+            "HO-A2 witness: quarantine (store unavailable) then recovery",
+            |_, s: &HoState| s.last.events.recovered_after_quarantine,
+        ),
+        Property::sometimes("HO-A5 witness: drain during an attempt", |_, s: &HoState| {
+            s.last.events.drained_during_attempt
+        }),
+        Property::sometimes(
+            "HO-A5 witness: a drained source's attempt ends closed",
+            |_, s: &HoState| s.last.events.finished_drained,
+        ),
+        Property::sometimes(
+            "HO-A5 witness: the drain fence lands before the transaction",
+            |_, s: &HoState| s.last.events.fence_landed_first,
+        ),
+        Property::sometimes(
+            "HO-A5 witness: disabled, the attempt in flight still ends",
+            |_, s: &HoState| s.last.events.finished_disabled,
+        ),
+        Property::sometimes(
+            "HO-A5 witness: a disabled source refuses a new attempt",
+            |_, s: &HoState| s.last.events.refused_disabled,
+        ),
+        Property::sometimes(
+            "HO-A5 witness: a drained source refuses the desktop's new registration",
+            |_, s: &HoState| s.last.events.reconnect_refused_draining,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: after a restart the old transaction fails its re-check",
+            |_, s: &HoState| s.last.events.stale_txn_rejected,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a late callback reaches the restarted source",
+            |_, s: &HoState| s.last.events.late_from_old_machine,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a late result for a replaced machine is fenced off",
+            |_, s: &HoState| s.last.events.late_fenced,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: the late end of a replaced session is ignored",
+            |_, s: &HoState| s.last.events.late_close_ignored,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a replacement control rebinds",
+            |_, s: &HoState| s.last.events.rebound,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: the commit wins over the restart",
+            |_, s: &HoState| s.last.events.restart_refused_moved,
+        ),
+        Property::sometimes(
+            "HO-A4 witness: a late continuation abandons after a replacement or drain",
+            |_, s: &HoState| s.last.events.abandoned,
+        ),
+        Property::sometimes(
+            "HO-A1 witness: duplicate answered with the recorded result",
+            |_, s: &HoState| s.last.events.answered_recorded_result,
+        ),
+        Property::sometimes(
+            "HO-A1 witness: duplicate answered in progress",
+            |_, s: &HoState| s.last.events.answered_in_progress,
+        ),
+        Property::sometimes(
+            "HO-A3 witness: the attempt ends after its control session closed",
+            |_, s: &HoState| s.last.events.finished_without_session,
+        ),
+        Property::sometimes(
+            "HO-A3 witness: the director crashes during an attempt",
+            |_, s: &HoState| s.last.events.crash_during_attempt,
+        ),
+        Property::sometimes(
+            "HO-S3 witness: a client refused with 4409 WRONG_CELL at a gated source",
+            |_, s: &HoState| s.last.events.wrong_cell_at_barrier,
+        ),
+        Property::sometimes(
+            "HO-S3 witness: a control activation refused at a gated source",
+            |_, s: &HoState| s.last.events.control_gated,
+        ),
+        Property::sometimes(
+            "HO-A6 witness: the desktop registers at the target",
+            |_, s: &HoState| s.last.events.target_registered,
+        ),
+        Property::sometimes(
+            "HO-A6 witness: registration expiry starts bounded recovery",
+            |_, s: &HoState| s.last.events.registration_recovered,
+        ),
+        Property::sometimes("HO-L1 witness: undrained host moves", |_, s: &HoState| {
+            s.undrained && s.last.events.committed
+        }),
+        Property::sometimes(
+            "HO-L2 witness: a successor takes the cell once the dead process's lease has lapsed",
+            |_, s: &HoState| s.last.events.successor_after_lapse,
+        ),
+    ]
+}
+
+/// Above every machine and session id a model process gives out (one counter for both: an
+/// install takes at most two, and a run has at most a handful of installs per process).
+pub const MAX_MODEL_ID: u64 = 16;
+
+fn committed_rows(s: &HoState) -> u64 {
+    s.store
+        .attempts()
+        .filter(|(_, r)| matches!(r.outcome, AttemptOutcome::Committed { .. }))
+        .count() as u64
+}
+
+impl HandoffModel {
+    // ---- HO-1 / HO-S4 / HO-A1: the commit ----------------------------------------------------
+
+    /// HO-1 / HO-S4 / HO-A1: the store moved the host in this step.
+    pub(super) fn judge_commit(
+        state: &mut HoState,
+        job: &Job,
+        before: Option<SourceAuthority>,
+        after: Option<SourceAuthority>,
+        recorded_before: bool,
+    ) {
+        let req = &job.request;
+        let env_quiet = job.inst != state.inst || state.live_work() == 0;
+        let quiet = env_quiet
+            && state
+                .cell_of(job.inst)
+                .and_then(|c| c.machine(HOST))
+                .is_some_and(|(id, m)| {
+                    id == job.machine
+                        && m.gate().barrier().is_some_and(|b| b.op_id == req.op_id)
+                        && m.gate().counters().is_zero()
+                });
+        let exact = before == Some(req.source)
+            && after.is_some_and(|a| {
+                a.cell == req.target && before.is_some_and(|b| a.epoch == b.epoch.next())
+            })
+            && state
+                .store
+                .reservation(req.op_id)
+                .is_some_and(|r| r.cell == req.target);
+        let anomalies = &mut state.last.anomalies;
+        anomalies.moved_over_work = !quiet;
+        anomalies.commit_not_exact = !exact;
+        anomalies.second_migration = recorded_before;
+    }
+
+    // ---- HO-S1: the director's request ---------------------------------------------------------
+
+    pub(super) fn judge_request(state: &mut HoState, req: &HandoffRequest, fresh_pick: bool) {
+        state.last.anomalies.op_id_inconsistent = req.op_id
+            != OpId::derive(&req.source, req.target)
+            || (fresh_pick && state.store.authority(HOST) != Some(req.source));
+    }
+
+    // ---- HO-8 / HO-10: control traffic is not client work ------------------------------------
+
+    /// The open control's heartbeats and a stale DB lease at the same instant (`&self` calls:
+    /// they cannot count, and must not).
+    pub(super) fn judge_control_traffic(state: &mut HoState) {
+        let cell = &state.cell;
+        let Some((_, m)) = cell.machine(HOST) else {
+            return;
+        };
+        let (counters, idle) = (m.gate().counters(), m.gate().is_idle());
+        let unchanged = || {
+            cell.machine(HOST)
+                .is_some_and(|(_, m)| m.gate().counters() == counters && m.gate().is_idle() == idle)
+        };
+        let not_client = Some(NotCounted::NotClientWork);
+        let not_evidence = Some(NotCounted::NotIdlenessEvidence);
+        let heartbeat_counted = [Heartbeat::Ping, Heartbeat::Pong, Heartbeat::ActivityRenewal]
+            .into_iter()
+            .any(|h| cell.note_heartbeat(HOST, h) != not_client)
+            || !unchanged();
+        let lease_counted = [
+            ActivityLease::Missing,
+            ActivityLease::Expired {
+                expired_at: MonoMs::ZERO,
+            },
+        ]
+        .into_iter()
+        .any(|l| cell.note_activity_lease(HOST, l) != not_evidence)
+            || !unchanged();
+        state.last.anomalies.heartbeat_counted = heartbeat_counted;
+        state.last.anomalies.lease_counted = lease_counted;
+    }
+
+    // ---- HO-2 / HO-S2 / HO-A1: the source's answer -------------------------------------------
+
+    pub(super) fn judge_begin(
+        state: &mut HoState,
+        begin: Begin,
+        machine_before: Option<(MachineId, SourceHandoff)>,
+        live_work: u8,
+        fresh_pick: bool,
+    ) {
+        let counters = machine_before
+            .as_ref()
+            .map(|(_, m)| m.gate().counters())
+            .unwrap_or_default();
+        let after = state.cell.machine(HOST);
+        let anomalies = &mut state.last.anomalies;
+        let events = &mut state.last.events;
+        match begin {
+            Begin::Started(_) => anomalies.idleness_misjudged = live_work > 0,
+            Begin::Answered(reply) => {
+                anomalies.answer_changed_machine =
+                    machine_before.as_ref().map(|(id, m)| (*id, m)) != after;
+                match reply {
+                    HandoffReply::Busy {
+                        counters: named, ..
+                    } => {
+                        events.busy = true;
+                        anomalies.idleness_misjudged = live_work == 0;
+                        anomalies.busy_counters_wrong =
+                            named != counters || named == Counters::default();
+                    }
+                    HandoffReply::InProgress { .. } => events.answered_in_progress = !fresh_pick,
+                    HandoffReply::Result(_) => events.answered_recorded_result = !fresh_pick,
+                    HandoffReply::Refused {
+                        reason: Refusal::Disabled,
+                        ..
+                    } => events.refused_disabled = true,
+                    HandoffReply::Superseded { .. } | HandoffReply::Refused { .. } => {}
+                }
+            }
+        }
+    }
+
+    // ---- HO-7 / HO-S3 / HO-A2 / HO-A5: the gate's transitions --------------------------------
+
+    /// Facts every step shares: the gate's transitions on the same machine.
+    pub(super) fn judge_transition(before: &HoState, state: &mut HoState, action: HoAction) {
+        let (Some((bid, b)), Some((aid, a))) =
+            (before.cell.machine(HOST), state.cell.machine(HOST))
+        else {
+            return;
+        };
+        if before.inst != state.inst || bid != aid {
+            return;
+        }
+        let was_gated = b.gate().barrier().is_some();
+        let admitted = a.gate().counters().total() > b.gate().counters().total()
+            || state.live_work() > before.live_work();
+        let installed = !was_gated && a.gate().barrier().is_some();
+        let reopened = was_gated && a.gate().state() == GateState::Open;
+        let db_step = matches!(
+            action,
+            HoAction::DbRuns { .. } | HoAction::LateCallback { .. }
+        );
+        let anomalies = &mut state.last.anomalies;
+        if installed {
+            anomalies.barrier_over_work = !b.gate().counters().is_zero() || before.live_work() > 0;
+            anomalies.started_while_disabled = !b.is_enabled();
+        }
+        anomalies.admitted_under_barrier = was_gated && admitted;
+        // Only a DB result may take a barrier away (judged in `db_runs`); any other step that
+        // does (a timeout, a drain, a request) reopens without a terminal outcome.
+        if reopened && !db_step {
+            anomalies.reopened_without_rollback = true;
+        }
+    }
+
+    // ---- HO-S3: refusals -----------------------------------------------------------------------
+
+    /// A client refused: at a gated source, or at a cell without the host, it is told 4409
+    /// WRONG_CELL (mobiles re-resolve on it).
+    pub(super) fn judge_client_refused(
+        state: &mut HoState,
+        refusal: AdmissionRefusal,
+        gate: Option<GateKind>,
+    ) {
+        let wrong_cell = refusal == AdmissionRefusal::WrongCell
+            && client_close_code(refusal) == WRONG_CELL_CLOSE_CODE;
+        let must_be_wrong_cell = matches!(gate, None | Some(GateKind::Gated));
+        state.last.events.wrong_cell_at_barrier = gate == Some(GateKind::Gated) && wrong_cell;
+        state.last.anomalies.gated_refusal_wrong = must_be_wrong_cell && !wrong_cell;
+    }
+
+    // ---- HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt's end --------------------------------------
+
+    /// HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt in flight reached its terminal outcome.
+    pub(super) fn judge_finish(state: &mut HoState, inst: u8, job: &Job, out: &Outputs) {
+        let Some(cell) = state.cell_of(inst) else {
+            return;
+        };
+        let control_open = cell.control(HOST).is_some();
+        let Some((_, src)) = cell.machine(HOST) else {
+            return;
+        };
+        let src = src.clone();
+        let Some(result) = src.last_result() else {
+            return;
+        };
+        let outcome = OutcomeKind::of(&result.outcome);
+        let gate = GateKind::of(src.gate().state());
+        let is_drained = src.gate().is_drained();
+        let retire = out.retire.map(|(reason, _)| reason);
+        let reservation_kept = state.store.reservation(result.op_id).is_some();
+        let current = state.store.authority(HOST);
+        // HO-S6 / HO-L1: "unchanged" is the authority the attempt left the host in. A fence
+        // that found the claim exact renewed it in the same write (`FencedRenewed`): the store
+        // must hold the renewed authority, and an undrained source must have adopted it (a
+        // drained one never reopens and keeps its own). Otherwise the store and the source
+        // both still hold the claim.
+        let authority_unchanged = match state.store.attempt(result.op_id).map(|r| r.outcome) {
+            Some(AttemptOutcome::FencedRenewed) if outcome == OutcomeKind::Fenced => {
+                current == Some(fenced_authority(job.request.source))
+                    && (is_drained || current == Some(src.authority()))
+            }
+            _ => current == Some(src.authority()),
+        };
+        let a = &mut state.last.anomalies;
+        a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
+        a.reply_before_retire = match (out.retire, out.reply) {
+            (Some((_, r)), Some(p)) => r > p,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        // HO-S5 / HO-A6: the empty control is released with the retirement, before it.
+        a.control_kept_on_retire = out
+            .retire
+            .is_some_and(|(_, r)| control_open || out.close_retired.is_some_and(|close| close > r));
+        a.drained_reopened = is_drained && (gate == GateKind::Open || out.reopen);
+        match outcome {
+            OutcomeKind::Committed => {
+                a.commit_not_retired = gate != GateKind::Retired
+                    || !matches!(retire, Some(RetireReason::Committed { .. }))
+                    || out.reopen;
+            }
+            OutcomeKind::RolledBack | OutcomeKind::Fenced => {
+                let reopened = gate == GateKind::Open && out.reopen;
+                a.rollback_not_reopened = reservation_kept
+                    || !authority_unchanged
+                    || (!is_drained && !reopened)
+                    || retire.is_some();
+            }
+            OutcomeKind::AuthorityChanged => {
+                let retired_stale = gate == GateKind::StaleRetired
+                    && matches!(retire, Some(RetireReason::StaleAuthority { .. }));
+                let drained_closed = is_drained && gate == GateKind::Drained;
+                a.stale_not_retired = out.reopen || !(retired_stale || drained_closed);
+            }
+        }
+        let e = &mut state.last.events;
+        e.committed = outcome == OutcomeKind::Committed && job.kind == JobKind::Transaction;
+        e.committed_after_ambiguity =
+            outcome == OutcomeKind::Committed && job.kind == JobKind::Reconcile;
+        e.explicit_abort_reopened = outcome == OutcomeKind::RolledBack && out.reopen;
+        e.fenced_abort = outcome == OutcomeKind::Fenced;
+        e.stale_retired = matches!(retire, Some(RetireReason::StaleAuthority { .. }));
+        e.recovered_after_quarantine = job.after_quarantine;
+        e.finished_drained = is_drained;
+        e.finished_disabled = !src.is_enabled();
+        e.finished_without_session = !src.session_open();
+    }
+
+    // ---- HO-A4: late work, sessions and registrations ------------------------------------------
+
+    /// A result for an attempt that is no longer the one in flight of the machine that asked:
+    /// fenced off by the cell (`Fed::Late`), or ignored by the machine it reached.
+    pub(super) fn judge_late_result(
+        state: &mut HoState,
+        job: &Job,
+        to: u8,
+        fed: Fed,
+        changed: bool,
+    ) {
+        state.last.events.late_from_old_machine = job.inst != to;
+        state.last.events.late_fenced = fed == Fed::Late;
+        state.last.anomalies.late_callback_changed_machine =
+            changed || fed == Fed::Applied(Disposition::Applied);
+    }
+
+    /// Late inputs that name something the cell replaced, at every step: the adapter's timer
+    /// of a replaced machine fires (`handle_timeout` naming it), and the socket of a session
+    /// the cell closed (replaced, retired, drained) or a closed desktop ends
+    /// (`control_closed` naming it). Both must be fenced off whatever the cell's state, and
+    /// what they may do depends only on the host's current machine and control, so feeding
+    /// every old id in every state covers every moment they can arrive (ids are never reused
+    /// in a process, and the model's processes give out fewer than [`MAX_MODEL_ID`]). A
+    /// correct cell changes nothing here; a wrong one is judged at once.
+    pub(super) fn judge_late_inputs(state: &mut HoState) {
+        let now = state.now;
+        let mut timer_applied = false;
+        let mut close_taken = false;
+        let insts: Vec<u8> = state.cells().map(|(i, _)| i).collect();
+        for inst in insts {
+            let Some(cell) = state.cell_of_mut(inst) else {
+                continue;
+            };
+            let machine = cell.machine(HOST).map(|(id, _)| id);
+            let session = cell.control(HOST);
+            for id in 1..=MAX_MODEL_ID {
+                if Some(MachineId(id)) != machine {
+                    timer_applied |= cell.handle_timeout(now, HOST, MachineId(id)) != Fed::Late;
+                }
+                if Some(SessionId(id)) != session {
+                    close_taken |= cell.control_closed(now, HOST, SessionId(id));
+                }
+            }
+            debug_assert!(machine.is_none_or(|m| m.0 < MAX_MODEL_ID));
+            debug_assert!(session.is_none_or(|s| s.0 < MAX_MODEL_ID));
+        }
+        state.last.anomalies.stale_timer_applied = timer_applied;
+        state.last.anomalies.late_close_changed_cell = close_taken;
+    }
+
+    /// HO-A4: the replaced session's end arrives right after the newer control was installed
+    /// (the moment it could be mistaken for the open one).
+    pub(super) fn judge_replaced_session(state: &mut HoState, out: &Outputs) {
+        if let Some(old) = out.replaced {
+            let taken = state.cell.control_closed(state.now, HOST, old);
+            state.last.anomalies.late_close_changed_cell |= taken;
+            state.last.events.late_close_ignored = !taken;
+        }
+    }
+
+    /// A control the store registered, installed (or not) by the cell.
+    pub(super) fn judge_install(
+        state: &mut HoState,
+        op: ControlOp,
+        before: Option<&(MachineId, SourceHandoff)>,
+        installed: Result<Installed, InstallRefusal>,
+    ) {
+        let drained_before = before.is_some_and(|(_, m)| m.gate().is_drained());
+        let a = &mut state.last.anomalies;
+        let e = &mut state.last.events;
+        match installed {
+            Ok(i) => {
+                e.rebound = op.kind == ControlKind::Replacement && i.how == InstallKind::Rebound;
+                // HO-L1: nothing but an undrain (which forgets the host) gives a drained host a
+                // machine again.
+                a.drained_got_machine = drained_before;
+            }
+            Err(InstallRefusal::SourceDraining) => {
+                e.reconnect_refused_draining = true;
+                a.registered_not_installed = !drained_before;
+            }
+            Err(_) => a.registered_not_installed = true,
+        }
+    }
+
+    // ---- HO-A5 / HO-L1: drain and undrain ------------------------------------------------------
+
+    pub(super) fn judge_drain(
+        state: &mut HoState,
+        drained: Option<bool>,
+        open_before: bool,
+        out: &Outputs,
+    ) {
+        state.last.anomalies.drain_incomplete = drained.is_none()
+            || !out.hard_drain
+            || (open_before && !out.close_drained)
+            || state.cell.control(HOST).is_some();
+    }
+
+    pub(super) fn judge_undrain(
+        state: &mut HoState,
+        before: Option<&SourceHandoff>,
+        result: Result<(), UndrainRefusal>,
+        out: &Outputs,
+    ) {
+        let in_flight = before.is_some_and(|m| m.attempt().is_some());
+        let closing = before.is_some_and(|m| !m.gate().counters().is_zero());
+        state.last.anomalies.undrain_misjudged = match result {
+            Ok(()) => in_flight || closing || !out.forget || state.cell.machine(HOST).is_some(),
+            Err(UndrainRefusal::AttemptInFlight) => !in_flight,
+            Err(UndrainRefusal::StillClosing) => in_flight || !closing,
+            Err(UndrainRefusal::NotDrained | UndrainRefusal::UnknownHost) => true,
+        };
+    }
+}
+
+// ---- HO-L1: no stranded host ------------------------------------------------------------------
+
+/// HO-L1: the current process's source still serves the host (assigned here, undrained, open,
+/// enabled, its control open, the DB reachable, the target with room) and its last attempt
+/// ended fenced (the end HO-L1 names: a quarantine or a store outage ends in a fence or a
+/// commit), yet the director's fresh pick is not a new op id that the source would start (or
+/// defer as busy): only a desktop reconnect could move the host again.
+///
+/// An explicit policy rollback (the correction disabled, the target full) is not judged here:
+/// it renews no authority, so once its reason clears (re-enabled; a freed slot, which the model
+/// does not offer) the pick is the same op id and the source answers its recorded rollback
+/// until the desktop re-registers. The model reaches that after `Disable`, an attempt, `Enable`;
+/// it is an open question for the requirement, not what HO-L1 says.
+pub fn stranded(s: &HoState) -> bool {
+    let Some(m) = s.src() else {
+        return false;
+    };
+    let Some(last) = m.last_result() else {
+        return false;
+    };
+    let ended_back = OutcomeKind::of(&last.outcome) == OutcomeKind::Fenced;
+    let serving = ended_back
+        && m.attempt().is_none()
+        && !m.gate().is_drained()
+        && m.gate().state() == GateState::Open
+        && m.is_enabled()
+        && m.session_open()
+        && !s.moved()
+        && s.db_up
+        && !s.target_full;
+    if !serving {
+        return false;
+    }
+    let Some(req) = HandoffModel::pick(s) else {
+        return true;
+    };
+    if req.op_id == last.op_id {
+        return true;
+    }
+    let mut cell = s.cell.clone();
+    !matches!(
+        cell.begin_handoff(s.now, &req),
+        Begin::Started(_) | Begin::Answered(HandoffReply::Busy { .. })
+    )
+}
