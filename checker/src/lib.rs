@@ -8,8 +8,9 @@ use std::path::{Path as FsPath, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stateright::{Checker, Expectation, Model, Path, UniformChooser};
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Path, UniformChooser};
 use switchyard_spec::failover::{FailoverModel, FailoverParams, FoAction, FoProjection, FoState};
+use switchyard_spec::halt::Halt;
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
 
@@ -23,6 +24,8 @@ pub trait CheckedModel: Model + Send + Sync + Sized + 'static {
     fn project(state: &Self::State) -> Self::Projection;
     /// One readable line for a counterexample step.
     fn summary(state: &Self::State) -> String;
+    /// The signal that stops a search in flight (the memory budget raises it).
+    fn halt(&self) -> &Halt;
 }
 
 impl CheckedModel for FailoverModel {
@@ -36,6 +39,10 @@ impl CheckedModel for FailoverModel {
 
     fn project(state: &FoState) -> FoProjection {
         state.project()
+    }
+
+    fn halt(&self) -> &Halt {
+        &self.halt
     }
 
     fn summary(state: &FoState) -> String {
@@ -86,6 +93,10 @@ impl CheckedModel for HandoffModel {
         state.project()
     }
 
+    fn halt(&self) -> &Halt {
+        &self.halt
+    }
+
     fn summary(state: &HoState) -> String {
         let p = state.project();
         let mut line = format!(
@@ -123,6 +134,46 @@ pub enum Strategy {
     Simulate { seed: u64 },
 }
 
+impl Strategy {
+    fn describe(self) -> &'static str {
+        match self {
+            Strategy::Bfs => "breadth-first",
+            Strategy::Dfs => "depth-first",
+            Strategy::Simulate { .. } => "simulation",
+        }
+    }
+}
+
+/// A limit on the resident memory one search adds to the process. Reaching it stops the search:
+/// a breadth-first search that found no violation by then is retried depth-first (which holds
+/// a path, not a frontier); a search that still reaches it ends with an incomplete verdict.
+/// Each search counts from the memory the process holds when it starts: the allocator may not
+/// yet have returned what the search before it freed, and reuses it.
+#[derive(Debug, Clone, Copy)]
+pub struct MemoryBudget {
+    pub limit_bytes: u64,
+    /// The process's resident memory now; `None` where it cannot be read (no budget then).
+    pub measure: fn() -> Option<u64>,
+}
+
+impl MemoryBudget {
+    pub fn resident(limit_bytes: u64) -> MemoryBudget {
+        MemoryBudget {
+            limit_bytes,
+            measure: resident_bytes,
+        }
+    }
+
+    fn reached(&self, baseline_bytes: u64) -> Option<u64> {
+        (self.measure)().filter(|rss| rss.saturating_sub(baseline_bytes) >= self.limit_bytes)
+    }
+}
+
+/// The process's resident memory.
+pub fn resident_bytes() -> Option<u64> {
+    memory_stats::memory_stats().map(|stats| stats.physical_mem as u64)
+}
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub strategy: Strategy,
@@ -130,6 +181,7 @@ pub struct RunOptions {
     pub max_depth: Option<usize>,
     /// Stop after this long (simulation runs until stopped).
     pub timeout: Option<Duration>,
+    pub memory_budget: Option<MemoryBudget>,
     /// Print a progress line to stderr every second.
     pub progress: bool,
 }
@@ -143,6 +195,8 @@ pub enum Verdict {
     Witnessed,
     /// A `sometimes` that no explored state reached: the model may be vacuous.
     NotReached,
+    /// The search stopped before it could say (at the first violation, or at the memory budget).
+    NotJudged,
 }
 
 impl Verdict {
@@ -156,8 +210,30 @@ impl Verdict {
             Verdict::Violated => "VIOLATED",
             Verdict::Witnessed => "witnessed",
             Verdict::NotReached => "NOT REACHED",
+            Verdict::NotJudged => "not judged",
         }
     }
+}
+
+/// Why a search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every state within the bounds was explored.
+    Exhausted,
+    /// An `always` property was violated: the search stops there rather than explore the rest.
+    Violation,
+    /// The run was limited on request (simulation, depth cap or timeout).
+    Limited,
+    /// The memory budget was reached with no violation found: the verdict is open.
+    MemoryBudget { resident_bytes: u64 },
+}
+
+/// A breadth-first search that reached the memory budget before the search that replaced it.
+#[derive(Debug, Clone, Copy)]
+pub struct Fallback {
+    pub unique_states: usize,
+    pub max_depth: usize,
+    pub resident_bytes: u64,
 }
 
 /// A run as a list of `(state, action that leaves it)`; the last action is `None`.
@@ -183,12 +259,17 @@ impl<M: Model> Debug for PropertyResult<M> {
 #[derive(Debug)]
 pub struct ModelReport<M: Model> {
     pub model: &'static str,
+    pub strategy: Strategy,
     pub states: usize,
     pub unique_states: usize,
     pub max_depth: usize,
     pub elapsed: Duration,
     /// Exhaustive runs cover the whole bounded space; a simulation or depth-capped run does not.
     pub exhaustive: bool,
+    pub ending: Ending,
+    pub memory_budget_bytes: Option<u64>,
+    /// Set when this report is the depth-first retry of a breadth-first search.
+    pub fallback: Option<Fallback>,
     pub properties: Vec<PropertyResult<M>>,
 }
 
@@ -197,20 +278,66 @@ impl<M: Model> ModelReport<M> {
         self.properties.iter().any(|p| p.verdict.is_failure())
     }
 
+    /// No violation found, but the search ended at the memory budget: neither pass nor fail.
+    pub fn incomplete(&self) -> bool {
+        !self.failed() && matches!(self.ending, Ending::MemoryBudget { .. })
+    }
+
     pub fn unique_states_per_second(&self) -> f64 {
         self.unique_states as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
 
-/// Runs `model` to completion (or to the timeout) and judges every property.
+/// Runs `model` to completion (or to the timeout, or to the memory budget) and judges every
+/// property. A breadth-first search that reaches the memory budget without a violation is
+/// retried depth-first within the same budget.
 pub fn run<M>(model: M, options: &RunOptions) -> ModelReport<M>
+where
+    M: CheckedModel + Clone,
+    M::State: Clone + Debug + Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+    let first = run_once(model.clone(), options);
+    let (Strategy::Bfs, Ending::MemoryBudget { resident_bytes }) = (first.strategy, first.ending)
+    else {
+        return first;
+    };
+    if options.progress {
+        eprintln!(
+            "{}: breadth-first search reached the memory budget after {} unique states; retrying depth-first",
+            M::NAME,
+            first.unique_states
+        );
+    }
+    let depth_first = RunOptions {
+        strategy: Strategy::Dfs,
+        ..options.clone()
+    };
+    let mut report = run_once(model, &depth_first);
+    report.fallback = Some(Fallback {
+        unique_states: first.unique_states,
+        max_depth: first.max_depth,
+        resident_bytes,
+    });
+    report.elapsed += first.elapsed;
+    report
+}
+
+fn run_once<M>(model: M, options: &RunOptions) -> ModelReport<M>
 where
     M: CheckedModel,
     M::State: Clone + Debug + Hash + Eq + Send + Sync + 'static,
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
     let properties = model.properties();
-    let mut builder = model.checker().threads(options.threads.max(1));
+    let halt = model.halt().clone();
+    halt.lower();
+    // A violation ends the search: the rest of the space cannot change the verdict, and a
+    // violation found late must not be lost to memory.
+    let mut builder = model
+        .checker()
+        .threads(options.threads.max(1))
+        .finish_when(HasDiscoveries::AnyFailures);
     if let Some(depth) = options.max_depth {
         builder = builder.target_max_depth(depth);
     }
@@ -218,29 +345,45 @@ where
         builder = builder.timeout(timeout);
     }
     let started = Instant::now();
-    let exhaustive =
-        options.max_depth.is_none() && !matches!(options.strategy, Strategy::Simulate { .. });
-    let (states, unique_states, max_depth, discoveries) = match options.strategy {
-        Strategy::Bfs => finish::<M, _>(builder.spawn_bfs(), options, started),
-        Strategy::Dfs => finish::<M, _>(builder.spawn_dfs(), options, started),
+    let limited = options.max_depth.is_some()
+        || options.timeout.is_some()
+        || matches!(options.strategy, Strategy::Simulate { .. });
+    let searched = match options.strategy {
+        Strategy::Bfs => finish::<M, _>(builder.spawn_bfs(), options, &halt, started),
+        Strategy::Dfs => finish::<M, _>(builder.spawn_dfs(), options, &halt, started),
         Strategy::Simulate { seed } => finish::<M, _>(
             builder.spawn_simulation(seed, UniformChooser),
             options,
+            &halt,
             started,
         ),
     };
+    halt.lower();
     let elapsed = started.elapsed();
+    let violated = properties.iter().any(|p| {
+        p.expectation != Expectation::Sometimes
+            && searched.discoveries.iter().any(|(name, _)| *name == p.name)
+    });
+    let ending = match (violated, searched.budget_reached) {
+        (true, _) => Ending::Violation,
+        (false, Some(resident_bytes)) => Ending::MemoryBudget { resident_bytes },
+        (false, None) if limited => Ending::Limited,
+        (false, None) => Ending::Exhausted,
+    };
+    let open = matches!(ending, Ending::Violation | Ending::MemoryBudget { .. });
     let properties = properties
         .into_iter()
         .map(|property| {
-            let path = discoveries
+            let path = searched
+                .discoveries
                 .iter()
                 .find(|(name, _)| *name == property.name)
                 .map(|(_, path)| path.clone().into_vec());
             let verdict = match (&property.expectation, path.is_some()) {
                 (Expectation::Sometimes, true) => Verdict::Witnessed,
-                (Expectation::Sometimes, false) => Verdict::NotReached,
                 (_, true) => Verdict::Violated,
+                (_, false) if open => Verdict::NotJudged,
+                (Expectation::Sometimes, false) => Verdict::NotReached,
                 (_, false) => Verdict::Holds,
             };
             PropertyResult {
@@ -253,11 +396,15 @@ where
         .collect();
     ModelReport {
         model: M::NAME,
-        states,
-        unique_states,
-        max_depth,
+        strategy: options.strategy,
+        states: searched.states,
+        unique_states: searched.unique_states,
+        max_depth: searched.max_depth,
         elapsed,
-        exhaustive: exhaustive && options.timeout.is_none_or(|t| elapsed < t),
+        exhaustive: ending == Ending::Exhausted,
+        ending,
+        memory_budget_bytes: options.memory_budget.map(|b| b.limit_bytes),
+        fallback: None,
         properties,
     }
 }
@@ -267,11 +414,16 @@ type Found<M> = Vec<(
     Path<<M as Model>::State, <M as Model>::Action>,
 )>;
 
-fn finish<M, C>(
-    checker: C,
-    options: &RunOptions,
-    started: Instant,
-) -> (usize, usize, usize, Found<M>)
+struct Searched<M: Model> {
+    states: usize,
+    unique_states: usize,
+    max_depth: usize,
+    discoveries: Found<M>,
+    /// The resident memory at which the budget stopped the search.
+    budget_reached: Option<u64>,
+}
+
+fn finish<M, C>(checker: C, options: &RunOptions, halt: &Halt, started: Instant) -> Searched<M>
 where
     M: CheckedModel,
     M::State: Clone + Debug + Hash + PartialEq,
@@ -279,32 +431,51 @@ where
     C: Checker<M>,
 {
     let mut last_print = Instant::now();
+    let mut budget_reached = None;
+    let baseline_bytes = options
+        .memory_budget
+        .and_then(|b| (b.measure)())
+        .unwrap_or(0);
     while !checker.is_done() {
         std::thread::sleep(Duration::from_millis(50));
+        if budget_reached.is_none() {
+            budget_reached = options
+                .memory_budget
+                .and_then(|b| b.reached(baseline_bytes));
+            if budget_reached.is_some() {
+                // The search drains what it holds (judging it) and ends.
+                halt.raise();
+            }
+        }
         if options.progress && last_print.elapsed() >= Duration::from_secs(1) {
             last_print = Instant::now();
             eprint!(
-                "\r{}: {} states, {} unique, depth {}, {:.1} s   ",
+                "\r{}: {} states, {} unique, depth {}, {:.1} s{}   ",
                 M::NAME,
                 checker.state_count(),
                 checker.unique_state_count(),
                 checker.max_depth(),
-                started.elapsed().as_secs_f64()
+                started.elapsed().as_secs_f64(),
+                resident_bytes()
+                    .map(|rss| format!(", {} MiB resident", rss >> 20))
+                    .unwrap_or_default()
             );
             let _ = std::io::stderr().flush();
         }
     }
     let checker = checker.join();
+    // Paths are rebuilt by replaying the model's actions, which a raised halt hides.
+    halt.lower();
     if options.progress {
-        eprint!("\r{:70}\r", "");
+        eprint!("\r{:90}\r", "");
     }
-    let discoveries = checker.discoveries().into_iter().collect();
-    (
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        discoveries,
-    )
+    Searched {
+        states: checker.state_count(),
+        unique_states: checker.unique_state_count(),
+        max_depth: checker.max_depth(),
+        discoveries: checker.discoveries().into_iter().collect(),
+        budget_reached,
+    }
 }
 
 fn kind_name(expectation: &Expectation) -> &'static str {
@@ -318,21 +489,36 @@ fn kind_name(expectation: &Expectation) -> &'static str {
 /// The report table of one model.
 pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
     let mut out = String::new();
+    let ending = match report.ending {
+        Ending::Exhausted => "exhaustive".to_owned(),
+        Ending::Violation => "stopped at the first violation".to_owned(),
+        Ending::Limited => "NOT exhaustive (simulation, depth cap or timeout)".to_owned(),
+        Ending::MemoryBudget { resident_bytes } => format!(
+            "INCOMPLETE: memory budget of {} MiB reached ({} MiB resident) with no violation found",
+            report.memory_budget_bytes.unwrap_or(0) >> 20,
+            resident_bytes >> 20
+        ),
+    };
     let _ = writeln!(
         out,
-        "model {}: {} states generated, {} unique, max depth {}, {:.2} s ({:.0} unique states/s){}",
+        "model {}: {} search, {} states generated, {} unique, max depth {}, {:.2} s ({:.0} unique states/s), {ending}",
         report.model,
+        report.strategy.describe(),
         report.states,
         report.unique_states,
         report.max_depth,
         report.elapsed.as_secs_f64(),
         report.unique_states_per_second(),
-        if report.exhaustive {
-            ", exhaustive"
-        } else {
-            ", NOT exhaustive (simulation, depth cap or timeout)"
-        }
     );
+    if let Some(fallback) = report.fallback {
+        let _ = writeln!(
+            out,
+            "  breadth-first search reached the memory budget ({} MiB resident) after {} unique states at depth {}; this is the depth-first retry (its counterexamples are not the shortest)",
+            fallback.resident_bytes >> 20,
+            fallback.unique_states,
+            fallback.max_depth
+        );
+    }
     let width = report
         .properties
         .iter()
@@ -484,6 +670,7 @@ pub fn corpus_options() -> RunOptions {
         threads: 1,
         max_depth: None,
         timeout: None,
+        memory_budget: None,
         progress: false,
     }
 }

@@ -3,7 +3,7 @@
 //! `switchyard-check check [failover|handoff|all]` explores every model exhaustively at the
 //! review bounds (the defaults), prints a table per model, and exits 1 on any violated `always`
 //! or unreached `sometimes` (a vacuous model), printing each counterexample and writing it as a
-//! JSON trace.
+//! JSON trace. A search that reaches the memory budget with no violation found exits 3.
 #![allow(clippy::print_stdout)]
 
 use std::net::{SocketAddr, TcpListener};
@@ -25,7 +25,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[command(
     name = "switchyard-check",
     version,
-    about = "Model-check the Switchyard specification"
+    about = "Model-check the Switchyard specification",
+    after_help = "Exit status: 0 every property holds and every witness is reached; 1 a property is violated or a witness is not reached; 2 bad arguments; 3 the memory budget was reached before a verdict."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -68,6 +69,11 @@ struct CheckArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
+    /// Resident memory a search may add, in MiB: a breadth-first search that reaches it
+    /// without a violation is retried depth-first; if that reaches it too, the verdict is
+    /// "incomplete" (exit 3). 0: no budget.
+    #[arg(long, value_name = "MIB", default_value_t = 8192)]
+    memory_budget_mib: u64,
     /// Stop exploring below this depth (the run is then not exhaustive).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     max_depth: Option<u64>,
@@ -157,8 +163,9 @@ fn main() -> ExitCode {
         command: Command::Check(args),
     } = Cli::parse();
     match check(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Outcome::Pass) => ExitCode::SUCCESS,
+        Ok(Outcome::Fail) => ExitCode::from(1),
+        Ok(Outcome::Incomplete) => ExitCode::from(3),
         Err(message) => {
             eprintln!("switchyard-check: {message}");
             ExitCode::from(2)
@@ -166,7 +173,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn check(args: &CheckArgs) -> Result<bool, String> {
+/// What a check found, worst of all models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Pass,
+    Incomplete,
+    Fail,
+}
+
+fn check(args: &CheckArgs) -> Result<Outcome, String> {
     let failover = FailoverModel::new(FailoverParams {
         urls_per_host: args.urls_per_host.clone(),
         cycles: args.cycles,
@@ -213,23 +228,30 @@ fn check(args: &CheckArgs) -> Result<bool, String> {
         threads: usize::from(args.threads),
         max_depth: args.max_depth.map(|d| d as usize),
         timeout: args.simulate.then(|| Duration::from_secs(args.seconds)),
+        memory_budget: (args.memory_budget_mib > 0)
+            .then(|| MemoryBudget::resident(args.memory_budget_mib.saturating_mul(1 << 20))),
         progress: true,
     };
-    let mut ok = true;
+    if options.memory_budget.is_some() && resident_bytes().is_none() {
+        eprintln!(
+            "switchyard-check: warning: this platform does not report resident memory; --memory-budget-mib is not enforced"
+        );
+    }
+    let mut outcome = Outcome::Pass;
     if matches!(args.model, Which::Failover | Which::All) {
-        ok &= check_one(failover, &options, args.traces.as_deref())?;
+        outcome = outcome.max(check_one(failover, &options, args.traces.as_deref())?);
     }
     if matches!(args.model, Which::Handoff | Which::All) {
-        ok &= check_one(handoff, &options, args.traces.as_deref())?;
+        outcome = outcome.max(check_one(handoff, &options, args.traces.as_deref())?);
     }
-    Ok(ok)
+    Ok(outcome)
 }
 
 fn check_one<M>(
     model: M,
     options: &RunOptions,
     traces: Option<&std::path::Path>,
-) -> Result<bool, String>
+) -> Result<Outcome, String>
 where
     M: CheckedModel + Clone,
     M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
@@ -269,8 +291,20 @@ where
             .map_err(|e| format!("writing traces to {}: {e}", dir.display()))?;
         println!("wrote {} trace(s) to {}", written.len(), dir.display());
     }
+    if report.incomplete() {
+        println!(
+            "no verdict for model {}: the search reached the memory budget; raise --memory-budget-mib, or lower the bounds",
+            M::NAME
+        );
+    }
     println!();
-    Ok(!report.failed())
+    Ok(if report.failed() {
+        Outcome::Fail
+    } else if report.incomplete() {
+        Outcome::Incomplete
+    } else {
+        Outcome::Pass
+    })
 }
 
 fn explore(
@@ -278,7 +312,7 @@ fn explore(
     failover: FailoverModel,
     handoff: HandoffModel,
     address: SocketAddr,
-) -> Result<bool, String> {
+) -> Result<Outcome, String> {
     if !address.ip().is_loopback() {
         return Err(format!(
             "--explore {address}: the Explorer serves only on a loopback address (127.0.0.1 or [::1])"

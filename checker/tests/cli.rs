@@ -63,3 +63,46 @@ fn checker_a_vacuous_run_fails() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("NOT REACHED"), "{out}");
 }
+
+const SMALL_FAILOVER: [&str; 6] = [
+    "failover",
+    "--cycles",
+    "1",
+    "--host-events",
+    "2",
+    "--variants=production,cooldown-zero",
+];
+
+#[test]
+fn checker_memory_budget_reached_by_bfs_falls_back_to_dfs_and_still_judges_every_property() {
+    // Breadth-first needs about 1 GiB here; depth-first holds a path, about 50 MiB.
+    let mut args = SMALL_FAILOVER.to_vec();
+    args.extend(["--memory-budget-mib", "400"]);
+    let (code, out, err) = check(&args);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("breadth-first search reached the memory budget"),
+        "{out}"
+    );
+    assert!(out.contains("depth-first search"), "{out}");
+    assert!(out.contains(", exhaustive"), "{out}");
+    assert!(
+        !out.contains("not judged") && !out.contains("VIOLATED"),
+        "{out}"
+    );
+}
+
+#[test]
+fn checker_memory_budget_reached_by_both_searches_is_an_incomplete_verdict_exit_3() {
+    let mut args = SMALL_FAILOVER.to_vec();
+    args.extend(["--memory-budget-mib", "1"]);
+    let (code, out, err) = check(&args);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        out.contains("INCOMPLETE: memory budget of 1 MiB reached"),
+        "{out}"
+    );
+    assert!(out.contains("not judged"), "{out}");
+    assert!(out.contains("no verdict for model failover"), "{out}");
+    assert!(!out.contains("VIOLATED"), "{out}");
+}

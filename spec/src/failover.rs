@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
 
 use crate::failover_oracle::{core_decisions, core_view, FoOracle};
+use crate::halt::Halt;
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
 
@@ -390,6 +391,8 @@ pub struct FailoverModel {
     pub params: FailoverParams,
     urls: Vec<(RelayUrl, usize)>,
     lists: Vec<Vec<RelayUrl>>,
+    /// Raised by the checker when its memory budget is reached.
+    pub halt: Halt,
 }
 
 impl FailoverModel {
@@ -409,6 +412,7 @@ impl FailoverModel {
             params,
             urls,
             lists,
+            halt: Halt::default(),
         }
     }
 
@@ -873,6 +877,9 @@ impl Model for FailoverModel {
     }
 
     fn actions(&self, state: &FoState, actions: &mut Vec<FoAction>) {
+        if self.halt.is_raised() {
+            return;
+        }
         let budget = state.budget;
         let env_may_act = !state.env_acted_this_tick;
         if let Some(open) = state.sup.open_in_flight() {
@@ -939,6 +946,9 @@ impl Model for FailoverModel {
     }
 
     fn within_boundary(&self, state: &FoState) -> bool {
+        if self.halt.is_raised() {
+            return false;
+        }
         state.now <= self.params.horizon().plus_ms(MODEL_UP_TIMEOUT_MS)
     }
 

@@ -7,6 +7,7 @@
 
 pub mod failover;
 pub mod failover_oracle;
+pub mod halt;
 pub mod handoff;
 pub mod store_calls;
 pub mod trace;

@@ -119,6 +119,7 @@ pub use projection::*;
 pub use properties::*;
 pub use state::*;
 
+use crate::halt::Halt;
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
 use switchyard_core::handoff::admission::{
@@ -355,6 +356,8 @@ pub enum HoAction {
 #[derive(Debug, Clone)]
 pub struct HandoffModel {
     pub params: HandoffParams,
+    /// Raised by the checker when its memory budget is reached.
+    pub halt: Halt,
 }
 
 impl HandoffModel {
@@ -364,7 +367,10 @@ impl HandoffModel {
         // late-input judge feeds every id below MAX_MODEL_ID.
         let installs = 1 + u64::from(params.replacements) + u64::from(params.reconnects);
         assert!(2 * installs < MAX_MODEL_ID, "too many installs per process");
-        HandoffModel { params }
+        HandoffModel {
+            params,
+            halt: Halt::default(),
+        }
     }
 
     pub fn source_config() -> SourceConfig {
@@ -550,6 +556,9 @@ impl Model for HandoffModel {
     }
 
     fn actions(&self, state: &HoState, actions: &mut Vec<HoAction>) {
+        if self.halt.is_raised() {
+            return;
+        }
         let (b, p) = (&state.budget, &self.params);
         let src = state.src();
         // Faults that only matter to an attempt in flight are offered only then (elsewhere
@@ -685,6 +694,9 @@ impl Model for HandoffModel {
     }
 
     fn within_boundary(&self, state: &HoState) -> bool {
+        if self.halt.is_raised() {
+            return false;
+        }
         // Every environment event is budgeted; this states the resulting bounds.
         // A restart whose old process died waits for its lease to lapse.
         let horizon = MODEL_START_MS
