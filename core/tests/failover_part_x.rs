@@ -461,4 +461,7 @@ fn fo_x3_probe_variables_are_strict_and_checked_together() {
     );
     // Probing off: the minimum is not compared with it.
     parse(&[(VAR_PROBE_MIN_MS, "70000"), (VAR_PROBE_MAX_MS, "0")]).expect("off");
+    // A fixed interval (minimum = maximum) is a schedule, not a crossing.
+    let fixed = parse(&[(VAR_PROBE_MIN_MS, "60000")]).expect("min = max");
+    assert_eq!((fixed.probe_min_ms, fixed.probe_max_ms), (60_000, 60_000));
 }

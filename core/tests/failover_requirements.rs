@@ -771,3 +771,57 @@ fn fo_r5_empty_directory_keeps_the_last_good_list() {
     assert_eq!(rig.sup.candidates().len(), 3);
     assert!(rig.lines[0].contains("empty list"));
 }
+
+// ---- found by mutation testing (docs/ASSURANCE.md) -------------------------------------------
+
+#[test]
+fn fo_r5_a_directory_of_exactly_max_candidates_is_taken_and_one_more_is_rejected() {
+    let urls: Vec<String> = (0..=MAX_CANDIDATES)
+        .map(|i| format!("wss://r{i}.example/relay"))
+        .collect();
+    let refs: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let mut rig = Rig::new(thresholds());
+    assert_eq!(
+        rig.directory(&refs),
+        DirectoryOutcome::Rejected,
+        "one too many"
+    );
+    assert_ne!(
+        rig.directory(&refs[..MAX_CANDIDATES]),
+        DirectoryOutcome::Rejected,
+        "the maximum itself"
+    );
+    assert_eq!(rig.sup.candidates().len(), MAX_CANDIDATES);
+}
+
+#[test]
+fn fo_x2_the_passed_over_set_names_the_failed_candidates_until_the_chain_moves() {
+    let mut rig = Rig::production(thresholds());
+    rig.backoff(3);
+    rig.tick();
+    assert_eq!(
+        rig.opening(),
+        Some(A2),
+        "the health path opens the next candidate"
+    );
+    assert!(rig.sup.tried_since_last_move().is_empty());
+    rig.open_fail(A2);
+    let tried = rig.sup.tried_since_last_move();
+    assert!(tried.contains(&url(A2)), "{tried:?}");
+    assert_eq!(rig.opening(), Some(B), "the chain moved on");
+    rig.open_ok(B);
+    assert!(
+        rig.sup.tried_since_last_move().is_empty(),
+        "the chain moved"
+    );
+}
+
+#[test]
+fn fo_d2_a_supervisor_equals_its_clone_whatever_its_caches_hold() {
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&["wss://a.example/relay", "wss://b.example/relay"]);
+    let first = rig.opening().expect("opening").to_owned();
+    rig.open_ok(&first);
+    let copy = rig.sup.clone();
+    assert_eq!(copy, rig.sup);
+}

@@ -516,3 +516,28 @@ fn refusals_and_turn_aways_have_stable_names_and_codes() {
         assert!(snake(r.name()));
     }
 }
+
+/// HO-A4: a desktop's control activation at a retired machine takes no ticket (the gate is
+/// closed for good): `install_control` decides, as at a host with no machine.
+#[test]
+fn ho_a4_begin_control_at_a_retired_machine_takes_no_ticket_and_counts_are_kept() {
+    let (mut store, mut cell, auth, _) = registered();
+    assert_eq!(cell.host_count(), 1);
+    let Ok(Some(work)) = cell.begin_control(HOST) else {
+        panic!("live: a ticket")
+    };
+    assert!(cell.release(&work).is_some());
+    let req = request(auth);
+    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    assert!(
+        cell.pending_actions() > 0,
+        "the transaction waits to be drained"
+    );
+    let (machine, attempt) = txn_of(&drain(&mut cell));
+    assert_eq!(cell.pending_actions(), 0);
+    let outcome = store.run_transaction(NOW, &req);
+    let _ =
+        cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome));
+    drain(&mut cell);
+    assert_eq!(cell.begin_control(HOST), Ok(None), "retired: no ticket");
+}

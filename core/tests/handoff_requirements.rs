@@ -1400,3 +1400,116 @@ fn ho_s4_state_and_rows_round_trip_through_serde() {
         serde_json::from_str(&serde_json::to_string(&w2.seen.log).expect("ser")).expect("de");
     assert_eq!(log, w2.seen.log);
 }
+
+// ---- found by mutation testing (docs/ASSURANCE.md) -------------------------------------------
+
+#[test]
+fn ho_a2_a_timer_fed_before_its_deadline_changes_nothing() {
+    let mut w = World::new();
+    w.start();
+    // The adapter's timer may wake early; only the deadline itself moves the attempt on.
+    assert_eq!(
+        w.timeout(),
+        Disposition::Ignored(Ignored::NotAwaited),
+        "in transaction, before the deadline"
+    );
+    let (attempt, _) = w.last_txn();
+    assert_eq!(w.src.attempt().map(|a| a.attempt), Some(attempt));
+    assert!(w.gated());
+}
+
+#[test]
+fn ho_a4_rebind_from_an_older_incarnation_is_refused_even_with_a_newer_generation() {
+    let mut w = World::new();
+    let current = w.src.authority();
+    let ctl = w.src.acquire(WorkKind::ControlOp).expect("ctl");
+    let older_process = SourceAuthority {
+        incarnation: Incarnation(current.incarnation.0 - 1),
+        generation: current.generation.next(),
+        ..current
+    };
+    assert_eq!(
+        w.src.handle_rebind(w.now, ctl, older_process, true),
+        Err(RebindRefusal::NotNewer)
+    );
+    assert_eq!(w.src.authority(), current);
+    assert_eq!(w.src.gate().host(), current.host);
+}
+
+#[test]
+fn ho_a4_a_stale_session_close_leaves_the_open_session_open() {
+    let mut w = World::new();
+    let registered = w.src.authority().generation;
+    let stale = Generation(registered.0 - 1);
+    assert_eq!(
+        w.src.handle_session_closed(w.now, stale),
+        Disposition::Ignored(Ignored::StaleSession)
+    );
+    assert!(w.src.session_open());
+    assert_eq!(
+        w.src.handle_session_closed(w.now, registered),
+        Disposition::Applied
+    );
+    assert!(!w.src.session_open());
+    assert_eq!(
+        w.src.handle_session_closed(w.now, registered),
+        Disposition::Ignored(Ignored::StaleSession),
+        "closed once"
+    );
+}
+
+#[test]
+fn ho_s2_scan_limits_accept_their_maxima_and_refuse_zero_and_beyond() {
+    let max = ScanLimits {
+        page_size: MAX_PAGE_SIZE,
+        max_pages: MAX_PAGES_PER_PASS,
+        max_dispatch: MAX_DISPATCH_PER_PASS,
+    };
+    assert_eq!(max.validate(), Ok(()));
+    for (limits, error) in [
+        (
+            ScanLimits {
+                page_size: 0,
+                ..max
+            },
+            ScanLimitsError::PageSize,
+        ),
+        (
+            ScanLimits {
+                page_size: MAX_PAGE_SIZE + 1,
+                ..max
+            },
+            ScanLimitsError::PageSize,
+        ),
+        (
+            ScanLimits {
+                max_pages: 0,
+                ..max
+            },
+            ScanLimitsError::MaxPages,
+        ),
+        (
+            ScanLimits {
+                max_pages: MAX_PAGES_PER_PASS + 1,
+                ..max
+            },
+            ScanLimitsError::MaxPages,
+        ),
+        (
+            ScanLimits {
+                max_dispatch: 0,
+                ..max
+            },
+            ScanLimitsError::MaxDispatch,
+        ),
+        (
+            ScanLimits {
+                max_dispatch: MAX_DISPATCH_PER_PASS + 1,
+                ..max
+            },
+            ScanLimitsError::MaxDispatch,
+        ),
+    ] {
+        assert_eq!(limits.validate(), Err(error), "{limits:?}");
+    }
+}
