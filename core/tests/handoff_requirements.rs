@@ -1533,3 +1533,34 @@ fn sec_3_the_store_refuses_a_cell_beyond_its_bound_and_still_replaces_rows() {
         Ok(())
     );
 }
+
+/// HO-S2: a page shorter than asked means the host list shrank under the pass: the pass ends
+/// there and the next one starts from the top, instead of asking for offsets that are gone.
+#[test]
+fn ho_s2_a_short_page_ends_the_pass_and_the_next_starts_from_the_top() {
+    let now = MonoMs(5_000);
+    let (c, t) = view(now);
+    let rows: Vec<CandidateRow> = (0..2)
+        .map(|h| CandidateRow {
+            candidate: CandidateView {
+                authority: SourceAuthority {
+                    host: HostId(h),
+                    ..c.authority
+                },
+                ..c
+            },
+            target: Some(t),
+        })
+        .collect();
+    let limits = ScanLimits {
+        page_size: 4,
+        max_pages: 3,
+        max_dispatch: 10,
+    };
+    let mut pass = SelectionPass::begin(PageCursor::default(), 8, limits).expect("limits");
+    let query = pass.next_query().expect("a first page");
+    assert_eq!((query.offset, query.limit), (0, 4));
+    assert_eq!(pass.take_page(now, &director(), &rows).len(), 2);
+    assert_eq!(pass.next_query(), None, "the list has two hosts now");
+    assert_eq!(pass.finish(), PageCursor { offset: 0 });
+}
