@@ -1416,6 +1416,17 @@ fn ho_a2_a_timer_fed_before_its_deadline_changes_nothing() {
     let (attempt, _) = w.last_txn();
     assert_eq!(w.src.attempt().map(|a| a.attempt), Some(attempt));
     assert!(w.gated());
+    // The same while the reconciliation of a lost result runs, and in quarantine.
+    w.run_txn_lose_result();
+    assert!(matches!(
+        w.src.attempt().map(|a| a.phase),
+        Some(Phase::Reconciling { .. })
+    ));
+    assert_eq!(w.timeout(), Disposition::Ignored(Ignored::NotAwaited));
+    assert!(matches!(
+        w.src.attempt().map(|a| a.phase),
+        Some(Phase::Reconciling { .. })
+    ));
 }
 
 #[test]
