@@ -61,8 +61,27 @@ impl CheckedModel for FailoverModel {
         let c = p.counters;
         let _ = write!(
             line,
-            "switches={} exempt={} open_failed={} no_candidate={} stall_ticks={} cooldown=[",
-            c.switches, c.exempt_switches, c.open_failed, c.no_candidate_checks, state.stall_ticks
+            "switches={} exempt={} open_failed={} no_candidate={} probe_opens={} probe_switches={} ",
+            c.switches,
+            c.exempt_switches,
+            c.open_failed,
+            c.no_candidate_checks,
+            c.probe_opens,
+            c.probe_switches
+        );
+        let t = state.tally;
+        let _ = write!(
+            line,
+            "spec_tally=[{} {} {} {} {} {}] stall_ticks={} opens_tick={} opens_instant={} cooldown=[",
+            t.switches,
+            t.exempt_switches,
+            t.open_failed,
+            t.no_candidate_checks,
+            t.probe_opens,
+            t.probe_switches,
+            state.stall_ticks,
+            state.opens_this_tick,
+            state.opens_this_instant
         );
         for (i, (url, kind, until)) in p.cooldown.iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };
