@@ -8,7 +8,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stateright::{Checker, Expectation, Model, Path, UniformChooser};
+use stateright::{Checker, Expectation, Model, Property, UniformChooser};
 use switchyard_spec::failover::{FailoverModel, FailoverParams, FoAction, FoProjection, FoState};
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
@@ -255,7 +255,7 @@ where
             let path = discoveries
                 .iter()
                 .find(|(name, _)| *name == property.name)
-                .map(|(_, path)| path.clone().into_vec());
+                .map(|(_, path)| path.clone());
             let verdict = match (&property.expectation, path.is_some()) {
                 (Expectation::Sometimes, true) => Verdict::Witnessed,
                 (Expectation::Sometimes, false) => Verdict::NotReached,
@@ -281,9 +281,33 @@ where
     }
 }
 
+/// stateright 0.31 keeps evaluating an `always` or `sometimes` property after its first
+/// discovery and overwrites the path with each later one, so the path it returns ends at the
+/// last violating (or witnessing) state it visited, not the first: a reviewer would read a
+/// long run whose violation happened many steps earlier. The path is cut at its first state
+/// where the property is violated (or witnessed); the cut path is still a real run.
+fn first_discovery_on<M: Model>(
+    model: &M,
+    property: &Property<M>,
+    mut path: Vec<(M::State, Option<M::Action>)>,
+) -> Vec<(M::State, Option<M::Action>)> {
+    let hit = |state: &M::State| match property.expectation {
+        Expectation::Always => !(property.condition)(model, state),
+        Expectation::Sometimes => (property.condition)(model, state),
+        Expectation::Eventually => false,
+    };
+    if let Some(first) = path.iter().position(|(state, _)| hit(state)) {
+        path.truncate(first + 1);
+        if let Some(last) = path.last_mut() {
+            last.1 = None;
+        }
+    }
+    path
+}
+
 type Found<M> = Vec<(
     &'static str,
-    Path<<M as Model>::State, <M as Model>::Action>,
+    Vec<(<M as Model>::State, Option<<M as Model>::Action>)>,
 )>;
 
 fn finish<M, C>(
@@ -317,7 +341,20 @@ where
     if options.progress {
         eprint!("\r{:70}\r", "");
     }
-    let discoveries = checker.discoveries().into_iter().collect();
+    let model = checker.model();
+    let properties = model.properties();
+    let discoveries = checker
+        .discoveries()
+        .into_iter()
+        .map(|(name, path)| {
+            let path = path.into_vec();
+            let path = match properties.iter().find(|p| p.name == name) {
+                Some(property) => first_discovery_on(model, property, path),
+                None => path,
+            };
+            (name, path)
+        })
+        .collect();
     (
         checker.state_count(),
         checker.unique_state_count(),
