@@ -128,7 +128,7 @@ pub struct FailoverParams {
 
 impl Default for FailoverParams {
     /// The review bounds: the production topology over one cooldown cycle (and the open that
-    /// may time out after it), every variant, every kind of input. About 8.5 M states.
+    /// may time out after it), every variant, every kind of input. About 8.8 M states.
     fn default() -> Self {
         FailoverParams {
             urls_per_host: vec![2, 1],
@@ -146,7 +146,7 @@ impl Default for FailoverParams {
 impl FailoverParams {
     /// The small bound of the committed trace corpus, the pinned spec test and the checker
     /// bench: every variant, one cooldown cycle, three host events, one directory update, no
-    /// odd inputs (about 96 k states; every witness is reached).
+    /// odd inputs (about 99 k states; every witness is reached).
     pub fn small() -> FailoverParams {
         FailoverParams {
             cycles: 1,
