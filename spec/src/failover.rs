@@ -1310,7 +1310,7 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             },
         ),
         Property::always(
-            "FO-D2a cooldown keyed by URL: what cools (kind, until, exemption spent) is the spec's record, list changes included",
+            "FO-D2a cooldown keyed by URL: what cools is the spec's record, list changes included",
             |_, s: &FoState| !s.last.cooldown_record_differs,
         ),
         Property::always(
@@ -1336,16 +1336,14 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
         ),
         Property::always(
             "FO-D6-OFF no exempt open and no probe with EXEMPT=0",
-            |_, s: &FoState| {
-                s.variant.thresholds().exempt || open_ok(s, |o| !o.exempt && !o.probe)
-            },
+            |_, s: &FoState| s.variant.thresholds().exempt || open_ok(s, |o| !o.exempt && !o.probe),
         ),
         Property::always(
-            "FO-D6 no-candidate [relay-skip] line at most once per GRACE_MS",
+            "FO-D6 no-candidate line at most once per GRACE_MS",
             |_, s: &FoState| !s.last.skip_line_too_soon,
         ),
         Property::always(
-            "FO-D7 [relay-switch] lines == switches; every counter == the spec's own tally; monotone",
+            "FO-D7 [relay-switch] lines == switches == tally; counters == tally, monotone",
             |_, s: &FoState| {
                 s.switch_lines == s.sup.counters().switches
                     && s.switch_lines == u64::from(s.tally.switches)
@@ -1354,7 +1352,7 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             },
         ),
         Property::always(
-            "FO-H-1 the health path acts only at a tick or after its own failed open, while unhealthy",
+            "FO-H-1 the health path acts only when due and unhealthy",
             |_, s: &FoState| !s.last.health_acted_out_of_turn,
         ),
         Property::always(
@@ -1372,7 +1370,7 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             |_, s: &FoState| s.variant.thresholds().cooldown_ms == 0 || s.stall_ticks <= 1,
         ),
         Property::always(
-            "FO-X1 no open storm at one instant: at most 3(N-1)+2 opens",
+            "FO-X1 at most 3(N-1)+2 opens at one instant",
             |m: &FailoverModel, s: &FoState| s.opens_this_instant <= m.instant_open_cap(),
         ),
         Property::always(
@@ -1380,7 +1378,7 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             |_, s: &FoState| s.variant.thresholds().cooldown_ms != 0 || s.stall_ticks <= 1,
         ),
         Property::always(
-            "FO-X2 a tick's chain opens each candidate at most once: at most 2(N-1)+1 opens per tick",
+            "FO-X2 at most 2(N-1)+1 opens per tick's chain",
             |m: &FailoverModel, s: &FoState| s.opens_this_tick <= m.tick_open_cap(),
         ),
         Property::always(
@@ -1412,12 +1410,11 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             "FO-ORACLE the core decides as the naive transcription of the FO rules",
             |_, s: &FoState| !s.last.oracle_differs,
         ),
-        Property::always(
-            "one open in flight; make-before-break; the channel and open are those the spec saw",
-            |_, s: &FoState| {
-                s.last.opens_started <= 1 && !s.last.closed_without_switch && !s.last.record_differs
-            },
-        ),
+        // Also: the core's channel and open in flight are the ones the spec saw (no switch, no
+        // cancelled open, no open the spec did not see start).
+        Property::always("one open in flight; make-before-break", |_, s: &FoState| {
+            s.last.opens_started <= 1 && !s.last.closed_without_switch && !s.last.record_differs
+        }),
         Property::sometimes("witness: exempt switch (FO-D6)", |_, s: &FoState| {
             s.last.exempt_switch
         }),
