@@ -8,7 +8,7 @@ use std::path::{Path as FsPath, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use stateright::{Checker, Expectation, HasDiscoveries, Model, Path, UniformChooser};
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Property, UniformChooser};
 use switchyard_spec::failover::{FailoverModel, FailoverParams, FoAction, FoProjection, FoState};
 use switchyard_spec::halt::Halt;
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
@@ -68,8 +68,27 @@ impl CheckedModel for FailoverModel {
         let c = p.counters;
         let _ = write!(
             line,
-            "switches={} exempt={} open_failed={} no_candidate={} stall_ticks={} cooldown=[",
-            c.switches, c.exempt_switches, c.open_failed, c.no_candidate_checks, state.stall_ticks
+            "switches={} exempt={} open_failed={} no_candidate={} probe_opens={} probe_switches={} ",
+            c.switches,
+            c.exempt_switches,
+            c.open_failed,
+            c.no_candidate_checks,
+            c.probe_opens,
+            c.probe_switches
+        );
+        let t = state.tally;
+        let _ = write!(
+            line,
+            "spec_tally=[{} {} {} {} {} {}] stall_ticks={} opens_tick={} opens_instant={} cooldown=[",
+            t.switches,
+            t.exempt_switches,
+            t.open_failed,
+            t.no_candidate_checks,
+            t.probe_opens,
+            t.probe_switches,
+            state.stall_ticks,
+            state.opens_this_tick,
+            state.opens_this_instant
         );
         for (i, (url, kind, until)) in p.cooldown.iter().enumerate() {
             let sep = if i == 0 { "" } else { ", " };
@@ -378,7 +397,7 @@ where
                 .discoveries
                 .iter()
                 .find(|(name, _)| *name == property.name)
-                .map(|(_, path)| path.clone().into_vec());
+                .map(|(_, path)| path.clone());
             let verdict = match (&property.expectation, path.is_some()) {
                 (Expectation::Sometimes, true) => Verdict::Witnessed,
                 (_, true) => Verdict::Violated,
@@ -409,9 +428,33 @@ where
     }
 }
 
+/// stateright 0.31 keeps evaluating an `always` or `sometimes` property after its first
+/// discovery and overwrites the path with each later one, so the path it returns ends at the
+/// last violating (or witnessing) state it visited, not the first: a reviewer would read a
+/// long run whose violation happened many steps earlier. The path is cut at its first state
+/// where the property is violated (or witnessed); the cut path is still a real run.
+fn first_discovery_on<M: Model>(
+    model: &M,
+    property: &Property<M>,
+    mut path: Vec<(M::State, Option<M::Action>)>,
+) -> Vec<(M::State, Option<M::Action>)> {
+    let hit = |state: &M::State| match property.expectation {
+        Expectation::Always => !(property.condition)(model, state),
+        Expectation::Sometimes => (property.condition)(model, state),
+        Expectation::Eventually => false,
+    };
+    if let Some(first) = path.iter().position(|(state, _)| hit(state)) {
+        path.truncate(first + 1);
+        if let Some(last) = path.last_mut() {
+            last.1 = None;
+        }
+    }
+    path
+}
+
 type Found<M> = Vec<(
     &'static str,
-    Path<<M as Model>::State, <M as Model>::Action>,
+    Vec<(<M as Model>::State, Option<<M as Model>::Action>)>,
 )>;
 
 struct Searched<M: Model> {
@@ -469,11 +512,25 @@ where
     if options.progress {
         eprint!("\r{:90}\r", "");
     }
+    let model = checker.model();
+    let properties = model.properties();
+    let discoveries = checker
+        .discoveries()
+        .into_iter()
+        .map(|(name, path)| {
+            let path = path.into_vec();
+            let path = match properties.iter().find(|p| p.name == name) {
+                Some(property) => first_discovery_on(model, property, path),
+                None => path,
+            };
+            (name, path)
+        })
+        .collect();
     Searched {
         states: checker.state_count(),
         unique_states: checker.unique_state_count(),
         max_depth: checker.max_depth(),
-        discoveries: checker.discoveries().into_iter().collect(),
+        discoveries,
         budget_reached,
     }
 }

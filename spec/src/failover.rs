@@ -129,7 +129,7 @@ pub struct FailoverParams {
 
 impl Default for FailoverParams {
     /// The review bounds: the production topology over one cooldown cycle (and the open that
-    /// may time out after it), every variant, every kind of input. About 8.5 M states.
+    /// may time out after it), every variant, every kind of input. About 8.8 M states.
     fn default() -> Self {
         FailoverParams {
             urls_per_host: vec![2, 1],
@@ -147,7 +147,7 @@ impl Default for FailoverParams {
 impl FailoverParams {
     /// The small bound of the committed trace corpus, the pinned spec test and the checker
     /// bench: every variant, one cooldown cycle, three host events, one directory update, no
-    /// odd inputs (about 96 k states; every witness is reached).
+    /// odd inputs (about 99 k states; every witness is reached).
     pub fn small() -> FailoverParams {
         FailoverParams {
             cycles: 1,
@@ -268,6 +268,20 @@ pub struct StepFacts {
     pub no_candidate_line: bool,
     /// FO-D2a: the core's cooling URLs differ from the spec's own record.
     pub cooldown_record_differs: bool,
+    /// The core's current channel or open in flight is not the one the spec saw it open
+    /// (make-before-break: only a result the environment gave ends an open, only a success
+    /// changes the channel).
+    pub record_differs: bool,
+    /// FO-D7: a core counter differs from the spec's own tally.
+    pub counters_differ: bool,
+    /// FO-D6: a no-candidate `[relay-skip]` line within `GRACE_MS` of the previous one.
+    pub skip_line_too_soon: bool,
+    /// FO-H-1: the health path acted (opened, or logged the no-candidate line) where it may
+    /// not: outside a tick or the continuation of its own failed open, or while the channel
+    /// is healthy by the spec's own reading of FO-H-1.
+    pub health_acted_out_of_turn: bool,
+    /// FO-H-2: the health path opened something in this step.
+    pub health_opened: bool,
     /// FO-ORACLE: the core decided or looks otherwise than the naive transcription.
     pub oracle_differs: bool,
 }
@@ -290,14 +304,59 @@ pub struct OpenFact {
     pub since_previous_probe_ms: Option<u64>,
 }
 
-/// The spec's own record of one URL's cooldown cycle, kept from the core's outputs alone
-/// (switch and open-failed events), never read from the core's table.
+/// The spec's own record of one URL's cooldown cycle, kept from what the spec itself saw: the
+/// opens the core emitted (url, exempt, probe) and the results the environment gave them (a
+/// failed non-probe open starts an open-failed cycle at the failure; a success starts a
+/// switched-away cycle for the channel left and ends the target's). Never read from the core's
+/// table or its events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CycleRecord {
     pub kind: CooldownKind,
     pub until: MonoMs,
     /// FO-D4: the exemption of this cycle was used.
     pub exempted: bool,
+}
+
+/// An open the spec saw the core start (its `Open` action), until the environment answers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpecOpen {
+    /// Index into [`FailoverParams::urls`].
+    pub url: u8,
+    /// The spec's own reading: an open started by a directory update is the directory path's,
+    /// any other the health path's.
+    pub origin: Origin,
+    pub exempt: bool,
+    pub probe: bool,
+}
+
+/// FO-D7: the spec's own tallies, from the core's outputs and the environment's actions
+/// (`u8`: a run is bounded; equal to the core's counters, so they add no states).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Tally {
+    /// Successful opens while a channel was current (each one `[relay-switch]` line).
+    pub switches: u8,
+    /// Those whose open was exempt.
+    pub exempt_switches: u8,
+    /// Opens that failed or timed out, probes included.
+    pub open_failed: u8,
+    /// Ticks that ran the health path (supervisor on, channel unhealthy, no open in flight)
+    /// and started no open.
+    pub no_candidate_checks: u8,
+    /// Probe opens started.
+    pub probe_opens: u8,
+    /// Switches whose open was a probe.
+    pub probe_switches: u8,
+}
+
+impl Tally {
+    pub fn matches(&self, c: &Counters) -> bool {
+        c.switches == u64::from(self.switches)
+            && c.exempt_switches == u64::from(self.exempt_switches)
+            && c.open_failed == u64::from(self.open_failed)
+            && c.no_candidate_checks == u64::from(self.no_candidate_checks)
+            && c.probe_opens == u64::from(self.probe_opens)
+            && c.probe_switches == u64::from(self.probe_switches)
+    }
 }
 
 /// What the environment may still do in this run.
@@ -316,15 +375,35 @@ pub struct FoState {
     pub sup: Supervisor,
     pub now: MonoMs,
     pub host_up: Vec<bool>,
+    /// The attempts of the last report the spec fed about the current channel; 0: healthy.
     pub attempts: u32,
+    /// FO-H-1, the spec's own record: since when the current channel has been in backoff (the
+    /// report that took it out of healthy).
+    pub backoff_since: Option<MonoMs>,
     pub switch_lines: u64,
     /// Ticks since the chain last ended while unhealthy with a live, eligible candidate.
     pub stall_ticks: u8,
+    /// FO-X1/FO-X2: opens started since the last tick (its own included), and since time last
+    /// advanced. Reset by the tick and by time, so they split few states.
+    pub opens_this_tick: u8,
+    pub opens_this_instant: u8,
     /// The environment acts at most once per tick (a host event, a directory update, a report,
     /// a transient failure): without time passing, cooldown 0 would otherwise let counters
     /// grow without bound.
     pub env_acted_this_tick: bool,
     pub budget: Budget,
+    /// The spec's own record of the candidate list: the last non-empty list it fed, an index
+    /// into [`FailoverParams::directory_lists`] (the empty list is rejected).
+    pub list: u16,
+    /// The spec's own record of the current URL (index into [`FailoverParams::urls`]): set when
+    /// an open it saw start succeeds.
+    pub current: u8,
+    /// The open the spec saw start and the environment has not answered yet.
+    pub opening: Option<SpecOpen>,
+    /// FO-D7: the spec's own tallies.
+    pub tally: Tally,
+    /// FO-D6: when the spec last saw the no-candidate `[relay-skip]` line.
+    pub skip_line_at: Option<MonoMs>,
     /// The spec's own cooldown record (FO-D1, FO-D2a, FO-D3, FO-D4, FO-D5), by URL.
     pub cycles: BTreeMap<RelayUrl, CycleRecord>,
     /// FO-X3: when each URL was last probed.
@@ -393,14 +472,32 @@ pub struct FailoverModel {
     lists: Vec<Vec<RelayUrl>>,
     /// Raised by the checker when its memory budget is reached.
     pub halt: Halt,
+    /// The index of the whole universe in directory order: the list the run starts from.
+    full_list: u16,
+}
+
+/// The spec's own reading of the configuration it gave the core (never the core's answer):
+/// FO-H-2, the supervisor is off when `MIN_ATTEMPTS` is 0.
+fn spec_supervisor_on(t: &Thresholds) -> bool {
+    t.min_attempts != 0
+}
+
+/// FO-X3 / FO-D6-OFF: probing needs the exemption on and `PROBE_MAX_MS` other than 0.
+fn spec_probing_on(t: &Thresholds) -> bool {
+    t.exempt && t.probe_max_ms != 0
 }
 
 impl FailoverModel {
     pub fn new(params: FailoverParams) -> FailoverModel {
         assert!(!params.urls_per_host.is_empty() && params.urls_per_host.len() <= 8);
         let urls = params.urls();
-        let lists = params
-            .directory_lists()
+        let indices = params.directory_lists();
+        let whole: Vec<u8> = (0..urls.len() as u8).collect();
+        let full_list = indices
+            .iter()
+            .position(|l| *l == whole)
+            .expect("the whole universe is one of the lists") as u16;
+        let lists = indices
             .into_iter()
             .map(|list| {
                 list.into_iter()
@@ -413,6 +510,7 @@ impl FailoverModel {
             urls,
             lists,
             halt: Halt::default(),
+            full_list,
         }
     }
 
@@ -428,6 +526,23 @@ impl FailoverModel {
         &self.lists[usize::from(list)]
     }
 
+    /// The spec's own record of the candidate list.
+    pub fn spec_list(&self, state: &FoState) -> &[RelayUrl] {
+        self.directory_list(state.list)
+    }
+
+    /// The spec's own record of the current URL.
+    pub fn spec_current(&self, state: &FoState) -> &RelayUrl {
+        &self.urls[usize::from(state.current)].0
+    }
+
+    fn url_index(&self, url: &RelayUrl) -> u8 {
+        self.urls
+            .iter()
+            .position(|(u, _)| u == url)
+            .expect("every model URL is in the universe") as u8
+    }
+
     fn host_of(&self, url: &RelayUrl) -> usize {
         self.urls
             .iter()
@@ -440,22 +555,64 @@ impl FailoverModel {
         state.host_up[self.host_of(url)]
     }
 
+    /// FO-X2: a tick's chain opens each other candidate at most once (a clean or an exempt
+    /// open: the failed one is passed over until the chain moves on, FO-D4 allows one
+    /// exemption per cycle), plus at most one probe round over the other candidates (FO-X3:
+    /// a URL at most once per interval; a round that ends schedules the next one at least
+    /// `PROBE_MIN_MS` less jitter later), plus one directory-path open (the environment acts
+    /// once per tick, and a directory update starts at most one open): `2 (N - 1) + 1` for a
+    /// universe of `N` URLs (the current one is never opened).
+    pub fn tick_open_cap(&self) -> u8 {
+        let others = self.urls.len() as u8 - 1;
+        2 * others + 1
+    }
+
+    /// FO-X1 / FO-X2 at one instant: at most two chains touch an instant (the one whose open
+    /// fails or times out at it, and the tick at it: `CHECK_MS > 0`, so one tick per
+    /// instant), each opening every other candidate at most once; one probe per URL (the probe
+    /// interval is > 0); one directory-path open on each side of the tick. `3 (N - 1) + 2`.
+    /// A chain stuck re-opening failed candidates at one instant exceeds it; the model stops
+    /// there (`actions`) instead of searching without end.
+    pub fn instant_open_cap(&self) -> u8 {
+        let others = self.urls.len() as u8 - 1;
+        3 * others + 2
+    }
+
+    fn over_open_caps(&self, state: &FoState) -> bool {
+        state.opens_this_tick > self.tick_open_cap()
+            || state.opens_this_instant > self.instant_open_cap()
+    }
+
     /// The spec's record: is `url` cooling at `at`?
     fn spec_cooling(state: &FoState, url: &RelayUrl, at: MonoMs) -> bool {
         state.cycles.get(url).is_some_and(|c| c.until > at)
     }
 
-    /// A live candidate the health path may still use: clean, or exemptable.
+    /// FO-H-1 as the spec states it, from the reports it fed and the configuration it gave:
+    /// unhealthy only in backoff, and only once `MIN_ATTEMPTS` attempts were made or the
+    /// channel has been in backoff for `GRACE_MS` since it left healthy. FO-H-2: never with
+    /// `MIN_ATTEMPTS=0`.
+    pub fn spec_unhealthy(state: &FoState) -> bool {
+        let t = state.variant.thresholds();
+        spec_supervisor_on(&t)
+            && state.attempts > 0
+            && (state.attempts >= t.min_attempts
+                || state
+                    .backoff_since
+                    .is_some_and(|since| state.now.since_ms(since) >= t.grace_ms))
+    }
+
+    /// A live candidate the health path may still use: clean, or exemptable. From the spec's
+    /// own list, current URL and configuration.
     pub fn live_eligible_exists(&self, state: &FoState) -> bool {
-        let sup = &state.sup;
-        sup.candidates().iter().any(|url| {
-            if !self.is_live(state, url) || sup.current() == Some(url) {
+        let exempt_on = state.variant.thresholds().exempt;
+        let current = self.spec_current(state);
+        self.spec_list(state).iter().any(|url| {
+            if !self.is_live(state, url) || current == url {
                 return false;
             }
             match state.cycles.get(url) {
-                Some(cycle) if cycle.until > state.now => {
-                    sup.thresholds().exempt && !cycle.exempted
-                }
+                Some(cycle) if cycle.until > state.now => exempt_on && !cycle.exempted,
                 _ => true,
             }
         })
@@ -466,14 +623,15 @@ impl FailoverModel {
     /// those it already tried), switched-away before open-failed, then earliest `until`, then
     /// directory order.
     fn expected_exempt_target(
+        &self,
         state: &FoState,
         now: MonoMs,
         tried: &BTreeSet<RelayUrl>,
     ) -> Option<RelayUrl> {
-        let sup = &state.sup;
+        let current = self.spec_current(state);
         let mut best: Option<((u8, MonoMs, usize), RelayUrl)> = None;
-        for (index, url) in sup.candidates().iter().enumerate() {
-            if sup.current() == Some(url) || tried.contains(url) {
+        for (index, url) in self.spec_list(state).iter().enumerate() {
+            if current == url || tried.contains(url) {
                 continue;
             }
             let Some(cycle) = state.cycles.get(url) else {
@@ -494,28 +652,63 @@ impl FailoverModel {
         best.map(|(_, url)| url)
     }
 
+    /// Time advances to `to` (or stays): the per-instant open count starts over.
+    fn advance(state: &mut FoState, to: MonoMs) {
+        if to != state.now {
+            state.opens_this_instant = 0;
+            state.now = to;
+        }
+    }
+
+    /// The spec's record of the channel it reports about (FO-H-1): healthy, or in backoff
+    /// since the report that took it out of healthy.
+    fn note_report(state: &mut FoState, report: ChannelState) {
+        match report {
+            ChannelState::Healthy => {
+                state.attempts = 0;
+                state.backoff_since = None;
+            }
+            ChannelState::Backoff { attempts } => {
+                if state.attempts == 0 {
+                    state.backoff_since = Some(state.now);
+                }
+                state.attempts = attempts;
+            }
+        }
+    }
+
     /// The step function: the real core, fed the action, outputs drained and judged.
     pub fn step(&self, before: &FoState, action: FoAction) -> FoState {
         let mut state = before.clone();
         state.last = StepFacts::default();
         let sup_before = &before.sup;
-        let mut judge_at = state.now;
-        // What a chain continuing after a failed open has already tried (a tick starts afresh).
+        // What a chain continuing after a failed open has already tried (a tick starts afresh):
+        // the passed-over set of the spec's own transcription (FO-X2), not the core's.
         let mut tried = BTreeSet::new();
         let mut failed_origin = None;
         let mut transient = false;
         let mut outputs = Vec::new();
+        // Who may open in this step, as the spec reads the rules: the directory path only on a
+        // directory update; the health path only on a tick that finds the channel unhealthy
+        // with no open in flight, or right after its own open failed while still unhealthy.
+        let mut origin = Origin::Health;
+        let mut health_may_act = false;
+        let mut tick_ran_health = false;
         match action {
             FoAction::Tick => {
+                // The environment's own need: when the core asked to be woken.
                 let next = state
                     .sup
                     .poll_timeout()
                     .unwrap_or(state.now.plus_ms(MODEL_CHECK_MS));
-                state.now = next.max(state.now);
-                judge_at = state.now;
+                let to = next.max(state.now);
+                Self::advance(&mut state, to);
                 state.env_acted_this_tick = false;
+                state.opens_this_tick = 0;
                 outputs.extend(self.report_channel(&mut state));
                 self.expire_records(&mut state);
+                tick_ran_health = state.opening.is_none() && Self::spec_unhealthy(&state);
+                health_may_act = tick_ran_health;
                 outputs.extend(state.feed(Input::Tick));
             }
             FoAction::HostDown { host } | FoAction::HostUp { host } => {
@@ -524,9 +717,10 @@ impl FailoverModel {
                 state.env_acted_this_tick = true;
             }
             FoAction::OpenSucceeds => {
+                // The environment answers the open the core has in flight.
                 let url = state.sup.open_in_flight().expect("enabled").url.clone();
                 outputs.extend(state.feed(Input::OpenSucceeded(&url)));
-                state.attempts = 0;
+                self.record_success(&mut state, &url);
             }
             FoAction::OpenFails | FoAction::OpenTimesOut => {
                 let pending = state.sup.open_in_flight().expect("enabled").clone();
@@ -536,26 +730,34 @@ impl FailoverModel {
                     state.env_acted_this_tick = true;
                 }
                 let failure = if action == FoAction::OpenTimesOut {
-                    state.now = pending
+                    let at = pending
                         .started_at
                         .plus_ms(MODEL_UP_TIMEOUT_MS)
                         .max(state.now);
+                    Self::advance(&mut state, at);
                     OpenFailure::TimedOut
                 } else {
                     OpenFailure::Failed
                 };
-                judge_at = state.now;
                 self.expire_records(&mut state);
-                tried = sup_before.tried_since_last_move();
+                tried = before.oracle.passed_over().iter().cloned().collect();
                 tried.insert(pending.url.clone());
-                failed_origin = Some(pending.origin);
                 outputs.extend(state.feed(Input::OpenFailed(&pending.url, failure)));
-                state.last.exempt_open_failed = pending.exemption.is_some();
+                let failed = self.record_failure(&mut state, &pending.url);
+                failed_origin = failed.map(|open| open.origin);
+                state.last.exempt_open_failed = failed.is_some_and(|open| open.exempt);
+                health_may_act =
+                    failed_origin == Some(Origin::Health) && Self::spec_unhealthy(&state);
             }
             FoAction::Directory { list } => {
                 state.env_acted_this_tick = true;
                 state.budget.directory_updates -= 1;
+                origin = Origin::Directory;
                 let urls = self.directory_list(list).to_vec();
+                // An empty list is rejected: the last list stays.
+                if !urls.is_empty() {
+                    state.list = list;
+                }
                 outputs.extend(state.feed(Input::Directory(&urls)));
                 state.last.unlisted_cooling_kept = state
                     .cycles
@@ -565,22 +767,89 @@ impl FailoverModel {
             FoAction::ChannelReport { report } => {
                 state.env_acted_this_tick = true;
                 state.budget.channel_reports -= 1;
-                let current = state.sup.current().expect("enabled").clone();
-                let (report, attempts) = report.channel_state();
-                state.attempts = attempts;
+                let current = self.spec_current(&state).clone();
+                let (report, _) = report.channel_state();
+                Self::note_report(&mut state, report);
                 outputs.extend(state.feed(Input::Channel(&current, report)));
             }
             FoAction::OddTime { offset_ms } => {
                 state.budget.odd_time_steps -= 1;
-                state.now = self.odd_instant(&state, offset_ms).expect("enabled");
-                judge_at = state.now;
+                let at = self.odd_instant(&state, offset_ms).expect("enabled");
+                Self::advance(&mut state, at);
                 self.expire_records(&mut state);
             }
         }
-        self.judge(sup_before, &mut state, outputs, judge_at, &tried);
+        self.judge(
+            sup_before,
+            &mut state,
+            outputs,
+            Judged {
+                origin,
+                health_may_act,
+                tick_ran_health,
+            },
+            &tried,
+        );
         self.update_stall(action, failed_origin, transient, &mut state);
         self.update_recovery(transient, &mut state);
         state
+    }
+
+    /// A success the environment gave: the channel the spec saw current is left (a new
+    /// switched-away cycle for it, one more switch), the target's cycle ends, and the target
+    /// is current, on a fresh (healthy) channel.
+    fn record_success(&self, state: &mut FoState, url: &RelayUrl) {
+        let Some(open) = state.opening.take() else {
+            state.last.record_differs = true;
+            return;
+        };
+        if usize::from(open.url) >= self.urls.len() || &self.urls[usize::from(open.url)].0 != url {
+            state.last.record_differs = true;
+        }
+        let cooldown_ms = state.variant.thresholds().cooldown_ms;
+        let old = self.spec_current(state).clone();
+        state.cycles.insert(
+            old,
+            CycleRecord {
+                kind: CooldownKind::SwitchedAway,
+                until: state.now.plus_ms(cooldown_ms),
+                exempted: false,
+            },
+        );
+        state.cycles.remove(&self.urls[usize::from(open.url)].0);
+        state.current = open.url;
+        let t = &mut state.tally;
+        t.switches = t.switches.saturating_add(1);
+        t.exempt_switches = t.exempt_switches.saturating_add(u8::from(open.exempt));
+        t.probe_switches = t.probe_switches.saturating_add(u8::from(open.probe));
+        Self::note_report(state, ChannelState::Healthy);
+    }
+
+    /// A failure the environment gave: one more failed open; a failed non-probe open starts an
+    /// open-failed cycle at the failure instant (FO-D2), and a failed exempt open has spent
+    /// the exemption of that new cycle (FO-D4: "the URL's cooldown restarts and it gets no
+    /// further exemption in that cycle"); a failed probe changes no cycle (FO-X3).
+    fn record_failure(&self, state: &mut FoState, url: &RelayUrl) -> Option<SpecOpen> {
+        let Some(open) = state.opening.take() else {
+            state.last.record_differs = true;
+            return None;
+        };
+        if &self.urls[usize::from(open.url)].0 != url {
+            state.last.record_differs = true;
+        }
+        state.tally.open_failed = state.tally.open_failed.saturating_add(1);
+        if !open.probe {
+            let cooldown_ms = state.variant.thresholds().cooldown_ms;
+            state.cycles.insert(
+                self.urls[usize::from(open.url)].0.clone(),
+                CycleRecord {
+                    kind: CooldownKind::OpenFailed,
+                    until: state.now.plus_ms(cooldown_ms),
+                    exempted: open.exempt,
+                },
+            );
+        }
+        Some(open)
     }
 
     /// The instant `offset_ms` around the core's next threshold, if it lies strictly between
@@ -592,23 +861,22 @@ impl FailoverModel {
         (at > state.now && at < next_tick).then_some(at)
     }
 
+    /// The channel's report before a tick, about the channel the spec saw current.
     fn report_channel(&self, state: &mut FoState) -> Vec<Output> {
-        let Some(current) = state.sup.current().cloned() else {
-            return Vec::new();
-        };
+        let current = self.spec_current(state).clone();
         if self.is_live(state, &current) {
             if state.attempts > 0 {
-                state.attempts = 0;
+                Self::note_report(state, ChannelState::Healthy);
                 return state.feed(Input::Channel(&current, ChannelState::Healthy));
             }
             Vec::new()
         } else {
             // Attempts grow past MIN_ATTEMPTS by one, so "above" is explored too.
-            let cap = state.sup.thresholds().min_attempts.max(1) + 1;
-            state.attempts = (state.attempts + 1).min(cap);
+            let cap = state.variant.thresholds().min_attempts.max(1) + 1;
             let report = ChannelState::Backoff {
-                attempts: state.attempts,
+                attempts: (state.attempts + 1).min(cap),
             };
+            Self::note_report(state, report);
             state.feed(Input::Channel(&current, report))
         }
     }
@@ -624,10 +892,11 @@ impl FailoverModel {
         sup_before: &Supervisor,
         state: &mut FoState,
         outputs: Vec<Output>,
-        at: MonoMs,
+        judged: Judged,
         tried: &BTreeSet<RelayUrl>,
     ) {
-        let cooldown_ms = state.sup.thresholds().cooldown_ms;
+        let at = state.now;
+        let t = state.variant.thresholds();
         let mut switched = false;
         for output in outputs {
             match output {
@@ -635,17 +904,32 @@ impl FailoverModel {
                     url, exempt, probe, ..
                 }) => {
                     state.last.opens_started += 1;
-                    let expected = Self::expected_exempt_target(state, at, tried);
-                    let first_clean = state.sup.candidates().iter().find(|u| {
-                        state.sup.current() != Some(*u) && !Self::spec_cooling(state, u, at)
-                    });
+                    state.opens_this_tick = state.opens_this_tick.saturating_add(1);
+                    state.opens_this_instant = state.opens_this_instant.saturating_add(1);
+                    if probe {
+                        state.tally.probe_opens = state.tally.probe_opens.saturating_add(1);
+                    }
+                    let origin = judged.origin;
+                    if origin == Origin::Health {
+                        state.last.health_opened = true;
+                        if !judged.health_may_act {
+                            state.last.health_acted_out_of_turn = true;
+                        }
+                    }
+                    let expected = self.expected_exempt_target(state, at, tried);
+                    let current = self.spec_current(state);
+                    let list = self.spec_list(state);
+                    let first_clean = list
+                        .iter()
+                        .find(|u| current != *u && !Self::spec_cooling(state, u, at));
                     let cycle = state.cycles.get(&url).copied();
                     let target_was_cooling = cycle.is_some_and(|c| c.until > at);
+                    let listed = list.contains(&url);
                     state.last.open = Some(OpenFact {
-                        origin: state.sup.open_in_flight().expect("just opened").origin,
+                        origin,
                         exempt,
                         probe,
-                        listed: state.sup.candidates().contains(&url),
+                        listed,
                         target_was_cooling,
                         target_was_exempted_this_cycle: exempt && cycle.is_some_and(|c| c.exempted),
                         clean_candidate_existed: first_clean.is_some(),
@@ -667,44 +951,26 @@ impl FailoverModel {
                             cycle.exempted = true;
                         }
                     }
+                    if listed {
+                        state.opening = Some(SpecOpen {
+                            url: self.url_index(&url),
+                            origin,
+                            exempt,
+                            probe,
+                        });
+                    } else {
+                        // FO-R5 reports it; the record cannot name a URL outside the universe.
+                        state.last.record_differs = true;
+                    }
                 }
                 Output::Action(Action::Close { .. }) => switched = true,
                 Output::Event(event) => {
                     match &event {
+                        // Witnesses only: the spec's record follows the actions, not events.
                         Event::Switched(record) => {
                             state.last.exempt_switch = record.exemption.is_some();
                             state.last.probe_switch = record.probe;
                             state.last.directory_switch = record.origin == Origin::Directory;
-                            // Leaving a URL starts a new (switched-away) cycle for it.
-                            state.cycles.insert(
-                                record.from.clone(),
-                                CycleRecord {
-                                    kind: CooldownKind::SwitchedAway,
-                                    until: at.plus_ms(cooldown_ms),
-                                    exempted: false,
-                                },
-                            );
-                            state.cycles.remove(&record.to);
-                        }
-                        Event::Attached { url, .. } => {
-                            state.cycles.remove(url);
-                        }
-                        // A failed open starts a new cycle; a failed exempt open spends the
-                        // exemption of that cycle (FO-D4); a failed probe changes nothing.
-                        Event::Skipped(Skip::OpenFailed {
-                            url,
-                            exempt,
-                            probe: false,
-                            ..
-                        }) => {
-                            state.cycles.insert(
-                                url.clone(),
-                                CycleRecord {
-                                    kind: CooldownKind::OpenFailed,
-                                    until: at.plus_ms(cooldown_ms),
-                                    exempted: *exempt,
-                                },
-                            );
                         }
                         Event::Skipped(Skip::StillCooling {
                             origin: Origin::Directory,
@@ -712,6 +978,18 @@ impl FailoverModel {
                         }) => state.last.directory_refused_by_cooldown = true,
                         Event::Skipped(Skip::NoCandidate { .. }) => {
                             state.last.no_candidate_line = true;
+                            // FO-D6: the line only on a no-candidate check of the health path,
+                            // at most once per GRACE_MS.
+                            if !judged.tick_ran_health {
+                                state.last.health_acted_out_of_turn = true;
+                            }
+                            if state
+                                .skip_line_at
+                                .is_some_and(|last| at.since_ms(last) < t.grace_ms)
+                            {
+                                state.last.skip_line_too_soon = true;
+                            }
+                            state.skip_line_at = Some(at);
                         }
                         Event::Skipped(Skip::ProbeRoundFailed { .. }) => {
                             state.last.probe_round_failed = true;
@@ -724,24 +1002,56 @@ impl FailoverModel {
                 }
             }
         }
+        // FO-D7: a tick that ran the health path and started no open is a no-candidate check.
+        if judged.tick_ran_health && state.last.opens_started == 0 {
+            state.tally.no_candidate_checks = state.tally.no_candidate_checks.saturating_add(1);
+        }
         self.expire_records(state);
         // Only the probes of the last PROBE_MIN_MS matter to the storm bound.
         state
             .last_probe_at
             .retain(|_, t| at.since_ms(*t) < MODEL_PROBE_MIN_MS);
-        // FO-D2a: what cools in the core is exactly what the spec's record says cools.
+        // The skip line's throttle matters for GRACE_MS only.
+        if state
+            .skip_line_at
+            .is_some_and(|last| at.since_ms(last) >= t.grace_ms)
+        {
+            state.skip_line_at = None;
+        }
+        // FO-D2a / FO-D4: what cools in the core (kind, until, exemption spent) is exactly what
+        // the spec's record says cools.
         let now = state.now;
-        let mut core: Vec<(&RelayUrl, MonoMs)> = state
+        let mut core: Vec<(&RelayUrl, CooldownKind, MonoMs, bool)> = state
             .sup
             .cooldown_rows()
             .filter(|(_, e)| e.is_cooling(now))
-            .map(|(u, e)| (u, e.until))
+            .map(|(u, e)| (u, e.kind, e.until, e.exempted_this_cycle()))
             .collect();
         core.sort_unstable();
-        let spec: Vec<(&RelayUrl, MonoMs)> =
-            state.cycles.iter().map(|(u, c)| (u, c.until)).collect();
+        let spec: Vec<(&RelayUrl, CooldownKind, MonoMs, bool)> = state
+            .cycles
+            .iter()
+            .map(|(u, c)| (u, c.kind, c.until, c.exempted))
+            .collect();
         state.last.cooldown_record_differs = core != spec;
+        // Make-before-break: the core's channel and open in flight are those the spec saw.
+        let spec_open = state.opening.map(|o| {
+            (
+                &self.urls[usize::from(o.url)].0,
+                o.origin,
+                o.exempt,
+                o.probe,
+            )
+        });
+        let core_open = state
+            .sup
+            .open_in_flight()
+            .map(|o| (&o.url, o.origin, o.exemption.is_some(), o.probe));
+        if state.sup.current() != Some(self.spec_current(state)) || core_open != spec_open {
+            state.last.record_differs = true;
+        }
         let (b, a) = (sup_before.counters(), state.sup.counters());
+        state.last.counters_differ = !state.tally.matches(&a);
         state.last.counters_regressed = a.switches < b.switches
             || a.exempt_switches < b.exempt_switches
             || a.open_failed < b.open_failed
@@ -754,7 +1064,8 @@ impl FailoverModel {
     /// FO-X1/FO-X2 bookkeeping: a tick whose chain (the tick plus the health-path opens it
     /// leads to) ends unhealthy, with no open in flight, while a live eligible candidate exists,
     /// is a stalled tick. Directory-path opens are not part of a tick's chain. A transient
-    /// failure of a live relay restarts the count: that relay was not reachable.
+    /// failure of a live relay restarts the count: that relay was not reachable. All from the
+    /// spec's own records (health, open in flight, list, current).
     fn update_stall(
         &self,
         action: FoAction,
@@ -775,10 +1086,10 @@ impl FailoverModel {
             state.stall_ticks = 0;
             return;
         }
-        if !chain_step || state.sup.open_in_flight().is_some() {
+        if !chain_step || state.opening.is_some() {
             return;
         }
-        if state.sup.is_unhealthy(state.now) && self.live_eligible_exists(state) {
+        if Self::spec_unhealthy(state) && self.live_eligible_exists(state) {
             if action == FoAction::Tick || state.stall_ticks == 0 {
                 state.stall_ticks = state.stall_ticks.saturating_add(1);
             }
@@ -788,20 +1099,18 @@ impl FailoverModel {
     }
 
     /// FO-X3 bookkeeping: the client is off a live channel while some listed relay is up.
-    /// Measured only where probing is on and cooldown can drain the pool.
+    /// Measured only where probing is on and cooldown can drain the pool (the spec's own
+    /// configuration, list and current URL).
     fn update_recovery(&self, transient: bool, state: &mut FoState) {
-        let t = state.sup.thresholds();
-        let on_live = state
-            .sup
-            .current()
-            .is_some_and(|current| self.is_live(state, current));
-        let live_listed = state
-            .sup
-            .candidates()
+        let t = state.variant.thresholds();
+        let current = self.spec_current(state);
+        let on_live = self.is_live(state, current);
+        let live_listed = self
+            .spec_list(state)
             .iter()
-            .any(|url| state.sup.current() != Some(url) && self.is_live(state, url));
-        let waiting = t.probing_enabled()
-            && t.supervisor_enabled()
+            .any(|url| current != url && self.is_live(state, url));
+        let waiting = spec_probing_on(&t)
+            && spec_supervisor_on(&t)
             && t.cooldown_ms > 0
             && !on_live
             && live_listed;
@@ -845,8 +1154,11 @@ impl FailoverModel {
             now: MonoMs::ZERO,
             host_up: vec![true; p.urls_per_host.len()],
             attempts: 0,
+            backoff_since: None,
             switch_lines: 0,
             stall_ticks: 0,
+            opens_this_tick: 0,
+            opens_this_instant: 0,
             env_acted_this_tick: false,
             budget: Budget {
                 host_events: p.max_host_events,
@@ -855,6 +1167,11 @@ impl FailoverModel {
                 odd_time_steps: p.max_odd_time_steps,
                 transient_failures: p.max_transient_failures,
             },
+            list: self.full_list,
+            current: 0,
+            opening: None,
+            tally: Tally::default(),
+            skip_line_at: None,
             cycles: BTreeMap::new(),
             last_probe_at: BTreeMap::new(),
             recovery_wait_since: None,
@@ -862,6 +1179,17 @@ impl FailoverModel {
             last: StepFacts::default(),
         }
     }
+}
+
+/// What `judge` needs to know about the step, as the spec reads the rules.
+#[derive(Debug, Clone, Copy)]
+struct Judged {
+    /// The origin of any open this step starts.
+    origin: Origin,
+    /// The health path may act in this step (FO-H-1).
+    health_may_act: bool,
+    /// A tick ran the health path: if it opens nothing, that is a no-candidate check (FO-D7).
+    tick_ran_health: bool,
 }
 
 impl Model for FailoverModel {
@@ -877,11 +1205,16 @@ impl Model for FailoverModel {
     }
 
     fn actions(&self, state: &FoState, actions: &mut Vec<FoAction>) {
-        if self.halt.is_raised() {
+        // FO-X1 / FO-X2: a state over an open cap is judged (the property reports it) but not
+        // explored further: an unbounded chain is a violation, not an endless search.
+        // (`within_boundary` would drop the state unjudged.)
+        if self.halt.is_raised() || self.over_open_caps(state) {
             return;
         }
         let budget = state.budget;
         let env_may_act = !state.env_acted_this_tick;
+        // The environment's own need, not a judged decision: it answers the open the core has
+        // in flight (the spec's record of it is compared in `judge`).
         if let Some(open) = state.sup.open_in_flight() {
             if self.is_live(state, &open.url) {
                 actions.push(FoAction::OpenSucceeds);
@@ -922,22 +1255,20 @@ impl Model for FailoverModel {
             }
         }
         if budget.channel_reports > 0 {
-            if let Some(current) = state.sup.current() {
-                if self.is_live(state, current) {
+            if self.is_live(state, self.spec_current(state)) {
+                actions.push(FoAction::ChannelReport {
+                    report: Report::Healthy,
+                });
+            }
+            let min = state.variant.thresholds().min_attempts.max(1);
+            for attempts in [1, min - 1, min, min + 1] {
+                if attempts > 0 {
                     actions.push(FoAction::ChannelReport {
-                        report: Report::Healthy,
+                        report: Report::Backoff { attempts },
                     });
                 }
-                let min = state.sup.thresholds().min_attempts.max(1);
-                for attempts in [1, min - 1, min, min + 1] {
-                    if attempts > 0 {
-                        actions.push(FoAction::ChannelReport {
-                            report: Report::Backoff { attempts },
-                        });
-                    }
-                }
-                actions.dedup();
             }
+            actions.dedup();
         }
     }
 
@@ -979,9 +1310,10 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
         Property::always(
             "FO-D2 one cooldown entry per URL, until = since + cooldown",
             |_, s: &FoState| {
+                let cooldown_ms = s.variant.thresholds().cooldown_ms;
                 s.sup
                     .cooldown_rows()
-                    .all(|(_, e)| e.until.since_ms(e.since) == s.sup.thresholds().cooldown_ms)
+                    .all(|(_, e)| e.until.since_ms(e.since) == cooldown_ms)
             },
         ),
         Property::always(
@@ -1011,34 +1343,55 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
         ),
         Property::always(
             "FO-D6-OFF no exempt open and no probe with EXEMPT=0",
-            |_, s: &FoState| s.sup.thresholds().exempt || open_ok(s, |o| !o.exempt && !o.probe),
+            |_, s: &FoState| s.variant.thresholds().exempt || open_ok(s, |o| !o.exempt && !o.probe),
         ),
         Property::always(
-            "FO-D7 [relay-switch] lines == switches; counters monotone",
+            "FO-D6 no-candidate line at most once per GRACE_MS",
+            |_, s: &FoState| !s.last.skip_line_too_soon,
+        ),
+        Property::always(
+            "FO-D7 [relay-switch] lines == switches == tally; counters == tally, monotone",
             |_, s: &FoState| {
-                s.switch_lines == s.sup.counters().switches && !s.last.counters_regressed
+                s.switch_lines == s.sup.counters().switches
+                    && s.switch_lines == u64::from(s.tally.switches)
+                    && !s.last.counters_differ
+                    && !s.last.counters_regressed
             },
+        ),
+        Property::always(
+            "FO-H-1 the health path acts only when due and unhealthy",
+            |_, s: &FoState| !s.last.health_acted_out_of_turn,
         ),
         Property::always(
             "FO-H-2 MIN_ATTEMPTS=0: the health path never acts",
             |_, s: &FoState| {
-                s.sup.thresholds().supervisor_enabled()
-                    || (s.sup.counters().no_candidate_checks == 0
-                        && open_ok(s, |o| o.origin == Origin::Directory))
+                s.variant.thresholds().min_attempts != 0
+                    || (!s.last.health_opened
+                        && !s.last.no_candidate_line
+                        && s.tally.no_candidate_checks == 0
+                        && s.sup.counters().no_candidate_checks == 0)
             },
         ),
         Property::always(
             "FO-X1 a live non-exempted candidate is reached within one tick of turning unhealthy",
-            |_, s: &FoState| s.sup.thresholds().cooldown_ms == 0 || s.stall_ticks <= 1,
+            |_, s: &FoState| s.variant.thresholds().cooldown_ms == 0 || s.stall_ticks <= 1,
+        ),
+        Property::always(
+            "FO-X1 at most 3(N-1)+2 opens at one instant",
+            |m: &FailoverModel, s: &FoState| s.opens_this_instant <= m.instant_open_cap(),
         ),
         Property::always(
             "FO-X2 cooldown 0 never self-locks (same bound)",
-            |_, s: &FoState| s.sup.thresholds().cooldown_ms != 0 || s.stall_ticks <= 1,
+            |_, s: &FoState| s.variant.thresholds().cooldown_ms != 0 || s.stall_ticks <= 1,
+        ),
+        Property::always(
+            "FO-X2 at most 2(N-1)+1 opens per tick's chain",
+            |m: &FailoverModel, s: &FoState| s.opens_this_tick <= m.tick_open_cap(),
         ),
         Property::always(
             "FO-X2a with cooldown > 0 a clean open takes the first clean URL in directory order",
             |_, s: &FoState| {
-                s.sup.thresholds().cooldown_ms == 0
+                s.variant.thresholds().cooldown_ms == 0
                     || open_ok(s, |o| {
                         o.origin != Origin::Health || o.first_clean_in_directory_order
                     })
@@ -1064,8 +1417,10 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             "FO-ORACLE the core decides as the naive transcription of the FO rules",
             |_, s: &FoState| !s.last.oracle_differs,
         ),
+        // Also: the core's channel and open in flight are the ones the spec saw (no switch, no
+        // cancelled open, no open the spec did not see start).
         Property::always("one open in flight; make-before-break", |_, s: &FoState| {
-            s.last.opens_started <= 1 && !s.last.closed_without_switch
+            s.last.opens_started <= 1 && !s.last.closed_without_switch && !s.last.record_differs
         }),
         Property::sometimes("witness: exempt switch (FO-D6)", |_, s: &FoState| {
             s.last.exempt_switch
@@ -1095,12 +1450,12 @@ pub fn failover_properties() -> Vec<Property<FailoverModel>> {
             s.last.probe_round_failed
         }),
         Property::sometimes("witness: cooldown-0 failover (FO-X2)", |_, s: &FoState| {
-            s.variant == Variant::CooldownZero && s.sup.counters().switches > 0
+            s.variant == Variant::CooldownZero && s.tally.switches > 0
         }),
         Property::sometimes(
             "witness: second cooldown cycle reached",
             |m: &FailoverModel, s: &FoState| {
-                s.now.as_ms() >= m.params.horizon().as_ms() && s.sup.counters().switches >= 2
+                s.now.as_ms() >= m.params.horizon().as_ms() && s.tally.switches >= 2
             },
         ),
     ]

@@ -585,6 +585,12 @@ impl FoOracle {
     }
 
     /// What is observable at `now`.
+    /// FO-X2: the URLs passed over (their non-probe open failed since the chain last moved),
+    /// the spec's own record the model judges a chain's exemption order against (FO-D5).
+    pub fn passed_over(&self) -> &[RelayUrl] {
+        &self.passed_over
+    }
+
     pub fn view(&self, now: MonoMs) -> OracleView {
         let mut cooldown: Vec<CooldownRow> = Vec::new();
         for e in &self.cooldown {

@@ -62,8 +62,8 @@ fn fo_model_directory_updates_cover_every_ordered_subset() {
     assert_eq!(unique.len(), lists.len());
 }
 
-const PINNED_UNIQUE_STATES: usize = 95_715;
-const PINNED_WIDE_UNIQUE_STATES: usize = 301_602;
+const PINNED_UNIQUE_STATES: usize = 98_529;
+const PINNED_WIDE_UNIQUE_STATES: usize = 304_708;
 
 #[test]
 fn fo_model_scene_4_reaches_the_exempt_switch() {
@@ -149,4 +149,14 @@ fn fo_d2a_model_reaches_a_cooling_url_that_left_the_list_and_came_back() {
     });
     assert!(now.last.directory_refused_by_cooldown);
     assert!(now.sup.open_in_flight().is_none(), "no flap back to a1");
+}
+
+/// FO-X1 / FO-X2: the open caps of the production topology (three URLs): a tick's chain opens
+/// each of the two other candidates once, one probe round over them, one directory open (5);
+/// one instant sees at most two chains, one probe per URL and two directory opens (8).
+#[test]
+fn fo_x1_x2_open_caps_of_the_production_topology() {
+    let model = FailoverModel::new(FailoverParams::default());
+    assert_eq!(model.tick_open_cap(), 5);
+    assert_eq!(model.instant_open_cap(), 8);
 }
