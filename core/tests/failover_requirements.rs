@@ -824,4 +824,21 @@ fn fo_d2_a_supervisor_equals_its_clone_whatever_its_caches_hold() {
     rig.open_ok(&first);
     let copy = rig.sup.clone();
     assert_eq!(copy, rig.sup);
+    // Outputs not yet drained are part of the state: a copy with one pending differs.
+    let mut pending = rig.sup.clone();
+    pending.handle_directory(
+        rig.now,
+        &[url("wss://c.example/relay")],
+        DirectorySource::Signed,
+    );
+    let mut drained = pending.clone();
+    while drained.poll_output().is_some() {}
+    assert_ne!(pending, drained);
+    let hash = |sup: &Supervisor| {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        sup.hash(&mut hasher);
+        hasher.finish()
+    };
+    assert_ne!(hash(&pending), hash(&drained));
 }

@@ -1575,3 +1575,28 @@ fn ho_s2_a_short_page_ends_the_pass_and_the_next_starts_from_the_top() {
     assert_eq!(pass.next_query(), None, "the list has two hosts now");
     assert_eq!(pass.finish(), PageCursor { offset: 0 });
 }
+
+/// HO-3: the cohort bucket is a contract with the SQL stores (they re-check it): splitmix64's
+/// first output for the host id as seed, mod 100. 0xE220A8397B1DCDAF and 0x910A2DEC89025CC1 are
+/// splitmix64's published first outputs for seeds 0 and 1.
+#[test]
+fn ho_3_cohort_bucket_is_splitmix64_of_the_host_id_mod_100() {
+    assert_eq!(
+        cohort_bucket(HostId(0)),
+        (0xE220_A839_7B1D_CDAF_u64 % 100) as u8
+    );
+    assert_eq!(
+        cohort_bucket(HostId(1)),
+        (0x910A_2DEC_8902_5CC1_u64 % 100) as u8
+    );
+}
+
+/// The op id is shown and sent as the UUID's hyphenated text.
+#[test]
+fn ho_s1_op_id_displays_as_its_uuid() {
+    let op_id = OpId::derive(&new_store().1, TGT);
+    let text = op_id.to_string();
+    assert_eq!(text.len(), 36, "{text}");
+    assert_eq!(text.matches('-').count(), 4, "{text}");
+    assert_eq!(text, op_id.0.to_string());
+}
