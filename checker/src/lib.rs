@@ -20,6 +20,10 @@ pub trait CheckedModel: Model + Send + Sync + Sized + 'static {
     type Projection: Serialize + Debug;
 
     fn params(&self) -> Self::Params;
+    /// The name of this run in reports and trace file names (a model's scenario, if any).
+    fn label(&self) -> String {
+        Self::NAME.to_owned()
+    }
     fn project(state: &Self::State) -> Self::Projection;
     /// One readable line for a counterexample step.
     fn summary(state: &Self::State) -> String;
@@ -82,6 +86,13 @@ impl CheckedModel for HandoffModel {
         self.params.clone()
     }
 
+    fn label(&self) -> String {
+        match self.scenario {
+            None => Self::NAME.to_owned(),
+            Some(s) => format!("{}-{}", Self::NAME, s.name()),
+        }
+    }
+
     fn project(state: &HoState) -> HoProjection {
         state.project()
     }
@@ -108,8 +119,13 @@ impl CheckedModel for HandoffModel {
         }
         let _ = write!(
             line,
-            " clients={:?} control_op={} director_holds={} db_jobs={:?}",
-            p.clients, p.control_op_in_flight, p.director_holds_request, p.db_jobs
+            " clients={:?} splices={} pending_conn={} control_op={} director_holds={} db_jobs={:?}",
+            p.clients,
+            p.splices,
+            p.pending_conn,
+            p.control_op_in_flight,
+            p.director_holds_request,
+            p.db_jobs
         );
         line
     }
@@ -132,6 +148,14 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
     /// Print a progress line to stderr every second.
     pub progress: bool,
+    /// Stop as soon as each of these properties has a discovery (`None`: explore everything).
+    /// The checker keeps the *last* violating state it visits for a property, so a run that
+    /// goes on past the first one reports a long path; stopping at the first gives the short
+    /// one (breadth-first).
+    pub stop_when_found: Option<std::collections::BTreeSet<&'static str>>,
+    /// Stop once an `always` property is violated (`switchyard-check check`): a core that
+    /// leaks could otherwise grow the explored space until memory runs out.
+    pub stop_at_first_violation: bool,
 }
 
 /// The verdict on one property.
@@ -143,6 +167,8 @@ pub enum Verdict {
     Witnessed,
     /// A `sometimes` that no explored state reached: the model may be vacuous.
     NotReached,
+    /// The run stopped at the first violation before this property had a discovery.
+    NotJudged,
 }
 
 impl Verdict {
@@ -156,6 +182,7 @@ impl Verdict {
             Verdict::Violated => "VIOLATED",
             Verdict::Witnessed => "witnessed",
             Verdict::NotReached => "NOT REACHED",
+            Verdict::NotJudged => "not judged (stopped at the first violation)",
         }
     }
 }
@@ -182,7 +209,7 @@ impl<M: Model> Debug for PropertyResult<M> {
 
 #[derive(Debug)]
 pub struct ModelReport<M: Model> {
-    pub model: &'static str,
+    pub model: String,
     pub states: usize,
     pub unique_states: usize,
     pub max_depth: usize,
@@ -210,12 +237,18 @@ where
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
     let properties = model.properties();
+    let model_label = model.label();
     let mut builder = model.checker().threads(options.threads.max(1));
     if let Some(depth) = options.max_depth {
         builder = builder.target_max_depth(depth);
     }
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
+    }
+    if let Some(names) = &options.stop_when_found {
+        builder = builder.finish_when(stateright::HasDiscoveries::AllOf(names.clone()));
+    } else if options.stop_at_first_violation {
+        builder = builder.finish_when(stateright::HasDiscoveries::AnyFailures);
     }
     let started = Instant::now();
     let exhaustive =
@@ -230,6 +263,11 @@ where
         ),
     };
     let elapsed = started.elapsed();
+    let stopped_early = (options.stop_at_first_violation || options.stop_when_found.is_some())
+        && properties.iter().any(|p| {
+            p.expectation == Expectation::Always
+                && discoveries.iter().any(|(name, _)| *name == p.name)
+        });
     let properties = properties
         .into_iter()
         .map(|property| {
@@ -239,6 +277,7 @@ where
                 .map(|(_, path)| path.clone().into_vec());
             let verdict = match (&property.expectation, path.is_some()) {
                 (Expectation::Sometimes, true) => Verdict::Witnessed,
+                (_, false) if stopped_early => Verdict::NotJudged,
                 (Expectation::Sometimes, false) => Verdict::NotReached,
                 (_, true) => Verdict::Violated,
                 (_, false) => Verdict::Holds,
@@ -252,12 +291,12 @@ where
         })
         .collect();
     ModelReport {
-        model: M::NAME,
+        model: model_label,
         states,
         unique_states,
         max_depth,
         elapsed,
-        exhaustive: exhaustive && options.timeout.is_none_or(|t| elapsed < t),
+        exhaustive: exhaustive && !stopped_early && options.timeout.is_none_or(|t| elapsed < t),
         properties,
     }
 }
@@ -330,7 +369,7 @@ pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
         if report.exhaustive {
             ", exhaustive"
         } else {
-            ", NOT exhaustive (simulation, depth cap or timeout)"
+            ", NOT exhaustive (simulation, depth cap, timeout, or stopped at a violation)"
         }
     );
     let width = report
@@ -458,7 +497,7 @@ where
             _ => TraceKind::Counterexample,
         };
         let trace = to_trace(model, p.name, kind, path);
-        let file = dir.join(trace_file_name(M::NAME, kind, p.name));
+        let file = dir.join(trace_file_name(&model.label(), kind, p.name));
         let json = serde_json::to_string_pretty(&trace).map_err(std::io::Error::other)?;
         std::fs::write(&file, json + "\n")?;
         written.push(file);
@@ -485,6 +524,8 @@ pub fn corpus_options() -> RunOptions {
         max_depth: None,
         timeout: None,
         progress: false,
+        stop_when_found: None,
+        stop_at_first_violation: false,
     }
 }
 

@@ -1,9 +1,9 @@
 //! `switchyard-check`: model-check the Switchyard specification.
 //!
 //! `switchyard-check check [failover|handoff|all]` explores every model exhaustively at the
-//! review bounds (the defaults), prints a table per model, and exits 1 on any violated `always`
-//! or unreached `sometimes` (a vacuous model), printing each counterexample and writing it as a
-//! JSON trace.
+//! review bounds (the defaults), prints a table per model (the handoff model: one per scenario,
+//! `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
+//! vacuous model), printing each counterexample and writing it as a JSON trace.
 #![allow(clippy::print_stdout)]
 
 use std::net::{SocketAddr, TcpListener};
@@ -16,7 +16,7 @@ use serde::Serialize;
 use stateright::Model;
 use switchyard_checker::*;
 use switchyard_spec::failover::{FailoverModel, FailoverParams, Variant};
-use switchyard_spec::handoff::{HandoffModel, HandoffParams};
+use switchyard_spec::handoff::{HandoffModel, HandoffParams, Scenario};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -96,39 +96,67 @@ struct CheckArgs {
     /// Failover: threshold variants explored (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]
     variants: Vec<VariantArg>,
-    /// Handoff: relay clients (phone, iPad, …).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
-    clients: u8,
-    /// Handoff: arrivals per client.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    client_visits: u8,
-    /// Handoff: desktop control replacements.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    replacements: u8,
-    /// Handoff: source cell restarts.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    restarts: u8,
-    /// Handoff: emergency drains.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    drains: u8,
-    /// Handoff: desktop reconnects after its control closed or its source retired or drained.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    reconnects: u8,
-    /// Handoff: operator undrains of a drained host.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    undrains: u8,
-    /// Handoff: times the clock may jump to the next deadline.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
-    time_advances: u8,
-    /// Handoff: faults (lost responses, crashes, DB outages, …) in one run.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
-    faults: u8,
+    /// Handoff: which scenario (default: all). Each has its own bounds (below: the review
+    /// scenario's defaults; the work-kinds scenario has one client, at most one fault, one
+    /// splice and one pending connection); a bound given here replaces it in every scenario run.
+    #[arg(long, value_enum, default_value = "all")]
+    scenario: ScenarioArg,
+    /// Handoff: relay clients (phone, iPad, …) [review: 2].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    clients: Option<u8>,
+    /// Handoff: arrivals per client [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    client_visits: Option<u8>,
+    /// Handoff: desktop control replacements [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    replacements: Option<u8>,
+    /// Handoff: source cell restarts [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    restarts: Option<u8>,
+    /// Handoff: emergency drains [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    drains: Option<u8>,
+    /// Handoff: desktop reconnects after its control closed or its source retired or drained [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    reconnects: Option<u8>,
+    /// Handoff: operator undrains of a drained host [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    undrains: Option<u8>,
+    /// Handoff: times the clock may jump to the next deadline [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
+    time_advances: Option<u8>,
+    /// Handoff: faults (lost responses, crashes, DB outages, …) in one run [review: 2].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
+    faults: Option<u8>,
+    /// Handoff: mutations attached clients relay to the desktop (splices), per run [review: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    splices: Option<u8>,
+    /// Handoff: pending connections, per run [review: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pending_conns: Option<u8>,
     /// Serve stateright's Explorer on this loopback address (e.g. 127.0.0.1:3000) instead of checking.
     #[arg(long, value_name = "ADDR")]
     explore: Option<SocketAddr>,
     /// Write every witness and counterexample as a JSON trace into this folder.
     #[arg(long, value_name = "DIR")]
     traces: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ScenarioArg {
+    Review,
+    WorkKinds,
+    All,
+}
+
+impl ScenarioArg {
+    fn scenarios(self) -> Vec<Scenario> {
+        match self {
+            ScenarioArg::Review => vec![Scenario::Review],
+            ScenarioArg::WorkKinds => vec![Scenario::WorkKinds],
+            ScenarioArg::All => Scenario::ALL.to_vec(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -187,19 +215,19 @@ fn check(args: &CheckArgs) -> Result<bool, String> {
             args.urls_per_host
         ));
     }
-    let handoff = HandoffModel::new(HandoffParams {
-        clients: args.clients,
-        client_visits: args.client_visits,
-        replacements: args.replacements,
-        restarts: args.restarts,
-        drains: args.drains,
-        reconnects: args.reconnects,
-        undrains: args.undrains,
-        time_advances: args.time_advances,
-        max_faults: args.faults,
-        ..HandoffParams::default()
-    });
+    let handoff: Vec<HandoffModel> = args
+        .scenario
+        .scenarios()
+        .into_iter()
+        .map(|s| HandoffModel::in_scenario(s, handoff_params(args, s.params())))
+        .collect();
     if let Some(address) = args.explore {
+        let Some(handoff) = handoff.into_iter().next() else {
+            return Err("no handoff scenario".to_owned());
+        };
+        if args.scenario == ScenarioArg::All && args.model == Which::Handoff {
+            println!("(exploring the review scenario; --scenario picks another)");
+        }
         return explore(args.model, failover, handoff, address);
     }
     let options = RunOptions {
@@ -214,15 +242,37 @@ fn check(args: &CheckArgs) -> Result<bool, String> {
         max_depth: args.max_depth.map(|d| d as usize),
         timeout: args.simulate.then(|| Duration::from_secs(args.seconds)),
         progress: true,
+        stop_when_found: None,
+        stop_at_first_violation: true,
     };
     let mut ok = true;
     if matches!(args.model, Which::Failover | Which::All) {
         ok &= check_one(failover, &options, args.traces.as_deref())?;
     }
     if matches!(args.model, Which::Handoff | Which::All) {
-        ok &= check_one(handoff, &options, args.traces.as_deref())?;
+        for model in handoff {
+            ok &= check_one(model, &options, args.traces.as_deref())?;
+        }
     }
     Ok(ok)
+}
+
+/// A scenario's bounds with the bounds given on the command line in their place.
+fn handoff_params(args: &CheckArgs, base: HandoffParams) -> HandoffParams {
+    HandoffParams {
+        clients: args.clients.unwrap_or(base.clients),
+        client_visits: args.client_visits.unwrap_or(base.client_visits),
+        replacements: args.replacements.unwrap_or(base.replacements),
+        restarts: args.restarts.unwrap_or(base.restarts),
+        drains: args.drains.unwrap_or(base.drains),
+        reconnects: args.reconnects.unwrap_or(base.reconnects),
+        undrains: args.undrains.unwrap_or(base.undrains),
+        time_advances: args.time_advances.unwrap_or(base.time_advances),
+        max_faults: args.faults.unwrap_or(base.max_faults),
+        splices: args.splices.unwrap_or(base.splices),
+        pending_conns: args.pending_conns.unwrap_or(base.pending_conns),
+        ..base
+    }
 }
 
 fn check_one<M>(
@@ -245,8 +295,17 @@ where
         // Parallel BFS finds *a* counterexample; one thread finds the shortest, which is the
         // one a reviewer wants to read.
         println!("re-checking with one thread for the shortest counterexamples ...");
+        // It stops once every violated property has one (the last violating state visited is
+        // what is kept, so going on would lengthen the path).
+        let violated: std::collections::BTreeSet<&'static str> = report
+            .properties
+            .iter()
+            .filter(|p| p.verdict == Verdict::Violated)
+            .map(|p| p.name)
+            .collect();
         let single = RunOptions {
             threads: 1,
+            stop_when_found: Some(violated),
             ..options.clone()
         };
         report = run(model.clone(), &single);

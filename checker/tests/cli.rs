@@ -63,3 +63,20 @@ fn checker_a_vacuous_run_fails() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("NOT REACHED"), "{out}");
 }
+
+#[test]
+fn checker_runs_one_handoff_scenario_alone_and_names_it() {
+    let (code, out, err) = check(&["handoff", "--scenario", "work-kinds"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("model handoff-work-kinds:"), "{out}");
+    assert!(!out.contains("model handoff-review:"), "{out}");
+    assert!(
+        out.contains("HO-7 witness: a pending connection alone makes the source busy"),
+        "{out}"
+    );
+    assert!(out.contains("HO-7 bounded: live tickets <= 10"), "{out}");
+    assert!(
+        !out.contains("VIOLATED") && !out.contains("NOT REACHED"),
+        "{out}"
+    );
+}
