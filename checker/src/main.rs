@@ -97,8 +97,9 @@ struct CheckArgs {
     #[arg(long, value_delimiter = ',', value_enum)]
     variants: Vec<VariantArg>,
     /// Handoff: which scenario (default: all). Each has its own bounds (below: the review
-    /// scenario's defaults; the work-kinds scenario has one client, at most one fault, one
-    /// splice and one pending connection); a bound given here replaces it in every scenario run.
+    /// scenario's defaults; the work-kinds scenario has one client, at most one fault, no
+    /// restart, reconnect or undrain, one splice and one pending connection); a bound given here
+    /// replaces it in every scenario run.
     #[arg(long, value_enum, default_value = "all")]
     scenario: ScenarioArg,
     /// Handoff: relay clients (phone, iPad, …) [review: 2].

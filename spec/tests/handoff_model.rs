@@ -346,7 +346,7 @@ fn ho_model_work_kinds_scenario_holds_every_property() {
     assert_eq!(checker.unique_state_count(), WORK_KINDS_STATES);
 }
 
-const WORK_KINDS_STATES: usize = 140_286;
+const WORK_KINDS_STATES: usize = 45_123;
 
 /// HO-7 / HO-2: a pending connection alone makes the source busy (nothing held); an attached
 /// client's relayed mutation is counted as a splice, released on the desktop's ack.
@@ -406,7 +406,7 @@ fn ho_s1_model_two_hosts_on_one_cell_get_different_op_ids() {
     let model = HandoffModel::new(HandoffParams::default());
     let init = model.init_state();
     let one = HandoffModel::pick(&init).expect("a pick");
-    let two = HandoffModel::pick_for(&init, HOST2).expect("a pick for the second host");
+    let two = HandoffModel::pick_second_host(&init).expect("a pick for the second host");
     assert_eq!(
         (
             one.source.epoch,

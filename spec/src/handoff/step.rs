@@ -274,6 +274,9 @@ impl HandoffModel {
             state.last.anomalies.op_id_inconsistent =
                 (old.source == new.source) != (old.op_id == new.op_id);
         }
+        if let Some(new) = &new {
+            state.last.anomalies.op_id_shared = Self::op_id_shared(state, new, true);
+        }
         state.dir_request = new;
     }
 
