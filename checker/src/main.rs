@@ -6,6 +6,7 @@
 //! vacuous model), printing each counterexample and writing it as a JSON trace.
 #![allow(clippy::print_stdout)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -292,24 +293,8 @@ where
         .properties
         .iter()
         .any(|p| p.verdict == Verdict::Violated);
-    if violated_any && options.threads > 1 && options.strategy == Strategy::Bfs {
-        // Parallel BFS finds *a* counterexample; one thread finds the shortest, which is the
-        // one a reviewer wants to read.
-        println!("re-checking with one thread for the shortest counterexamples ...");
-        // It stops once every violated property has one (the last violating state visited is
-        // what is kept, so going on would lengthen the path).
-        let violated: std::collections::BTreeSet<&'static str> = report
-            .properties
-            .iter()
-            .filter(|p| p.verdict == Verdict::Violated)
-            .map(|p| p.name)
-            .collect();
-        let single = RunOptions {
-            threads: 1,
-            stop_when_found: Some(violated),
-            ..options.clone()
-        };
-        report = run(model.clone(), &single);
+    if violated_any && options.strategy == Strategy::Bfs {
+        shorten_counterexamples(&model, options, &mut report);
     }
     let mut violated = false;
     for p in &report.properties {
@@ -331,6 +316,59 @@ where
     }
     println!();
     Ok(!report.failed())
+}
+
+/// The checker keeps the *last* violating state it visits for a property, so a run that goes
+/// on past the first one reports a long path. Re-check with one thread: depth by depth while
+/// the paths are short (each property keeps the path of the first depth that violates it: the
+/// shortest), else once, stopping as soon as every violated property has a path.
+fn shorten_counterexamples<M>(model: &M, options: &RunOptions, report: &mut ModelReport<M>)
+where
+    M: CheckedModel + Clone,
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync,
+{
+    const DEPTH_BY_DEPTH_UP_TO: usize = 12;
+    let violated: BTreeMap<&'static str, usize> = report
+        .properties
+        .iter()
+        .filter(|p| p.verdict == Verdict::Violated)
+        .map(|p| (p.name, p.path.as_ref().map_or(0, Vec::len)))
+        .collect();
+    let longest = violated.values().copied().max().unwrap_or(0);
+    println!("re-checking with one thread for the shortest counterexamples ...");
+    let mut shortest: BTreeMap<&'static str, Steps<M>> = BTreeMap::new();
+    let depths: Vec<Option<usize>> = if longest <= DEPTH_BY_DEPTH_UP_TO {
+        (1..=longest + 1).map(Some).collect()
+    } else {
+        vec![None]
+    };
+    for depth in depths {
+        let remaining: BTreeSet<&'static str> = violated
+            .keys()
+            .filter(|name| !shortest.contains_key(*name))
+            .copied()
+            .collect();
+        if remaining.is_empty() {
+            break;
+        }
+        let single = RunOptions {
+            threads: 1,
+            max_depth: depth,
+            stop_when_found: Some(remaining),
+            ..options.clone()
+        };
+        for p in run(model.clone(), &single).properties {
+            if let (Verdict::Violated, Some(path)) = (p.verdict, p.path) {
+                shortest.entry(p.name).or_insert(path);
+            }
+        }
+    }
+    for p in &mut report.properties {
+        if let Some(path) = shortest.remove(p.name) {
+            p.path = Some(path);
+        }
+    }
 }
 
 fn explore(
