@@ -21,6 +21,10 @@ pub trait CheckedModel: Model + Send + Sync + Sized + 'static {
     type Projection: Serialize + Debug;
 
     fn params(&self) -> Self::Params;
+    /// The name of this run in reports and trace file names (a model's scenario, if any).
+    fn label(&self) -> String {
+        Self::NAME.to_owned()
+    }
     fn project(state: &Self::State) -> Self::Projection;
     /// One readable line for a counterexample step.
     fn summary(state: &Self::State) -> String;
@@ -108,6 +112,13 @@ impl CheckedModel for HandoffModel {
         self.params.clone()
     }
 
+    fn label(&self) -> String {
+        match self.scenario {
+            None => Self::NAME.to_owned(),
+            Some(s) => format!("{}-{}", Self::NAME, s.name()),
+        }
+    }
+
     fn project(state: &HoState) -> HoProjection {
         state.project()
     }
@@ -138,8 +149,13 @@ impl CheckedModel for HandoffModel {
         }
         let _ = write!(
             line,
-            " clients={:?} control_op={} director_holds={} db_jobs={:?}",
-            p.clients, p.control_op_in_flight, p.director_holds_request, p.db_jobs
+            " clients={:?} splices={} pending_conn={} control_op={} director_holds={} db_jobs={:?}",
+            p.clients,
+            p.splices,
+            p.pending_conn,
+            p.control_op_in_flight,
+            p.director_holds_request,
+            p.db_jobs
         );
         line
     }
@@ -203,6 +219,14 @@ pub struct RunOptions {
     pub memory_budget: Option<MemoryBudget>,
     /// Print a progress line to stderr every second.
     pub progress: bool,
+    /// Stop as soon as each of these properties has a discovery (`None`: explore everything).
+    /// The checker keeps the *last* violating state it visits for a property, so a run that
+    /// goes on past the first one reports a long path; stopping at the first gives the short
+    /// one (breadth-first).
+    pub stop_when_found: Option<std::collections::BTreeSet<&'static str>>,
+    /// Stop once an `always` property is violated (`switchyard-check check`): a core that
+    /// leaks could otherwise grow the explored space until memory runs out.
+    pub stop_at_first_violation: bool,
 }
 
 /// The verdict on one property.
@@ -277,7 +301,7 @@ impl<M: Model> Debug for PropertyResult<M> {
 
 #[derive(Debug)]
 pub struct ModelReport<M: Model> {
-    pub model: &'static str,
+    pub model: String,
     pub strategy: Strategy,
     pub states: usize,
     pub unique_states: usize,
@@ -349,19 +373,22 @@ where
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
     let properties = model.properties();
+    let model_label = model.label();
     let halt = model.halt().clone();
     halt.lower();
-    // A violation ends the search: the rest of the space cannot change the verdict, and a
-    // violation found late must not be lost to memory.
-    let mut builder = model
-        .checker()
-        .threads(options.threads.max(1))
-        .finish_when(HasDiscoveries::AnyFailures);
+    let mut builder = model.checker().threads(options.threads.max(1));
     if let Some(depth) = options.max_depth {
         builder = builder.target_max_depth(depth);
     }
     if let Some(timeout) = options.timeout {
         builder = builder.timeout(timeout);
+    }
+    // A violation ends the search: the rest of the space cannot change the verdict, and a
+    // violation found late must not be lost to memory.
+    if let Some(names) = &options.stop_when_found {
+        builder = builder.finish_when(HasDiscoveries::AllOf(names.clone()));
+    } else if options.stop_at_first_violation {
+        builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
     let started = Instant::now();
     let limited = options.max_depth.is_some()
@@ -383,7 +410,9 @@ where
         p.expectation != Expectation::Sometimes
             && searched.discoveries.iter().any(|(name, _)| *name == p.name)
     });
-    let ending = match (violated, searched.budget_reached) {
+    let stopped_early =
+        violated && (options.stop_at_first_violation || options.stop_when_found.is_some());
+    let ending = match (stopped_early, searched.budget_reached) {
         (true, _) => Ending::Violation,
         (false, Some(resident_bytes)) => Ending::MemoryBudget { resident_bytes },
         (false, None) if limited => Ending::Limited,
@@ -414,7 +443,7 @@ where
         })
         .collect();
     ModelReport {
-        model: M::NAME,
+        model: model_label,
         strategy: options.strategy,
         states: searched.states,
         unique_states: searched.unique_states,
@@ -701,7 +730,7 @@ where
             _ => TraceKind::Counterexample,
         };
         let trace = to_trace(model, p.name, kind, path);
-        let file = dir.join(trace_file_name(M::NAME, kind, p.name));
+        let file = dir.join(trace_file_name(&model.label(), kind, p.name));
         let json = serde_json::to_string_pretty(&trace).map_err(std::io::Error::other)?;
         std::fs::write(&file, json + "\n")?;
         written.push(file);
@@ -729,6 +758,8 @@ pub fn corpus_options() -> RunOptions {
         timeout: None,
         memory_budget: None,
         progress: false,
+        stop_when_found: None,
+        stop_at_first_violation: false,
     }
 }
 

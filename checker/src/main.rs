@@ -1,11 +1,13 @@
 //! `switchyard-check`: model-check the Switchyard specification.
 //!
 //! `switchyard-check check [failover|handoff|all]` explores every model exhaustively at the
-//! review bounds (the defaults), prints a table per model, and exits 1 on any violated `always`
-//! or unreached `sometimes` (a vacuous model), printing each counterexample and writing it as a
-//! JSON trace. A search that reaches the memory budget with no violation found exits 3.
+//! review bounds (the defaults), prints a table per model (the handoff model: one per scenario,
+//! `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
+//! vacuous model), printing each counterexample and writing it as a JSON trace. A search that
+//! reaches the memory budget with no violation found exits 3.
 #![allow(clippy::print_stdout)]
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,7 +18,7 @@ use serde::Serialize;
 use stateright::Model;
 use switchyard_checker::*;
 use switchyard_spec::failover::{FailoverModel, FailoverParams, Variant};
-use switchyard_spec::handoff::{HandoffModel, HandoffParams};
+use switchyard_spec::handoff::{HandoffModel, HandoffParams, Scenario};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -102,39 +104,68 @@ struct CheckArgs {
     /// Failover: threshold variants explored (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]
     variants: Vec<VariantArg>,
-    /// Handoff: relay clients (phone, iPad, …).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
-    clients: u8,
-    /// Handoff: arrivals per client.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    client_visits: u8,
-    /// Handoff: desktop control replacements.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    replacements: u8,
-    /// Handoff: source cell restarts.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    restarts: u8,
-    /// Handoff: emergency drains.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    drains: u8,
-    /// Handoff: desktop reconnects after its control closed or its source retired or drained.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    reconnects: u8,
-    /// Handoff: operator undrains of a drained host.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
-    undrains: u8,
-    /// Handoff: times the clock may jump to the next deadline.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
-    time_advances: u8,
-    /// Handoff: faults (lost responses, crashes, DB outages, …) in one run.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
-    faults: u8,
+    /// Handoff: which scenario (default: all). Each has its own bounds (below: the review
+    /// scenario's defaults; the work-kinds scenario has one client, at most one fault, no
+    /// restart, reconnect or undrain, one splice and one pending connection); a bound given here
+    /// replaces it in every scenario run.
+    #[arg(long, value_enum, default_value = "all")]
+    scenario: ScenarioArg,
+    /// Handoff: relay clients (phone, iPad, …) [review: 2].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    clients: Option<u8>,
+    /// Handoff: arrivals per client [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    client_visits: Option<u8>,
+    /// Handoff: desktop control replacements [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    replacements: Option<u8>,
+    /// Handoff: source cell restarts [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    restarts: Option<u8>,
+    /// Handoff: emergency drains [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    drains: Option<u8>,
+    /// Handoff: desktop reconnects after its control closed or its source retired or drained [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    reconnects: Option<u8>,
+    /// Handoff: operator undrains of a drained host [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    undrains: Option<u8>,
+    /// Handoff: times the clock may jump to the next deadline [1].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
+    time_advances: Option<u8>,
+    /// Handoff: faults (lost responses, crashes, DB outages, …) in one run [review: 2].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=4))]
+    faults: Option<u8>,
+    /// Handoff: mutations attached clients relay to the desktop (splices), per run [review: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    splices: Option<u8>,
+    /// Handoff: pending connections, per run [review: 0].
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pending_conns: Option<u8>,
     /// Serve stateright's Explorer on this loopback address (e.g. 127.0.0.1:3000) instead of checking.
     #[arg(long, value_name = "ADDR")]
     explore: Option<SocketAddr>,
     /// Write every witness and counterexample as a JSON trace into this folder.
     #[arg(long, value_name = "DIR")]
     traces: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ScenarioArg {
+    Review,
+    WorkKinds,
+    All,
+}
+
+impl ScenarioArg {
+    fn scenarios(self) -> Vec<Scenario> {
+        match self {
+            ScenarioArg::Review => vec![Scenario::Review],
+            ScenarioArg::WorkKinds => vec![Scenario::WorkKinds],
+            ScenarioArg::All => Scenario::ALL.to_vec(),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -202,19 +233,19 @@ fn check(args: &CheckArgs) -> Result<Outcome, String> {
             args.urls_per_host
         ));
     }
-    let handoff = HandoffModel::new(HandoffParams {
-        clients: args.clients,
-        client_visits: args.client_visits,
-        replacements: args.replacements,
-        restarts: args.restarts,
-        drains: args.drains,
-        reconnects: args.reconnects,
-        undrains: args.undrains,
-        time_advances: args.time_advances,
-        max_faults: args.faults,
-        ..HandoffParams::default()
-    });
+    let handoff: Vec<HandoffModel> = args
+        .scenario
+        .scenarios()
+        .into_iter()
+        .map(|s| HandoffModel::in_scenario(s, handoff_params(args, s.params())))
+        .collect();
     if let Some(address) = args.explore {
+        let Some(handoff) = handoff.into_iter().next() else {
+            return Err("no handoff scenario".to_owned());
+        };
+        if args.scenario == ScenarioArg::All && args.model == Which::Handoff {
+            println!("(exploring the review scenario; --scenario picks another)");
+        }
         return explore(args.model, failover, handoff, address);
     }
     let options = RunOptions {
@@ -231,6 +262,8 @@ fn check(args: &CheckArgs) -> Result<Outcome, String> {
         memory_budget: (args.memory_budget_mib > 0)
             .then(|| MemoryBudget::resident(args.memory_budget_mib.saturating_mul(1 << 20))),
         progress: true,
+        stop_when_found: None,
+        stop_at_first_violation: true,
     };
     if options.memory_budget.is_some() && resident_bytes().is_none() {
         eprintln!(
@@ -242,9 +275,29 @@ fn check(args: &CheckArgs) -> Result<Outcome, String> {
         outcome = outcome.max(check_one(failover, &options, args.traces.as_deref())?);
     }
     if matches!(args.model, Which::Handoff | Which::All) {
-        outcome = outcome.max(check_one(handoff, &options, args.traces.as_deref())?);
+        for model in handoff {
+            outcome = outcome.max(check_one(model, &options, args.traces.as_deref())?);
+        }
     }
     Ok(outcome)
+}
+
+/// A scenario's bounds with the bounds given on the command line in their place.
+fn handoff_params(args: &CheckArgs, base: HandoffParams) -> HandoffParams {
+    HandoffParams {
+        clients: args.clients.unwrap_or(base.clients),
+        client_visits: args.client_visits.unwrap_or(base.client_visits),
+        replacements: args.replacements.unwrap_or(base.replacements),
+        restarts: args.restarts.unwrap_or(base.restarts),
+        drains: args.drains.unwrap_or(base.drains),
+        reconnects: args.reconnects.unwrap_or(base.reconnects),
+        undrains: args.undrains.unwrap_or(base.undrains),
+        time_advances: args.time_advances.unwrap_or(base.time_advances),
+        max_faults: args.faults.unwrap_or(base.max_faults),
+        splices: args.splices.unwrap_or(base.splices),
+        pending_conns: args.pending_conns.unwrap_or(base.pending_conns),
+        ..base
+    }
 }
 
 fn check_one<M>(
@@ -263,15 +316,8 @@ where
         .properties
         .iter()
         .any(|p| p.verdict == Verdict::Violated);
-    if violated_any && options.threads > 1 && options.strategy == Strategy::Bfs {
-        // Parallel BFS finds *a* counterexample; one thread finds the shortest, which is the
-        // one a reviewer wants to read.
-        println!("re-checking with one thread for the shortest counterexamples ...");
-        let single = RunOptions {
-            threads: 1,
-            ..options.clone()
-        };
-        report = run(model.clone(), &single);
+    if violated_any && options.strategy == Strategy::Bfs {
+        shorten_counterexamples(&model, options, &mut report);
     }
     let mut violated = false;
     for p in &report.properties {
@@ -294,7 +340,7 @@ where
     if report.incomplete() {
         println!(
             "no verdict for model {}: the search reached the memory budget; raise --memory-budget-mib, or lower the bounds",
-            M::NAME
+            report.model
         );
     }
     println!();
@@ -305,6 +351,59 @@ where
     } else {
         Outcome::Pass
     })
+}
+
+/// The checker keeps the *last* violating state it visits for a property, so a run that goes
+/// on past the first one reports a long path. Re-check with one thread: depth by depth while
+/// the paths are short (each property keeps the path of the first depth that violates it: the
+/// shortest), else once, stopping as soon as every violated property has a path.
+fn shorten_counterexamples<M>(model: &M, options: &RunOptions, report: &mut ModelReport<M>)
+where
+    M: CheckedModel + Clone,
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync,
+{
+    const DEPTH_BY_DEPTH_UP_TO: usize = 12;
+    let violated: BTreeMap<&'static str, usize> = report
+        .properties
+        .iter()
+        .filter(|p| p.verdict == Verdict::Violated)
+        .map(|p| (p.name, p.path.as_ref().map_or(0, Vec::len)))
+        .collect();
+    let longest = violated.values().copied().max().unwrap_or(0);
+    println!("re-checking with one thread for the shortest counterexamples ...");
+    let mut shortest: BTreeMap<&'static str, Steps<M>> = BTreeMap::new();
+    let depths: Vec<Option<usize>> = if longest <= DEPTH_BY_DEPTH_UP_TO {
+        (1..=longest + 1).map(Some).collect()
+    } else {
+        vec![None]
+    };
+    for depth in depths {
+        let remaining: BTreeSet<&'static str> = violated
+            .keys()
+            .filter(|name| !shortest.contains_key(*name))
+            .copied()
+            .collect();
+        if remaining.is_empty() {
+            break;
+        }
+        let single = RunOptions {
+            threads: 1,
+            max_depth: depth,
+            stop_when_found: Some(remaining),
+            ..options.clone()
+        };
+        for p in run(model.clone(), &single).properties {
+            if let (Verdict::Violated, Some(path)) = (p.verdict, p.path) {
+                shortest.entry(p.name).or_insert(path);
+            }
+        }
+    }
+    for p in &mut report.properties {
+        if let Some(path) = shortest.remove(p.name) {
+            p.path = Some(path);
+        }
+    }
 }
 
 fn explore(

@@ -106,3 +106,20 @@ fn checker_memory_budget_reached_by_both_searches_is_an_incomplete_verdict_exit_
     assert!(out.contains("no verdict for model failover"), "{out}");
     assert!(!out.contains("VIOLATED"), "{out}");
 }
+
+#[test]
+fn checker_runs_one_handoff_scenario_alone_and_names_it() {
+    let (code, out, err) = check(&["handoff", "--scenario", "work-kinds"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("model handoff-work-kinds:"), "{out}");
+    assert!(!out.contains("model handoff-review:"), "{out}");
+    assert!(
+        out.contains("HO-7 witness: a pending connection alone makes the source busy"),
+        "{out}"
+    );
+    assert!(out.contains("HO-7 bounded: live tickets <= 10"), "{out}");
+    assert!(
+        !out.contains("VIOLATED") && !out.contains("NOT REACHED"),
+        "{out}"
+    );
+}

@@ -14,7 +14,7 @@ fn ho_model_small_bound_holds_every_property() {
         .spawn_bfs()
         .join();
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 75_099);
+    assert_eq!(checker.unique_state_count(), 75_837);
 }
 
 fn run(model: &HandoffModel, actions: &[HoAction]) -> Vec<HoState> {
@@ -331,4 +331,93 @@ fn ho_l2_model_one_live_process_per_cell_id() {
         rolling[2].old_cell.is_some(),
         "the old process finishes its attempt"
     );
+}
+
+/// HO-7: the work-kinds scenario (splices and a pending connection beside one client, one
+/// fault): every property holds, every witness is reached; the count is pinned.
+#[test]
+fn ho_model_work_kinds_scenario_holds_every_property() {
+    let checker = HandoffModel::in_scenario(Scenario::WorkKinds, HandoffParams::work_kinds())
+        .checker()
+        .threads(2)
+        .spawn_bfs()
+        .join();
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), WORK_KINDS_STATES);
+}
+
+const WORK_KINDS_STATES: usize = 45_123;
+
+/// HO-7 / HO-2: a pending connection alone makes the source busy (nothing held); an attached
+/// client's relayed mutation is counted as a splice, released on the desktop's ack.
+#[test]
+fn ho_7_model_a_pending_connection_and_a_splice_are_counted() {
+    let model = HandoffModel::new(HandoffParams::work_kinds());
+    let states = run(
+        &model,
+        &[
+            HoAction::PendingOpens,
+            HoAction::DirectorSends { lost: false },
+            HoAction::PendingEnds,
+            HoAction::ClientArrives { client: 0 },
+            HoAction::ClientAttaches { client: 0 },
+            HoAction::ClientPersisted { client: 0 },
+            HoAction::ClientRelays { client: 0 },
+            HoAction::DesktopAcks { client: 0 },
+        ],
+    );
+    let busy = &states[2];
+    assert!(busy.last.events.busy);
+    let source = busy.project().source.expect("source");
+    assert_eq!(source.gate, GateKind::Open);
+    assert_eq!(source.counters.pending_conns, 1);
+    let relayed = states[7].project().source.expect("source").counters;
+    assert_eq!((relayed.splices, relayed.client_conns), (1, 1));
+    let acked = states[8].project().source.expect("source").counters;
+    assert_eq!((acked.splices, acked.client_conns), (0, 1));
+}
+
+/// HO-7 / HO-A4: an accept taken before a replacement control rebinds the machine abandons at
+/// its next re-check; the late second release of its ticket is reported `StaleGeneration` and
+/// changes no counter.
+#[test]
+fn ho_7_model_a_late_release_of_an_old_generation_is_stale() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let states = run(
+        &model,
+        &[
+            HoAction::ClientArrives { client: 0 },
+            HoAction::ControlActivates,
+            HoAction::ControlRegisters,
+            // Clients are kept sorted: the one that arrived sorts after the one away.
+            HoAction::ClientAttaches { client: 1 },
+        ],
+    );
+    assert!(states[3].last.events.rebound);
+    let last = &states[4];
+    assert!(last.last.events.abandoned && last.last.events.stale_release);
+    assert_eq!(last.project().source.expect("source").counters.total(), 0);
+}
+
+/// HO-S1: the second host on the source cell reads the same epoch, incarnation and generation;
+/// its pick carries another op id.
+#[test]
+fn ho_s1_model_two_hosts_on_one_cell_get_different_op_ids() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let init = model.init_state();
+    let one = HandoffModel::pick(&init).expect("a pick");
+    let two = HandoffModel::pick_second_host(&init).expect("a pick for the second host");
+    assert_eq!(
+        (
+            one.source.epoch,
+            one.source.incarnation,
+            one.source.generation
+        ),
+        (
+            two.source.epoch,
+            two.source.incarnation,
+            two.source.generation
+        )
+    );
+    assert_ne!(one.op_id, two.op_id);
 }

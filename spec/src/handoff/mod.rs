@@ -14,6 +14,20 @@
 //! - clients (phone, iPad) arrive (`acquire(Accept)`), attach (`revalidate`, then
 //!   `convert(.., ClientConn)`: the attach waits for durable persistence), persist
 //!   (`revalidate`) and leave (`release`), racing the barrier;
+//! - HO-7's other kinds (the work-kinds [`Scenario`]): an attached client relays a mutation
+//!   (`acquire(Splice)`, released on the desktop's ack, at once if the desktop is not connected,
+//!   or before the connection when the client leaves: the adapter's `relay_mutation` and client
+//!   loop), and a pending connection comes and goes (`acquire(PendingConn)`, `revalidate`,
+//!   `release`; no adapter takes this kind yet, so the model gives it the contract every ticket
+//!   has);
+//! - every ended unit of work's release arrives once more, late (an old session's guard): the
+//!   core must answer `StaleGeneration` (older generation) or `DoubleRelease` and change no
+//!   counter; after a rebind, every ended ticket id of the old generation is released late the
+//!   same way;
+//! - a second host (`HOST2`) on the source cell, with the epoch, incarnation and generation the
+//!   first had before its first registration: the director's pick for it (from a copy of the
+//!   store with its row, [`HandoffModel::pick_second_host`]) is judged beside every request
+//!   (HO-S1: at the first request only the host tells the two op ids apart);
 //! - the desktop's control: a replacement while it is open (`control_refusal`,
 //!   `begin_control`, the store's `register_control`, `install_control(.., Some(op))`: a
 //!   rebind), its close (`control_closed`), its reconnect after the close or after the cell
@@ -45,7 +59,14 @@
 //! names start with the requirement ID; the `sometimes` ones are named `<ID> witness: ...`.
 //!
 //! Abstractions (each keeps the state space finite without changing a decision):
-//! - one host, one target; every participant has the HO-C1 capability;
+//! - one host that moves, one target; every participant has the HO-C1 capability. The second
+//!   host is only read by the director (a second host's attempt is the same machine with
+//!   another key in the cell's table). A second move of the same host needs the target to run a
+//!   source machine for it, which the model does not have; a core that derives the op id
+//!   without the epoch is caught by the HO-S1 judge that varies each authority field of every
+//!   request, not by a second move: the generation alone already differs between any two
+//!   authorities of a host at the same cell (every registration and fence bumps it, and a
+//!   commit changes the cell), so no reachable pair of moves differs in the epoch only;
 //! - the machine's asynchronous `Reply(Result)` is always lost on its way to the director: the
 //!   director learns outcomes only by re-sending (HO-A3 / HO-A6: nothing at the source depends on
 //!   delivering it). A second director is the same as a restarted one re-sending the same id;
@@ -66,8 +87,14 @@
 //!   where it has no open control and its host is still assigned here (else it registers at
 //!   the target);
 //! - at most `max_faults` faults per run, each counted kind at most its budget, reconnects and
-//!   undrains their own budget, and time moves only to the next deadline, `time_advances`
-//!   times ([`HandoffParams`]); an undrain the cell refuses changes nothing and costs nothing.
+//!   undrains their own budget, splices and pending connections theirs, and time moves only to
+//!   the next deadline, `time_advances` times ([`HandoffParams`]); an undrain the cell refuses
+//!   changes nothing and costs nothing;
+//! - everything else that can grow (live tickets, DB jobs, reservations, attempt records,
+//!   machine and session ids) has a cap that is a property (`... bounded: ...`): a core that
+//!   leaks one per request is reported when it passes the cap, and `actions` explores nothing
+//!   from a state past a cap, nor from a step a property judged wrong (a counterexample
+//!   already), so a leak ends the run instead of exhausting memory.
 //!
 //! What the model leaves out, and why:
 //! - `InstallKind::OverRetired` (a registration over a retired machine of the same process) is
@@ -77,10 +104,12 @@
 //!   drain fence (drained, not stale) makes. `core/tests/handoff_cell.rs::
 //!   ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced`
 //!   covers it;
-//! - `Splice` and `PendingConn` tickets and the desktop's credential change (a `ControlOp`
-//!   ticket taken with `acquire`, revalidated and released): the same gate calls as the
-//!   modelled `Accept` / `ClientConn` / activation tickets, counted under another kind
-//!   (`core/tests/handoff_requirements.rs` counts every kind);
+//! - the desktop's credential change (a `ControlOp` ticket taken with `acquire`, revalidated
+//!   and released): the same gate calls as the pending connection, counted as the modelled
+//!   activation's kind (`core/tests/handoff_requirements.rs` counts every kind); splices and
+//!   pending connections only in the smaller work-kinds scenario (one client, one fault, no
+//!   restart, reconnect or undrain), as
+//!   one world with them at the review budgets would be about 18 times the review scenario;
 //! - `DrainReason::AuthRefused`: the same path as `Emergency` with another close reason name;
 //!   a second drain of a drained host (the hard drain runs again; `handoff_cell.rs`);
 //! - the refusals `WrongAuthority` (a registration of another process: the store refuses an
@@ -124,7 +153,7 @@ use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
 use switchyard_core::handoff::admission::{
     ActivityLease, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat, NotCounted,
-    Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
+    ReleaseReport, Ticket, TicketId, WorkKind, WRONG_CELL_CLOSE_CODE,
 };
 use switchyard_core::handoff::attempt::{
     Action, Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
@@ -135,7 +164,9 @@ use switchyard_core::handoff::cell::{
     InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell, UndrainRefusal, Work,
 };
 use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy, TargetView};
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
+use switchyard_core::handoff::ids::{
+    CellId, Generation, HostId, Incarnation, OpId, SourceAuthority,
+};
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
     fenced_authority, AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite,
@@ -149,6 +180,10 @@ use crate::store_calls::{StoreCall, StoreJournal};
 pub const SRC: CellId = CellId(1);
 pub const TGT: CellId = CellId(2);
 pub const HOST: HostId = HostId(7);
+/// HO-S1: a second host on the source cell (no desktop, no clients): the director's pick for it
+/// is judged beside every request for `HOST` (at the first request the two picks read the same
+/// cell, epoch, incarnation and generation, so only the host tells their op ids apart).
+pub const HOST2: HostId = HostId(8);
 /// The source cell's room (the target has one slot, which the model may fill).
 pub const SRC_CAPACITY: u32 = 10;
 
@@ -205,6 +240,11 @@ pub struct HandoffParams {
     /// HO-L2: a second process may be started with the source cell's id while its holder
     /// lives (refused; it changes nothing, so it costs no state).
     pub second_process: bool,
+    /// HO-7: mutations an attached client relays to the desktop (`Splice` tickets, held until
+    /// the desktop's ack), per run.
+    pub splices: u8,
+    /// HO-7: pending connections (`PendingConn` tickets), per run.
+    pub pending_conns: u8,
 }
 
 impl Default for HandoffParams {
@@ -228,6 +268,54 @@ impl Default for HandoffParams {
             reconnects: 1,
             undrains: 1,
             second_process: true,
+            splices: 0,
+            pending_conns: 0,
+        }
+    }
+}
+
+/// A handoff configuration the checker runs at the review bound. One world with every work
+/// kind at the review budgets would be about 18 times the review scenario (splices alone
+/// multiply it by 2.3, a pending connection by 6), so the kinds that the review scenario
+/// leaves out get their own, smaller world (`docs/PERFORMANCE.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Two clients (accepts, attaches), the desktop's control operations, any two faults.
+    Review,
+    /// HO-7's other kinds: an attached client relays a mutation (`Splice`) and a pending
+    /// connection comes and goes (`PendingConn`), beside one client, at most one fault, no
+    /// restart, reconnect or undrain. It asks only for HO-7's witnesses (the review scenario
+    /// reaches the others); every `always` property is judged.
+    WorkKinds,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 2] = [Scenario::Review, Scenario::WorkKinds];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Review => "review",
+            Scenario::WorkKinds => "work-kinds",
+        }
+    }
+
+    /// The scenario's bounds at the review bound.
+    pub fn params(self) -> HandoffParams {
+        match self {
+            Scenario::Review => HandoffParams::default(),
+            // No restarts, reconnects or undrains: the review scenario covers them, and here
+            // they would triple the states (140,286 with them, 45,123 without).
+            Scenario::WorkKinds => HandoffParams {
+                clients: 1,
+                max_faults: 1,
+                restarts: 0,
+                reconnects: 0,
+                undrains: 0,
+                splices: 1,
+                pending_conns: 1,
+                ..HandoffParams::default()
+            },
         }
     }
 }
@@ -240,6 +328,11 @@ impl HandoffParams {
             max_faults: 1,
             ..HandoffParams::default()
         }
+    }
+
+    /// The work-kinds scenario at its (only) bound.
+    pub fn work_kinds() -> Self {
+        Scenario::WorkKinds.params()
     }
 }
 
@@ -281,10 +374,26 @@ pub enum HoAction {
     ClientPersisted {
         client: u8,
     },
-    /// The client leaves: `release`.
+    /// The client leaves: `release` of its splice (the adapter's client loop drops its
+    /// splices when it ends), then of its connection.
     ClientLeaves {
         client: u8,
     },
+    /// An attached client relays a mutation: `acquire(Splice)` (refused: undelivered); if the
+    /// desktop's control is not open, the splice is released at once (the adapter's
+    /// `relay_mutation`).
+    ClientRelays {
+        client: u8,
+    },
+    /// The desktop acks the client's mutation: `release` of its splice.
+    DesktopAcks {
+        client: u8,
+    },
+    /// A pending connection: `acquire(PendingConn)` before its first await.
+    PendingOpens,
+    /// The pending connection's continuation: `revalidate`, then `release` when it ends (an
+    /// abandoned continuation's ticket is already released by the gate).
+    PendingEnds,
     /// A replacement control's activation while the desktop's control is open:
     /// `control_refusal`, then `begin_control`.
     ControlActivates,
@@ -358,6 +467,8 @@ pub struct HandoffModel {
     pub params: HandoffParams,
     /// Raised by the checker when its memory budget is reached.
     pub halt: Halt,
+    /// The scenario these bounds belong to, if the checker runs one (it names the report).
+    pub scenario: Option<Scenario>,
 }
 
 impl HandoffModel {
@@ -370,6 +481,15 @@ impl HandoffModel {
         HandoffModel {
             params,
             halt: Halt::default(),
+            scenario: None,
+        }
+    }
+
+    /// `scenario`'s world, with `params` (its bounds, possibly changed by the caller).
+    pub fn in_scenario(scenario: Scenario, params: HandoffParams) -> HandoffModel {
+        HandoffModel {
+            scenario: Some(scenario),
+            ..HandoffModel::new(params)
         }
     }
 
@@ -467,9 +587,11 @@ impl HandoffModel {
                 Client {
                     phase: ClientPhase::Away,
                     visits_left: p.client_visits,
+                    splice: None,
                 };
                 usize::from(p.clients)
             ],
+            pending: None,
             control: None,
             dir_request: None,
             jobs: Vec::new(),
@@ -486,6 +608,8 @@ impl HandoffModel {
                 time_advances: p.time_advances,
                 reconnects: p.reconnects,
                 undrains: p.undrains,
+                splices: p.splices,
+                pending_conns: p.pending_conns,
             },
             // The first process has just taken the cell.
             last: StepFacts {
@@ -519,9 +643,27 @@ impl HandoffModel {
 
     /// The director's read-only pick: the real `evaluate` over what it reads from the store.
     pub fn pick(state: &HoState) -> Option<HandoffRequest> {
-        let store = &state.store;
-        let authority = store.authority(HOST)?;
-        let row = store.assignment(HOST)?;
+        Self::pick_for(state, HOST)
+    }
+
+    /// The director's read-only pick for `host`.
+    pub fn pick_for(state: &HoState, host: HostId) -> Option<HandoffRequest> {
+        Self::pick_from(&state.store, state.now, host)
+    }
+
+    /// HO-S1: the director's pick for the second host: it is added to a copy of the store at
+    /// the source cell (epoch 1, generation 1, the cell's incarnation: what the first host had
+    /// before its first registration). It never changes, so it is kept out of the explored
+    /// state (every state would carry and hash its row).
+    pub fn pick_second_host(state: &HoState) -> Option<HandoffRequest> {
+        let mut store = state.store.clone();
+        store.insert_host(HOST2, SRC, true).ok()?;
+        Self::pick_from(&store, state.now, HOST2)
+    }
+
+    fn pick_from(store: &AssignmentStore, now: MonoMs, host: HostId) -> Option<HandoffRequest> {
+        let authority = store.authority(host)?;
+        let row = store.assignment(host)?;
         let source_cell = store.cell(authority.cell)?;
         let target = store.cell(TGT)?;
         let candidate = CandidateView {
@@ -529,7 +671,7 @@ impl HandoffModel {
             source_cell_capable: source_cell.handoff_capable,
             desktop_capable: row.desktop_capable,
             measurement: Some((TGT, Self::measurement())),
-            cooldown_until: store.cooldown_until(HOST),
+            cooldown_until: store.cooldown_until(host),
         };
         let target = TargetView {
             cell: TGT,
@@ -537,13 +679,7 @@ impl HandoffModel {
             load: store.cell_load(TGT),
             capacity: target.capacity,
         };
-        evaluate(
-            state.now,
-            &Self::director_policy(),
-            &candidate,
-            Some(&target),
-        )
-        .ok()
+        evaluate(now, &Self::director_policy(), &candidate, Some(&target)).ok()
     }
 }
 
@@ -556,7 +692,13 @@ impl Model for HandoffModel {
     }
 
     fn actions(&self, state: &HoState, actions: &mut Vec<HoAction>) {
-        if self.halt.is_raised() {
+        // A state past a cap is judged (its `bounded` property fails) and explored no further;
+        // so is a step a property judged wrong (it is a counterexample already: what follows
+        // it adds nothing but states). Neither happens with a correct core.
+        if self.halt.is_raised()
+            || self.over_cap(state).is_some()
+            || state.last.anomalies != Anomalies::default()
+        {
             return;
         }
         let (b, p) = (&state.budget, &self.params);
@@ -582,6 +724,7 @@ impl Model for HandoffModel {
         }
         // Clients reach whatever process holds the cell, with or without a machine for the
         // host (refused as the wrong cell then).
+        let open_control = state.cell.control(HOST).is_some();
         for (i, c) in state.clients.iter().enumerate() {
             let client = u8::try_from(i).unwrap_or(u8::MAX);
             actions.push(match c.phase {
@@ -591,6 +734,19 @@ impl Model for HandoffModel {
                 ClientPhase::Attaching(_) => HoAction::ClientPersisted { client },
                 ClientPhase::Attached(_) => HoAction::ClientLeaves { client },
             });
+            if matches!(c.phase, ClientPhase::Attached(_)) {
+                // The ack comes over the desktop's open control.
+                if c.splice.is_some() && open_control {
+                    actions.push(HoAction::DesktopAcks { client });
+                } else if b.splices > 0 {
+                    actions.push(HoAction::ClientRelays { client });
+                }
+            }
+        }
+        match state.pending {
+            Some(_) => actions.push(HoAction::PendingEnds),
+            None if b.pending_conns > 0 => actions.push(HoAction::PendingOpens),
+            None => {}
         }
         let open = state.cell.control(HOST).is_some();
         match state.control {
@@ -702,10 +858,12 @@ impl Model for HandoffModel {
         let horizon = MODEL_START_MS
             + u64::from(self.params.time_advances) * MODEL_REGISTRATION_TIMEOUT_MS
             + u64::from(self.params.restarts) * MODEL_CELL_LEASE_MS;
-        state.now.as_ms() <= horizon && state.jobs.len() <= 16
+        // Everything else that can grow has a cap, judged as a property (`bounded`): a state
+        // past one is kept so that its property fails, and `actions` explores nothing from it.
+        state.now.as_ms() <= horizon
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        handoff_properties()
+        handoff_properties(&self.params, self.scenario)
     }
 }

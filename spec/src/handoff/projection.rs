@@ -66,6 +66,9 @@ pub struct HoProjection {
     /// The old process's machine after a rolling restart, while its attempt ends.
     pub old_source: Option<SourceProjection>,
     pub clients: Vec<ClientProjection>,
+    /// Clients with a relayed mutation in flight (a `Splice` ticket).
+    pub splices: usize,
+    pub pending_conn: bool,
     pub control_op_in_flight: bool,
     pub director_holds_request: bool,
     pub db_jobs: Vec<(JobKind, bool)>,
@@ -151,6 +154,8 @@ impl HoState {
                     ClientPhase::Attached(_) => ClientProjection::Attached,
                 })
                 .collect(),
+            splices: self.clients.iter().filter(|c| c.splice.is_some()).count(),
+            pending_conn: self.pending.is_some(),
             control_op_in_flight: self.control.is_some(),
             director_holds_request: self.dir_request.is_some(),
             db_jobs: self
@@ -189,6 +194,16 @@ impl fmt::Display for HoAction {
                 write!(f, "{}'s attach is persisted", client_name(*client))
             }
             HoAction::ClientLeaves { client } => write!(f, "{} leaves", client_name(*client)),
+            HoAction::ClientRelays { client } => write!(
+                f,
+                "{} relays a mutation to the desktop (splice)",
+                client_name(*client)
+            ),
+            HoAction::DesktopAcks { client } => {
+                write!(f, "the desktop acks {}'s mutation", client_name(*client))
+            }
+            HoAction::PendingOpens => write!(f, "a pending connection opens"),
+            HoAction::PendingEnds => write!(f, "the pending connection ends"),
             HoAction::ControlActivates => write!(f, "a replacement control activates"),
             HoAction::DesktopReconnects => write!(f, "the desktop reconnects its control"),
             HoAction::ControlRegisters => {

@@ -13,8 +13,9 @@ use super::*;
 /// adds no states). [`Events`] are what the `sometimes` witnesses look for.
 ///
 /// Measured: the events multiply the unique states by about 2.7 (hashing only the anomalies,
-/// review bound: 2,123,410 -> 773,420; small bound: 75,099 -> 29,559; before the `SourceCell`
-/// rewrite 454,500 -> 164,637). But without them a witness whose step leaves the rest of the
+/// review bound: 2,123,410 -> 773,420; small bound: 75,099 -> 29,559, both before the late
+/// releases, the second host and the work-kinds scenario, which made them 2,154,186 and 75,837;
+/// before the `SourceCell` rewrite 454,500 -> 164,637). But without them a witness whose step leaves the rest of the
 /// state as it was (a duplicate answered in progress) is never reached, and which of two
 /// equal states is kept first depends on the checker's thread interleaving (the generated
 /// count then varies from run to run), so a witness could come and go between runs. They stay.
@@ -36,6 +37,12 @@ pub struct Anomalies {
     pub idleness_misjudged: bool,
     /// HO-7: a barrier was installed while a counter or the environment's work was non-zero.
     pub barrier_over_work: bool,
+    /// HO-7: a late release of ended work (released, abandoned, or consumed by the core) was
+    /// not reported as a no-op (`StaleGeneration` for a ticket of an older generation,
+    /// `DoubleRelease` otherwise, nothing for a replaced machine), or changed a counter or the
+    /// live tickets; after a rebind, a release naming an ended ticket of the old generation was
+    /// not reported `StaleGeneration` (or `UnknownTicket`), or changed them.
+    pub late_release_counted: bool,
     /// HO-8: a heartbeat / activity renewal changed a counter or the idleness.
     pub heartbeat_counted: bool,
     /// HO-10: a missing or expired DB lease changed a counter or the idleness.
@@ -43,6 +50,10 @@ pub struct Anomalies {
     /// HO-S1: a sent op id is not the UUIDv5 of its authority and target, a fresh pick is not
     /// at the store's current authority, or a recomputed id differs for the same authority.
     pub op_id_inconsistent: bool,
+    /// HO-S1: an op id is shared by two moves: the request's id equals the id of the same
+    /// authority with another host, epoch, incarnation, generation, source cell or target, or
+    /// the pick for the second host, or a recorded attempt of another (source, target).
+    pub op_id_shared: bool,
     /// HO-S1 / HO-A3: a director step wrote the store (no prepare state).
     pub director_wrote_store: bool,
     /// HO-S2: an answer other than `Started` changed the source machine.
@@ -136,6 +147,8 @@ pub struct Events {
     pub reconnect_refused_draining: bool,
     pub restart_refused_moved: bool,
     pub abandoned: bool,
+    /// HO-7: a late release of an old generation's work was reported `StaleGeneration`.
+    pub stale_release: bool,
     pub crash_during_attempt: bool,
     pub wrong_cell_at_barrier: bool,
     pub control_gated: bool,
@@ -149,7 +162,28 @@ pub struct Events {
 
 /// The properties, each named by its requirement ID: the `always` properties first, then the
 /// `sometimes` witnesses (named `<ID> witness: ...`).
-pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
+/// Witnesses of a work kind the parameters do not offer are left out; the work-kinds scenario
+/// judges every `always` property but asks only for HO-7's witnesses (what it adds: the review
+/// scenario reaches the others).
+pub fn handoff_properties(
+    params: &HandoffParams,
+    scenario: Option<Scenario>,
+) -> Vec<Property<HandoffModel>> {
+    let mut properties = all_properties();
+    properties.retain(|p| {
+        (params.pending_conns > 0 || p.name != PENDING_WITNESS)
+            && (params.splices > 0 || p.name != SPLICE_WITNESS)
+            && (scenario != Some(Scenario::WorkKinds)
+                || p.expectation != stateright::Expectation::Sometimes
+                || p.name.starts_with("HO-7 witness"))
+    });
+    properties
+}
+
+const PENDING_WITNESS: &str = "HO-7 witness: a pending connection alone makes the source busy";
+const SPLICE_WITNESS: &str = "HO-7 witness: a relayed mutation in flight (splice) is counted";
+
+fn all_properties() -> Vec<Property<HandoffModel>> {
     vec![
         // ---- always -------------------------------------------------------------------------
         Property::always(
@@ -161,12 +195,15 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             |_, s: &HoState| !s.last.anomalies.idleness_misjudged,
         ),
         Property::always(
-            "HO-7 barrier only installed when every counter is zero; counters equal the live work",
+            "HO-7 barrier only installed when every counter is zero; each counter equals the live work of its kind",
             |_, s: &HoState| {
                 !s.last.anomalies.barrier_over_work
-                    && s.src()
-                        .is_none_or(|m| m.gate().counters().total() == u64::from(s.live_work()))
+                    && s.src().is_none_or(|m| m.gate().counters() == s.held_work())
             },
+        ),
+        Property::always(
+            "HO-7 a late release (ended work, an old generation's after a rebind) is reported stale or double and changes no counter",
+            |_, s: &HoState| !s.last.anomalies.late_release_counted,
         ),
         Property::always("HO-8 heartbeats never change counters", |_, s: &HoState| {
             !s.last.anomalies.heartbeat_counted
@@ -185,6 +222,10 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
                         .attempts()
                         .all(|(op, r)| *op == OpId::derive(&r.source, r.target))
             },
+        ),
+        Property::always(
+            "HO-S1 an op id names one move: another host, epoch, incarnation, generation, source or target gives another id",
+            |_, s: &HoState| !s.last.anomalies.op_id_shared,
         ),
         Property::always(
             "HO-S2 busy holds no barrier, closes nothing, names the non-zero counters",
@@ -315,6 +356,27 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
                 !s.last.anomalies.second_process_started && held
             },
         ),
+        // ---- bounded: every cap of the model is a property (see `HandoffModel::over_cap`) -----
+        Property::always(
+            "HO-7 bounded: live tickets <= 10 (no ticket leaks)",
+            |_, s: &HoState| s.live_tickets() <= CAP_TICKETS,
+        ),
+        Property::always(
+            "HO-A3 bounded: queued DB jobs <= 8",
+            |_, s: &HoState| s.jobs.len() <= CAP_JOBS,
+        ),
+        Property::always(
+            "HO-S4 bounded: target reservations <= 2",
+            |_, s: &HoState| s.store.reservations().count() <= CAP_RESERVATIONS,
+        ),
+        Property::always(
+            "HO-A1 bounded: attempt records (committed and fenced ops) <= 8",
+            |_, s: &HoState| s.store.attempts().count() <= CAP_ATTEMPTS,
+        ),
+        Property::always(
+            "HO-A4 bounded: machine and session ids < 16",
+            |_, s: &HoState| s.max_model_id() < MAX_MODEL_ID,
+        ),
         // ---- sometimes ----------------------------------------------------------------------
         Property::sometimes("HO-S5 witness: commit retires the source", |_, s: &HoState| {
             s.last.events.committed
@@ -418,6 +480,16 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
             |_, s: &HoState| s.last.events.restart_refused_moved,
         ),
         Property::sometimes(
+            "HO-7 witness: a late release of an old session's work is reported stale",
+            |_, s: &HoState| s.last.events.stale_release,
+        ),
+        Property::sometimes(PENDING_WITNESS, |_, s: &HoState| {
+            s.last.events.busy && s.pending.is_some() && s.live_work() == 1
+        }),
+        Property::sometimes(SPLICE_WITNESS, |_, s: &HoState| {
+            s.clients.iter().any(|c| c.splice.is_some())
+        }),
+        Property::sometimes(
             "HO-A4 witness: a late continuation abandons after a replacement or drain",
             |_, s: &HoState| s.last.events.abandoned,
         ),
@@ -466,6 +538,63 @@ pub fn handoff_properties() -> Vec<Property<HandoffModel>> {
 /// Above every machine and session id a model process gives out (one counter for both: an
 /// install takes at most two, and a run has at most a handful of installs per process).
 pub const MAX_MODEL_ID: u64 = 16;
+/// Above every ticket id a machine gives out in the model (the late-release judge names every
+/// id below it).
+pub const MAX_MODEL_TICKET_ID: u64 = 24;
+
+/// Caps on what the model lets grow (each a `bounded` property; the names carry the numbers).
+/// A correct core stays far below them at every budget the CLI allows; a core that leaks one
+/// per request reaches them, is reported, and the state past the cap is explored no further.
+pub const CAP_TICKETS: u64 = 10;
+pub const CAP_JOBS: usize = 8;
+pub const CAP_RESERVATIONS: usize = 2;
+pub const CAP_ATTEMPTS: usize = 8;
+
+impl HoState {
+    /// Live tickets of every machine of every live process (the larger of the gate's counters
+    /// and its ticket table, so a leak in either shows).
+    pub fn live_tickets(&self) -> u64 {
+        self.machines()
+            .map(|(_, _, m)| {
+                let gate = m.gate();
+                gate.counters()
+                    .total()
+                    .max(gate.live_tickets().count() as u64)
+            })
+            .sum()
+    }
+
+    /// The largest machine or session id of a live process.
+    pub fn max_model_id(&self) -> u64 {
+        self.cells()
+            .flat_map(|(_, c)| {
+                let machine = c.machine(HOST).map(|(id, _)| id.0);
+                let session = c.control(HOST).map(|s| s.0);
+                machine.into_iter().chain(session)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+impl HandoffModel {
+    /// The first cap the state is past, if any (`actions` explores nothing from it).
+    pub fn over_cap(&self, s: &HoState) -> Option<&'static str> {
+        if s.live_tickets() > CAP_TICKETS {
+            Some("live tickets")
+        } else if s.jobs.len() > CAP_JOBS {
+            Some("DB jobs")
+        } else if s.store.reservations().count() > CAP_RESERVATIONS {
+            Some("reservations")
+        } else if s.store.attempts().count() > CAP_ATTEMPTS {
+            Some("attempt records")
+        } else if s.max_model_id() >= MAX_MODEL_ID {
+            Some("machine and session ids")
+        } else {
+            None
+        }
+    }
+}
 
 fn committed_rows(s: &HoState) -> u64 {
     s.store
@@ -516,6 +645,134 @@ impl HandoffModel {
         state.last.anomalies.op_id_inconsistent = req.op_id
             != OpId::derive(&req.source, req.target)
             || (fresh_pick && state.store.authority(HOST) != Some(req.source));
+        state.last.anomalies.op_id_shared = Self::op_id_shared(state, req, fresh_pick);
+    }
+
+    /// HO-S1: the op id names exactly one move. The same authority with any one field changed
+    /// (the host, the epoch of a later move, the incarnation, the generation, the source cell)
+    /// or another target derives another id; so does the director's pick for the second host at
+    /// the same cell (same epoch, incarnation and generation); and no recorded attempt of
+    /// another move carries this id. The derivations are judged when the director computes the
+    /// request (`fresh`: a re-sent request is the same request); the records at every send.
+    pub(super) fn op_id_shared(state: &HoState, req: &HandoffRequest, fresh: bool) -> bool {
+        let recorded = state
+            .store
+            .attempt(req.op_id)
+            .is_some_and(|r| (r.source, r.target) != (req.source, req.target));
+        if !fresh {
+            return recorded;
+        }
+        let a = req.source;
+        // A cell that is neither the source nor the target.
+        let other_cell = CellId(SRC.0.max(TGT.0) + 1);
+        let variants = [
+            (SourceAuthority { host: HOST2, ..a }, req.target),
+            (
+                SourceAuthority {
+                    epoch: a.epoch.next(),
+                    ..a
+                },
+                req.target,
+            ),
+            (
+                SourceAuthority {
+                    incarnation: Incarnation(a.incarnation.0 + 1),
+                    ..a
+                },
+                req.target,
+            ),
+            (
+                SourceAuthority {
+                    generation: a.generation.next(),
+                    ..a
+                },
+                req.target,
+            ),
+            (
+                SourceAuthority {
+                    cell: other_cell,
+                    ..a
+                },
+                req.target,
+            ),
+            (a, other_cell),
+        ];
+        let by_field = variants
+            .iter()
+            .any(|(source, target)| OpId::derive(source, *target) == req.op_id);
+        let other_host =
+            Self::pick_second_host(state).is_some_and(|other| other.op_id == req.op_id);
+        by_field || other_host || recorded
+    }
+
+    // ---- HO-7: late releases -------------------------------------------------------------------
+
+    /// HO-7: a unit of work has ended (its ticket released, abandoned by `revalidate`, or
+    /// consumed by `install_control`); a late duplicate of its release (an old session's guard
+    /// firing again) arrives. The core must answer it as a no-op, `StaleGeneration` if the
+    /// ticket is of an older generation than the gate's (after a rebind), `DoubleRelease`
+    /// otherwise (nothing for a replaced machine), and change no counter. The answer depends
+    /// only on the gate's generation and the ticket, neither of which comes back, so the
+    /// moment it ends covers every later one but a rebind, which `judge_rebind_releases` covers.
+    pub(super) fn judge_late_release(state: &mut HoState, held: Held) {
+        let view = |s: &HoState| {
+            s.cell.machine(HOST).map(|(id, m)| {
+                let g = m.gate();
+                (id, g.generation(), g.counters(), g.live_tickets().count())
+            })
+        };
+        let before = view(state);
+        let report = state.cell.release(&held.work());
+        let expected = before
+            .filter(|(id, ..)| *id == held.machine)
+            .map(|(_, generation, ..)| {
+                if held.ticket.generation < generation {
+                    ReleaseReport::StaleGeneration
+                } else {
+                    ReleaseReport::DoubleRelease
+                }
+            });
+        state.last.anomalies.late_release_counted |= report != expected || view(state) != before;
+        state.last.events.stale_release |= report == Some(ReleaseReport::StaleGeneration);
+    }
+
+    /// HO-7 / HO-A4: right after a rebind, the guards of the old generation's ended work
+    /// release late: every ticket id of the machine that is not live, named with the old
+    /// generation and any kind, is `StaleGeneration` (or `UnknownTicket`, an id never given
+    /// out), and changes no counter.
+    pub(super) fn judge_rebind_releases(state: &mut HoState, old: Generation) {
+        let Some((machine, m)) = state.cell.machine(HOST) else {
+            return;
+        };
+        let gate = m.gate();
+        let before = (gate.counters(), gate.live_tickets().collect::<Vec<_>>());
+        let mut wrong = false;
+        for id in 0..MAX_MODEL_TICKET_ID {
+            if before.1.iter().any(|t| t.id.0 == id) {
+                continue;
+            }
+            for kind in WorkKind::ALL {
+                let work = Work {
+                    host: HOST,
+                    machine,
+                    ticket: Ticket {
+                        id: TicketId(id),
+                        generation: old,
+                        kind,
+                    },
+                };
+                let report = state.cell.release(&work);
+                wrong |= !matches!(
+                    report,
+                    Some(ReleaseReport::StaleGeneration | ReleaseReport::UnknownTicket)
+                );
+            }
+        }
+        let after = state.cell.machine(HOST).map(|(_, m)| {
+            let g = m.gate();
+            (g.counters(), g.live_tickets().collect::<Vec<_>>())
+        });
+        state.last.anomalies.late_release_counted |= wrong || after.as_ref() != Some(&before);
     }
 
     // ---- HO-8 / HO-10: control traffic is not client work ------------------------------------
@@ -765,8 +1022,7 @@ impl HandoffModel {
                     close_taken |= cell.control_closed(now, HOST, SessionId(id));
                 }
             }
-            debug_assert!(machine.is_none_or(|m| m.0 < MAX_MODEL_ID));
-            debug_assert!(session.is_none_or(|s| s.0 < MAX_MODEL_ID));
+            // Ids at or past MAX_MODEL_ID fail the `HO-A4 bounded` property.
         }
         state.last.anomalies.stale_timer_applied = timer_applied;
         state.last.anomalies.late_close_changed_cell = close_taken;
@@ -798,6 +1054,11 @@ impl HandoffModel {
                 // HO-L1: nothing but an undrain (which forgets the host) gives a drained host a
                 // machine again.
                 a.drained_got_machine = drained_before;
+                if i.how == InstallKind::Rebound {
+                    if let Some((_, m)) = before {
+                        Self::judge_rebind_releases(state, m.gate().generation());
+                    }
+                }
             }
             Err(InstallRefusal::SourceDraining) => {
                 e.reconnect_refused_draining = true;

@@ -54,6 +54,9 @@ impl ClientPhase {
 pub struct Client {
     pub phase: ClientPhase,
     pub visits_left: u8,
+    /// HO-7: the `Splice` ticket of a mutation relayed to the desktop, held until its ack (the
+    /// adapter's `relay_mutation`): only while attached.
+    pub splice: Option<Held>,
 }
 
 /// Why a desktop control activation is in flight.
@@ -120,6 +123,10 @@ pub struct Budget {
     pub time_advances: u8,
     pub reconnects: u8,
     pub undrains: u8,
+    /// Mutations relayed (`Splice` tickets) left in this run.
+    pub splices: u8,
+    /// Pending connections (`PendingConn` tickets) left in this run.
+    pub pending_conns: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -136,6 +143,8 @@ pub struct HoState {
     /// restart. Boxed: it is rarely there, and every explored state carries this field.
     pub old_cell: Option<Box<SourceCell>>,
     pub clients: Vec<Client>,
+    /// HO-7: a pending connection's `PendingConn` ticket, between its acquire and its end.
+    pub pending: Option<Held>,
     /// A desktop control activation in flight at `cell`.
     pub control: Option<ControlOp>,
     /// The request the director is working on (forgotten on a final answer or a crash).
@@ -156,13 +165,25 @@ pub struct HoState {
 impl HoState {
     /// Work the environment holds at the current source (independent of the core's counters).
     pub fn live_work(&self) -> u8 {
-        let clients = self
-            .clients
-            .iter()
-            .filter(|c| c.phase.held().is_some())
-            .count();
-        let control = self.control.is_some_and(|c| c.held.is_some());
-        u8::try_from(clients).unwrap_or(u8::MAX) + u8::from(control)
+        let held = self.held_work();
+        u8::try_from(held.total()).unwrap_or(u8::MAX)
+    }
+
+    /// HO-7: the work the environment holds at the current source, by the kind it asked for
+    /// (not the kind the core's ticket names): what the gate's counters must equal.
+    pub fn held_work(&self) -> Counters {
+        let mut held = Counters::default();
+        for c in &self.clients {
+            match c.phase {
+                ClientPhase::Away => {}
+                ClientPhase::Accepting(_) => held.accepts += 1,
+                ClientPhase::Attaching(_) | ClientPhase::Attached(_) => held.client_conns += 1,
+            }
+            held.splices += u32::from(c.splice.is_some());
+        }
+        held.pending_conns = u32::from(self.pending.is_some());
+        held.control_ops = u32::from(self.control.is_some_and(|c| c.held.is_some()));
+        held
     }
 
     /// HO-L2: the source cell's row as a starting process reads it under the cell's lock:

@@ -105,10 +105,39 @@ impl HandoffModel {
             HoAction::ClientPersisted { client } => Self::client_persisted(&mut state, client),
             HoAction::ClientLeaves { client } => {
                 let c = &mut state.clients[usize::from(client)];
-                if let ClientPhase::Attached(held) = c.phase {
-                    let _ = state.cell.release(&held.work());
-                }
+                let (phase, splice) = (c.phase, c.splice.take());
                 c.phase = ClientPhase::Away;
+                // The client loop's splices go first, then the connection's guard.
+                if let Some(splice) = splice {
+                    Self::release_work(&mut state, splice);
+                }
+                if let ClientPhase::Attached(held) = phase {
+                    Self::release_work(&mut state, held);
+                }
+            }
+            HoAction::ClientRelays { client } => Self::client_relays(&mut state, client),
+            HoAction::DesktopAcks { client } => {
+                if let Some(splice) = state.clients[usize::from(client)].splice.take() {
+                    Self::release_work(&mut state, splice);
+                }
+            }
+            HoAction::PendingOpens => {
+                state.budget.pending_conns -= 1;
+                let gate = admission_kind(state.src());
+                match state.cell.acquire(HOST, WorkKind::PendingConn) {
+                    Ok(work) => state.pending = Some(Held::of(work)),
+                    Err(r) => Self::judge_client_refused(&mut state, r, gate),
+                }
+            }
+            HoAction::PendingEnds => {
+                if let Some(held) = state.pending.take() {
+                    if state.cell.revalidate(&held.work()) {
+                        Self::release_work(&mut state, held);
+                    } else {
+                        state.last.events.abandoned = true;
+                        Self::judge_late_release(&mut state, held);
+                    }
+                }
             }
             HoAction::ControlActivates => {
                 state.budget.faults -= 1;
@@ -245,6 +274,9 @@ impl HandoffModel {
             state.last.anomalies.op_id_inconsistent =
                 (old.source == new.source) != (old.op_id == new.op_id);
         }
+        if let Some(new) = &new {
+            state.last.anomalies.op_id_shared = Self::op_id_shared(state, new, true);
+        }
         state.dir_request = new;
     }
 
@@ -266,9 +298,11 @@ impl HandoffModel {
             return;
         };
         state.clients[c].phase = ClientPhase::Away;
+        let accept_held = accept;
         let accept = accept.work();
         if !state.cell.revalidate(&accept) {
             state.last.events.abandoned = true;
+            Self::judge_late_release(state, accept_held);
             return;
         }
         let gate = admission_kind(state.src());
@@ -276,9 +310,32 @@ impl HandoffModel {
             Ok(conn) => state.clients[c].phase = ClientPhase::Attaching(Held::of(conn)),
             Err(r) => {
                 // The accept's guard releases its ticket on this exit path.
-                let _ = state.cell.release(&accept);
+                Self::release_work(state, accept_held);
                 Self::judge_client_refused(state, r, gate);
             }
+        }
+    }
+
+    /// The environment's work ends: its guard releases the ticket (then a late duplicate of
+    /// that release is judged).
+    pub(super) fn release_work(state: &mut HoState, held: Held) {
+        let _ = state.cell.release(&held.work());
+        Self::judge_late_release(state, held);
+    }
+
+    /// An attached client relays a mutation (the adapter's `relay_mutation`).
+    fn client_relays(state: &mut HoState, client: u8) {
+        state.budget.splices -= 1;
+        // Refused (drained, retired): the mutation is answered undelivered, nothing held.
+        let Ok(work) = state.cell.acquire(HOST, WorkKind::Splice) else {
+            return;
+        };
+        let held = Held::of(work);
+        if state.cell.control(HOST).is_some() {
+            state.clients[usize::from(client)].splice = Some(held);
+        } else {
+            // The desktop is not connected: the splice is dropped at once.
+            Self::release_work(state, held);
         }
     }
 
@@ -293,6 +350,7 @@ impl HandoffModel {
         } else {
             state.last.events.abandoned = true;
             c.phase = ClientPhase::Away;
+            Self::judge_late_release(state, conn);
         }
     }
 
@@ -345,13 +403,17 @@ impl HandoffModel {
                 state.last.anomalies.registered_over_move = moved;
                 let installed = state.cell.install_control(state.now, auth, true, work);
                 Self::judge_install(state, op, machine_before.as_ref(), installed);
+                // `install_control` consumed the activation's ticket.
+                if let Some(held) = op.held {
+                    Self::judge_late_release(state, held);
+                }
             }
             Err(refusal) => {
                 state.last.events.restart_refused_moved =
                     matches!(refusal, RegisterRefusal::NotAssignedHere { .. });
                 // The activation's guard releases its ticket on this exit path.
-                if let Some(work) = &work {
-                    let _ = state.cell.release(work);
+                if let Some(held) = op.held {
+                    Self::release_work(state, held);
                 }
             }
         }
@@ -431,10 +493,13 @@ impl HandoffModel {
         };
         state.last.anomalies.second_process_started |= inc.0 != holder.0 + 1;
         state.last.events.lease_taken_or_renewed = true;
-        // The old process's clients, control activation and closing sessions go with it.
+        // The old process's clients, pending connection, control activation and closing
+        // sessions go with it.
         for c in &mut state.clients {
             c.phase = ClientPhase::Away;
+            c.splice = None;
         }
+        state.pending = None;
         state.control = None;
         state.undrained = false;
         let mut fresh = SourceCell::new(Self::source_config(), SRC, inc);
