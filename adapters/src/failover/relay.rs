@@ -74,18 +74,55 @@ pub enum RelayError {
         listen: SocketAddr,
         source: std::io::Error,
     },
-    #[error("relay: path {path:?} must start with '/' and must not be /status")]
-    BadPath { path: String },
+    #[error("relay: --path {path:?}: {why}")]
+    BadPath { path: String, why: &'static str },
+}
+
+/// Longest relay path accepted (a URL path of a candidate in a signed directory).
+pub const MAX_RELAY_PATH_BYTES: usize = 256;
+
+/// SEC-4: each path is a literal URL path: `/` and segments of unreserved characters (RFC 3986:
+/// letters, digits, `-._~`), no empty segment, not `/status`, each path once. Router syntax
+/// (`/:x`, `/{x}`, `/*x`) would turn one path into a pattern matching many, and a duplicate
+/// would make the router panic.
+pub fn check_paths(paths: &[String]) -> Result<(), RelayError> {
+    let bad = |path: &String, why| {
+        Err(RelayError::BadPath {
+            path: path.clone(),
+            why,
+        })
+    };
+    for (index, path) in paths.iter().enumerate() {
+        let Some(rest) = path.strip_prefix('/') else {
+            return bad(path, "must start with '/'");
+        };
+        if path.len() > MAX_RELAY_PATH_BYTES {
+            return bad(path, "longer than 256 bytes");
+        }
+        if path == "/status" {
+            return bad(path, "/status is the relay's own status page");
+        }
+        let literal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~');
+        if !rest.is_empty() && rest.split('/').any(|segment| segment.is_empty()) {
+            return bad(path, "has an empty segment ('//' or a trailing '/')");
+        }
+        if !rest.chars().all(|c| c == '/' || literal(c)) {
+            return bad(
+                path,
+                "may hold only letters, digits, '-', '.', '_', '~' and '/' (no route patterns such as ':x', '{x}' or '*x')",
+            );
+        }
+        if paths[..index].contains(path) {
+            return bad(path, "given twice");
+        }
+    }
+    Ok(())
 }
 
 impl RelayHandle {
     /// Binds and serves. Returns once the relay accepts connections.
     pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
-        for path in &config.paths {
-            if !path.starts_with('/') || path == "/status" {
-                return Err(RelayError::BadPath { path: path.clone() });
-            }
-        }
+        check_paths(&config.paths)?;
         let listener =
             TcpListener::bind(config.listen)
                 .await

@@ -1,0 +1,73 @@
+//! SEC-4: the `switchyard` binary refuses bad command-line values up front, with a named error
+//! and a non-zero exit, never a panic (exit 101) and never by starting with a value it should
+//! have refused.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `switchyard ARGS`; a process still running after a few seconds accepted the values
+/// and is stopped.
+fn run(args: &[&str]) -> Result<(i32, String), String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| format!("wait: {e}"))? {
+            let mut stderr = String::new();
+            if let Some(mut pipe) = child.stderr.take() {
+                use std::io::Read;
+                let _ = pipe.read_to_string(&mut stderr);
+            }
+            return Ok((status.code().unwrap_or(-1), stderr));
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{args:?} was accepted: the relay started"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sec_4_relay_refuses_duplicate_and_pattern_paths_by_name_without_panicking() {
+    for (path_args, expected) in [
+        (vec!["--path", "/a", "--path", "/a"], "given twice"),
+        (vec!["--path", "/:x"], "route patterns"),
+        (vec!["--path", "/{x}"], "route patterns"),
+        (vec!["--path", "/*x"], "route patterns"),
+        (vec!["--path", "relay"], "must start with '/'"),
+        (vec!["--path", "/a//b"], "empty segment"),
+        (vec!["--path", "/status"], "status page"),
+    ] {
+        let mut args = vec!["relay", "--listen", "127.0.0.1:0"];
+        args.extend(path_args.iter().copied());
+        let (code, stderr) = run(&args).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(code, 101, "{args:?} panicked: {stderr}");
+        assert_ne!(code, 0, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--path") && stderr.contains(expected),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn sec_4_relay_still_takes_several_literal_paths() {
+    let err = run(&[
+        "relay",
+        "--listen",
+        "127.0.0.1:0",
+        "--path",
+        "/dshs-relay",
+        "--path",
+        "/dshs-relay-2.v1_~x",
+    ])
+    .expect_err("a relay with good paths keeps running");
+    assert!(err.contains("accepted"), "{err}");
+}
