@@ -71,3 +71,75 @@ fn sec_4_relay_still_takes_several_literal_paths() {
     .expect_err("a relay with good paths keeps running");
     assert!(err.contains("accepted"), "{err}");
 }
+
+#[test]
+fn sec_4_handoff_commands_refuse_a_host_id_past_the_store_and_a_public_url_that_is_not_one() {
+    let secret = "0123456789abcdef0";
+    let huge = "9223372036854775808"; // 2^63: past SQL BIGINT
+    for (args, flag, expected) in [
+        (
+            vec![
+                "handoff",
+                "drain",
+                "--cell-url",
+                "http://127.0.0.1:1",
+                "--host",
+                huge,
+                "--secret",
+                secret,
+            ],
+            "--host",
+            "past the largest host id",
+        ),
+        (
+            vec![
+                "handoff",
+                "undrain",
+                "--cell-url",
+                "http://127.0.0.1:1",
+                "--host=x7",
+                "--secret",
+                secret,
+            ],
+            "--host",
+            "not a host id",
+        ),
+        (
+            vec![
+                "cell",
+                "--cell-id",
+                "1",
+                "--secret",
+                secret,
+                "--desktop-secret",
+                secret,
+                "--public-url",
+                "not a url",
+            ],
+            "--public-url",
+            "not a URL",
+        ),
+        (
+            vec![
+                "cell",
+                "--cell-id",
+                "1",
+                "--secret",
+                secret,
+                "--desktop-secret",
+                secret,
+                "--public-url",
+                "ftp://cell.example",
+            ],
+            "--public-url",
+            "must be an http://",
+        ),
+    ] {
+        let (code, stderr) = run(&args).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains(expected),
+            "{args:?}: {stderr}"
+        );
+    }
+}

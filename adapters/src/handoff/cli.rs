@@ -71,7 +71,7 @@ pub struct OperatorArgs {
     #[arg(long, env = "SWITCHYARD_CELL_URL")]
     cell_url: String,
     /// The host id.
-    #[arg(long)]
+    #[arg(long, value_parser = parse_host_id)]
     host: u64,
     /// Shared secret of the cell's internal endpoint (the cell's --secret, >= 16 bytes).
     #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
@@ -131,7 +131,7 @@ pub struct CellArgs {
     #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:7400")]
     listen: SocketAddr,
     /// What clients and desktops dial (default http://<listen address>).
-    #[arg(long, env = "SWITCHYARD_PUBLIC_URL")]
+    #[arg(long, env = "SWITCHYARD_PUBLIC_URL", value_parser = parse_public_url)]
     public_url: Option<String>,
     #[arg(long, env = "SWITCHYARD_CAPACITY", default_value_t = 1_000)]
     capacity: u32,
@@ -204,7 +204,7 @@ pub struct DesktopArgs {
         required = true
     )]
     resolvers: Vec<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = parse_host_id)]
     host: u64,
     /// The control token; or give `--desktop-secret` to derive it.
     #[arg(long, env = "SWITCHYARD_DESKTOP_TOKEN", hide_env_values = true)]
@@ -231,7 +231,7 @@ pub struct MobileArgs {
         required = true
     )]
     resolvers: Vec<String>,
-    #[arg(long)]
+    #[arg(long, value_parser = parse_host_id)]
     host: u64,
     #[arg(long, default_value_t = 3)]
     mutations: u32,
@@ -250,7 +250,7 @@ pub struct MobileArgs {
 
 #[derive(Args, Debug)]
 pub struct TokenArgs {
-    #[arg(long)]
+    #[arg(long, value_parser = parse_host_id)]
     host: u64,
     #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
     desktop_secret: String,
@@ -539,6 +539,32 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
     } else {
         Err("mobile did not finish its mutations".into())
     }
+}
+
+/// SEC-4: host ids are stored as SQL `BIGINT`: 0 ..= 2^63 - 1.
+fn parse_host_id(value: &str) -> Result<u64, String> {
+    let id: u64 = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a host id (digits, 0 to {})", i64::MAX))?;
+    if i64::try_from(id).is_err() {
+        return Err(format!(
+            "{value} is past the largest host id the store holds ({})",
+            i64::MAX
+        ));
+    }
+    Ok(id)
+}
+
+/// SEC-4: what clients and desktops are told to dial must be an absolute http(s) or ws(s) URL
+/// with a host.
+fn parse_public_url(value: &str) -> Result<String, String> {
+    let url = url::Url::parse(value).map_err(|e| format!("{value:?} is not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https" | "ws" | "wss") || !url.has_host() {
+        return Err(format!(
+            "{value:?} must be an http://, https://, ws:// or wss:// URL with a host"
+        ));
+    }
+    Ok(value.to_owned())
 }
 
 #[cfg(test)]
