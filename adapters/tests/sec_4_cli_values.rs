@@ -76,6 +76,19 @@ fn sec_4_relay_still_takes_several_literal_paths() {
 fn sec_4_handoff_commands_refuse_a_host_id_past_the_store_and_a_public_url_that_is_not_one() {
     let secret = "0123456789abcdef0";
     let huge = "9223372036854775808"; // 2^63: past SQL BIGINT
+    let cell_with_public_url = |url| {
+        vec![
+            "cell",
+            "--cell-id",
+            "1",
+            "--secret",
+            secret,
+            "--desktop-secret",
+            secret,
+            "--public-url",
+            url,
+        ]
+    };
     for (args, flag, expected) in [
         (
             vec![
@@ -105,32 +118,12 @@ fn sec_4_handoff_commands_refuse_a_host_id_past_the_store_and_a_public_url_that_
             "not a host id",
         ),
         (
-            vec![
-                "cell",
-                "--cell-id",
-                "1",
-                "--secret",
-                secret,
-                "--desktop-secret",
-                secret,
-                "--public-url",
-                "not a url",
-            ],
+            cell_with_public_url("not a url"),
             "--public-url",
             "not a URL",
         ),
         (
-            vec![
-                "cell",
-                "--cell-id",
-                "1",
-                "--secret",
-                secret,
-                "--desktop-secret",
-                secret,
-                "--public-url",
-                "ftp://cell.example",
-            ],
+            cell_with_public_url("ftp://cell.example"),
             "--public-url",
             "must be an http://",
         ),

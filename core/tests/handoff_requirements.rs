@@ -528,11 +528,10 @@ fn ho_s2_begin_installs_the_barrier_in_one_step() {
     );
 }
 
-#[test]
-fn ho_s2_rotating_offset_moves_past_busy_hosts() {
-    let now = MonoMs(5_000);
+/// Candidate rows for hosts `0..n`, each otherwise the same eligible view.
+fn rows_for_hosts(now: MonoMs, n: u64) -> Vec<CandidateRow> {
     let (c, t) = view(now);
-    let rows: Vec<CandidateRow> = (0..4)
+    (0..n)
         .map(|h| CandidateRow {
             candidate: CandidateView {
                 authority: SourceAuthority {
@@ -543,7 +542,13 @@ fn ho_s2_rotating_offset_moves_past_busy_hosts() {
             },
             target: Some(t),
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn ho_s2_rotating_offset_moves_past_busy_hosts() {
+    let now = MonoMs(5_000);
+    let rows = rows_for_hosts(now, 4);
     let limits = ScanLimits {
         page_size: 4,
         max_pages: 1,
@@ -1550,19 +1555,7 @@ fn sec_3_the_store_refuses_a_cell_beyond_its_bound_and_still_replaces_rows() {
 #[test]
 fn ho_s2_a_short_page_ends_the_pass_and_the_next_starts_from_the_top() {
     let now = MonoMs(5_000);
-    let (c, t) = view(now);
-    let rows: Vec<CandidateRow> = (0..2)
-        .map(|h| CandidateRow {
-            candidate: CandidateView {
-                authority: SourceAuthority {
-                    host: HostId(h),
-                    ..c.authority
-                },
-                ..c
-            },
-            target: Some(t),
-        })
-        .collect();
+    let rows = rows_for_hosts(now, 2);
     let limits = ScanLimits {
         page_size: 4,
         max_pages: 3,
