@@ -3,4 +3,5 @@
 
 pub mod failover;
 pub mod handoff;
+pub mod serve;
 pub mod telemetry;

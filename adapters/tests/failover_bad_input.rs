@@ -242,10 +242,10 @@ async fn fo_h_1_garbage_frames_do_not_kill_the_channel_and_a_broken_peer_means_b
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fo_r5_a_bad_directory_refresh_keeps_the_last_good_list() {
-    let relay = RelayHandle::start(RelayConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        paths: vec!["/r".into()],
-    })
+    let relay = RelayHandle::start(RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        vec!["/r".into()],
+    ))
     .await
     .unwrap();
     let url = format!("ws://{}/r", relay.local_addr());

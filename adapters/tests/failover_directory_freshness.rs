@@ -53,10 +53,10 @@ fn write_atomically(path: &Path, bytes: &[u8]) {
 }
 
 async fn relay() -> RelayHandle {
-    RelayHandle::start(RelayConfig {
-        listen: "127.0.0.1:0".parse().expect("loopback"),
-        paths: vec!["/r".into()],
-    })
+    RelayHandle::start(RelayConfig::new(
+        "127.0.0.1:0".parse().expect("loopback"),
+        vec!["/r".into()],
+    ))
     .await
     .expect("relay")
 }

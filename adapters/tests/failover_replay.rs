@@ -49,10 +49,7 @@ impl SocketReplayer {
     }
 
     fn start_relay(&mut self, host: usize) {
-        let config = RelayConfig {
-            listen: self.addrs[host],
-            paths: self.host_paths(host),
-        };
+        let config = RelayConfig::new(self.addrs[host], self.host_paths(host));
         let relay = self
             .runtime
             .block_on(RelayHandle::start(config))

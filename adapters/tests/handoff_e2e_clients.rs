@@ -55,10 +55,15 @@ async fn t6_mobiles_reconnect_across_the_commit_with_pacing(backend: Backend, ta
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
     let (_stop, stop_rx) = watch::channel(false);
-    let mut current = MobileConfig::new(rig.resolvers(), 7, vec!["cur-1".into(), "cur-2".into()]);
+    let mut current = MobileConfig::new(
+        rig.resolvers(),
+        7,
+        client_token(7),
+        vec!["cur-1".into(), "cur-2".into()],
+    );
     current.pace_min = Duration::from_millis(100);
     current.pace_max = Duration::from_millis(400);
-    let mut old = MobileConfig::new(rig.resolvers(), 7, vec!["old-1".into()]);
+    let mut old = MobileConfig::new(rig.resolvers(), 7, client_token(7), vec!["old-1".into()]);
     old.old_client = true;
     old.pace_min = Duration::from_millis(100);
     old.pace_max = Duration::from_millis(400);
@@ -122,6 +127,8 @@ async fn mobile_process(
             &hold_ms.to_string(),
         ])
         .args(["--resolver", &rig.resolvers().join(",")])
+        // SEC-1: the credential the host's desktop issued.
+        .env("SWITCHYARD_CLIENT_TOKEN", client_token(7))
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

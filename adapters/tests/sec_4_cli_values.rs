@@ -136,3 +136,36 @@ fn sec_4_handoff_commands_refuse_a_host_id_past_the_store_and_a_public_url_that_
         );
     }
 }
+
+/// SEC-4: every command's flags are consistent (clap checks its definitions when a command is
+/// built: a flag defined twice panics the binary before it reads any value).
+#[test]
+fn sec_4_every_command_builds_its_flags_without_panicking() {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("--help")
+        .output()
+        .expect("run");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 8, "{help}");
+    for command in commands {
+        let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args([command, "--help"])
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "switchyard {command} --help: exit {:?}: {stderr}",
+            out.status.code()
+        );
+    }
+}

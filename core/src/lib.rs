@@ -8,6 +8,7 @@
 
 pub mod failover;
 pub mod handoff;
+pub mod limits;
 mod time;
 
 pub use time::MonoMs;

@@ -657,3 +657,56 @@ fn decide_reconcile_fences_a_stale_claim_without_touching_the_host() {
         }
     );
 }
+
+/// SEC-1 / SEC-3: a host holds at most `MAX_CLIENTS_PER_HOST` clients (accepts in flight,
+/// attaches waiting for persistence and attached clients together). The next client is told
+/// "too many clients" (its own close code, not 4409: the host is here, only full); a client
+/// already counted still converts (accept -> connection), control work and splices of
+/// attached clients still get in, and a client leaving frees a place.
+#[test]
+fn sec_1_a_full_host_refuses_clients_with_too_many_clients_not_wrong_cell() {
+    use switchyard_core::handoff::admission::{
+        AdmissionGate, AdmissionRefusal, WorkKind, MAX_CLIENTS_PER_HOST,
+    };
+    use switchyard_core::handoff::cell::{admission_refusal_name, client_close_code, close_code};
+    let mut gate = AdmissionGate::new(HOST, Generation(1));
+    let mut tickets = Vec::new();
+    for i in 0..MAX_CLIENTS_PER_HOST {
+        let kind = match i % 3 {
+            0 => WorkKind::Accept,
+            1 => WorkKind::ClientConn,
+            _ => WorkKind::PendingConn,
+        };
+        tickets.push(gate.acquire(kind).expect("below the client bound"));
+    }
+    assert_eq!(
+        gate.acquire(WorkKind::Accept),
+        Err(AdmissionRefusal::HostFull)
+    );
+    let accept = tickets.remove(0);
+    let converted = gate
+        .acquire(WorkKind::ClientConn)
+        .expect("a counted client converts");
+    gate.release(accept);
+    tickets.push(converted);
+    assert_eq!(gate.clients(), MAX_CLIENTS_PER_HOST);
+    assert_eq!(
+        gate.acquire(WorkKind::Accept),
+        Err(AdmissionRefusal::HostFull)
+    );
+    assert_eq!(
+        client_close_code(AdmissionRefusal::HostFull),
+        close_code::TOO_MANY_CLIENTS
+    );
+    assert_ne!(close_code::TOO_MANY_CLIENTS, close_code::WRONG_CELL);
+    assert_ne!(close_code::TOO_MANY_CLIENTS, close_code::NOT_AUTHENTICATED);
+    assert_eq!(
+        admission_refusal_name(AdmissionRefusal::HostFull),
+        "too_many_clients"
+    );
+    // Work of clients already here is not client admission.
+    assert!(gate.acquire(WorkKind::Splice).is_ok());
+    assert!(gate.acquire(WorkKind::ControlOp).is_ok());
+    gate.release(tickets.pop().expect("one"));
+    assert!(gate.acquire(WorkKind::Accept).is_ok());
+}

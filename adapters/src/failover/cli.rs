@@ -15,7 +15,8 @@ use super::channel::ChannelConfig;
 use super::directory::{self, DirectoryConfig, DirectoryPayload};
 use super::drill::{self, Scene};
 use super::driver::{ClientConfig, ClientHandle};
-use super::relay::{RelayConfig, RelayHandle};
+use super::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
+use crate::serve::LimitArgs;
 
 #[derive(Subcommand, Debug)]
 pub enum FailoverCommand {
@@ -39,6 +40,8 @@ pub struct RelayArgs {
     /// A URL path that accepts channels (repeat for several candidate URLs on one host).
     #[arg(long = "path", default_value = "/dshs-relay")]
     paths: Vec<String>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -171,6 +174,7 @@ async fn relay(args: RelayArgs) -> Result<(), String> {
     let relay = RelayHandle::start(RelayConfig {
         listen: args.listen,
         paths: args.paths,
+        limits: args.limits.limits(RELAY_LIMITS)?,
     })
     .await
     .map_err(|e| e.to_string())?;

@@ -255,16 +255,13 @@ enum StageError {
 impl Stage {
     async fn new(thresholds: Thresholds, refresh_after_seconds: u64) -> Result<Stage, StageError> {
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        let a = RelayHandle::start(RelayConfig {
-            listen: loopback,
-            paths: HOST_A_PATHS.iter().map(|p| (*p).to_owned()).collect(),
-        })
+        let a = RelayHandle::start(RelayConfig::new(
+            loopback,
+            HOST_A_PATHS.iter().map(|p| (*p).to_owned()).collect(),
+        ))
         .await?;
-        let b = RelayHandle::start(RelayConfig {
-            listen: loopback,
-            paths: vec![HOST_B_PATH.to_owned()],
-        })
-        .await?;
+        let b =
+            RelayHandle::start(RelayConfig::new(loopback, vec![HOST_B_PATH.to_owned()])).await?;
         let (a_addr, b_addr) = (a.local_addr(), b.local_addr());
         let urls = [
             RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[0])),
@@ -403,10 +400,10 @@ impl Stage {
 
     async fn restore_a(&mut self) -> Result<(), StageError> {
         self.a = Some(
-            RelayHandle::start(RelayConfig {
-                listen: self.a_addr,
-                paths: HOST_A_PATHS.iter().map(|p| (*p).to_owned()).collect(),
-            })
+            RelayHandle::start(RelayConfig::new(
+                self.a_addr,
+                HOST_A_PATHS.iter().map(|p| (*p).to_owned()).collect(),
+            ))
             .await?,
         );
         Ok(())
@@ -414,11 +411,7 @@ impl Stage {
 
     async fn restore_b(&mut self) -> Result<(), StageError> {
         self.b = Some(
-            RelayHandle::start(RelayConfig {
-                listen: self.b_addr,
-                paths: vec![HOST_B_PATH.to_owned()],
-            })
-            .await?,
+            RelayHandle::start(RelayConfig::new(self.b_addr, vec![HOST_B_PATH.to_owned()])).await?,
         );
         Ok(())
     }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
@@ -17,6 +17,11 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
+
+use crate::serve::{
+    IdleEvent, Server, ServerLimits, ServerStats, DEFAULT_LIMITS, IDLE_CLOSE_CODE,
+    IDLE_CLOSE_REASON,
+};
 
 /// The text frame a client sends as an application heartbeat, and the answer.
 pub const HEARTBEAT_PING: &str = "ping";
@@ -32,7 +37,32 @@ pub struct RelayConfig {
     pub listen: SocketAddr,
     /// URL paths that accept channels, e.g. `/dshs-relay`.
     pub paths: Vec<String>,
+    /// SEC-3: what a peer may hold (connections, timeouts, frame sizes).
+    pub limits: ServerLimits,
 }
+
+impl RelayConfig {
+    /// A relay with the default limits.
+    #[must_use]
+    pub fn new(listen: SocketAddr, paths: Vec<String>) -> RelayConfig {
+        RelayConfig {
+            listen,
+            paths,
+            limits: RELAY_LIMITS,
+        }
+    }
+}
+
+/// SEC-3: a relay channel carries heartbeats (a few bytes a second): its messages are bounded at
+/// 4 KiB, and a channel silent for 30 s (three missed heartbeat windows and three transport
+/// pings) is closed.
+pub const RELAY_LIMITS: ServerLimits = ServerLimits {
+    max_body_bytes: 4 * 1024,
+    ws_idle_timeout: Duration::from_secs(30),
+    ws_max_message_bytes: 4 * 1024,
+    ws_max_write_buffer_bytes: 64 * 1024,
+    ..DEFAULT_LIMITS
+};
 
 /// What `GET /status` answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +71,9 @@ pub struct RelayStatus {
     pub paths: Vec<String>,
     pub open_channels: u64,
     pub accepted_total: u64,
+    /// SEC-3: connections held and refused, idle and oversized sockets closed.
+    #[serde(default)]
+    pub server: ServerStats,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +87,7 @@ struct Counters {
 #[derive(Clone)]
 struct Shared {
     config: Arc<RelayConfig>,
+    server: Arc<Server>,
     counters: Arc<Counters>,
     stop: watch::Receiver<bool>,
 }
@@ -65,6 +99,7 @@ pub struct RelayHandle {
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
+    limits: Arc<Server>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +111,8 @@ pub enum RelayError {
     },
     #[error("relay: --path {path:?}: {why}")]
     BadPath { path: String, why: &'static str },
+    #[error("relay: {0}")]
+    BadLimits(String),
 }
 
 /// Longest relay path accepted (a URL path of a candidate in a signed directory).
@@ -123,6 +160,7 @@ impl RelayHandle {
     /// Binds and serves. Returns once the relay accepts connections.
     pub async fn start(config: RelayConfig) -> Result<RelayHandle, RelayError> {
         check_paths(&config.paths)?;
+        config.limits.check().map_err(RelayError::BadLimits)?;
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -136,11 +174,13 @@ impl RelayHandle {
         })?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let counters = Arc::new(Counters::default());
+        let server = Server::new("relay", config.limits);
         let shared = Shared {
             config: Arc::new(RelayConfig {
                 listen: local_addr,
-                paths: config.paths.clone(),
+                ..config.clone()
             }),
+            server: server.clone(),
             counters: counters.clone(),
             stop: stop_rx.clone(),
         };
@@ -148,25 +188,16 @@ impl RelayHandle {
         for path in &config.paths {
             router = router.route(path, get(accept));
         }
-        let router = router.with_state(shared);
-        let mut stop_signal = stop_rx;
-        let server = tokio::spawn(async move {
-            let shutdown = async move {
-                let _ = stop_signal.wait_for(|stopped| *stopped).await;
-            };
-            if let Err(error) = axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown)
-                .await
-            {
-                tracing::warn!(%error, "relay server stopped with an error");
-            }
-        });
+        let router = server.layer(router.with_state(shared));
+        let limits = server.clone();
+        let server = tokio::spawn(server.run(listener, router, stop_rx));
         tracing::info!(%local_addr, paths = ?config.paths, "relay listening");
         Ok(RelayHandle {
             local_addr,
             stop: stop_tx,
             server: Some(server),
             counters,
+            limits,
         })
     }
 
@@ -182,6 +213,11 @@ impl RelayHandle {
     /// Channels accepted since start.
     pub fn accepted_total(&self) -> u64 {
         self.counters.accepted.load(Ordering::Relaxed)
+    }
+
+    /// SEC-3: the listener's counters.
+    pub fn server_stats(&self) -> ServerStats {
+        self.limits.stats()
     }
 
     /// Drops every channel and stops listening; returns once the listener is closed and every
@@ -231,6 +267,7 @@ async fn status(State(shared): State<Shared>) -> Json<RelayStatus> {
         paths: shared.config.paths.clone(),
         open_channels: shared.counters.open.load(Ordering::Relaxed),
         accepted_total: shared.counters.accepted.load(Ordering::Relaxed),
+        server: shared.server.stats(),
     })
 }
 
@@ -238,7 +275,10 @@ async fn accept(
     State(shared): State<Shared>,
     upgrade: WebSocketUpgrade,
 ) -> axum::response::Response {
-    upgrade.on_upgrade(move |socket| serve_channel(shared, socket))
+    shared
+        .server
+        .ws(upgrade)
+        .on_upgrade(move |socket| serve_channel(shared, socket))
 }
 
 async fn serve_channel(shared: Shared, mut socket: WebSocket) {
@@ -249,6 +289,7 @@ async fn serve_channel(shared: Shared, mut socket: WebSocket) {
     shared.counters.accepted.fetch_add(1, Ordering::Relaxed);
     shared.counters.open.fetch_add(1, Ordering::Relaxed);
     let mut frames: u64 = 0;
+    let mut idle = shared.server.idle();
     loop {
         tokio::select! {
             // Stop first: once `stop()` has returned, a frame that is already waiting must not
@@ -257,8 +298,21 @@ async fn serve_channel(shared: Shared, mut socket: WebSocket) {
             biased;
             // A stopped relay drops the socket without a close frame, as a crashed host would.
             () = super::stopped(&mut stop) => break,
+            event = idle.next() => match event {
+                IdleEvent::Ping => {
+                    if socket.send(Message::Ping(Default::default())).await.is_err() {
+                        break;
+                    }
+                }
+                IdleEvent::Expired => {
+                    let close = CloseFrame { code: IDLE_CLOSE_CODE, reason: IDLE_CLOSE_REASON.into() };
+                    let _ = tokio::time::timeout(Duration::from_secs(1), socket.send(Message::Close(Some(close)))).await;
+                    break;
+                }
+            },
             frame = socket.recv() => {
                 frames += 1;
+                idle.heard();
                 match frame {
                     Some(Ok(Message::Text(text))) if text.as_str() == HEARTBEAT_PING => {
                         if socket.send(Message::Text(HEARTBEAT_PONG.into())).await.is_err() {
@@ -267,7 +321,11 @@ async fn serve_channel(shared: Shared, mut socket: WebSocket) {
                     }
                     // Transport pings are answered by the WebSocket layer; other frames carry
                     // no meaning for a relay channel in this implementation.
-                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Err(error)) => {
+                        shared.server.note_ws_error(&error);
+                        break;
+                    }
                     Some(Ok(_)) => {}
                 }
                 if frames >= MAX_FRAMES_PER_CHANNEL {

@@ -21,6 +21,7 @@ use tracing::{error, info};
 use super::auth::Secret;
 use super::cell::{start_cell, CellConfig};
 use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
+use super::client_auth::mint_client_token;
 use super::clock::Clock;
 use super::director::{Director, DirectorConfig};
 use super::http;
@@ -29,6 +30,7 @@ use super::proto::{
     DRAIN_PATH, UNDRAIN_PATH,
 };
 use super::store::{SqlStore, StoreOptions};
+use crate::serve::{LimitArgs, DEFAULT_LIMITS};
 
 const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
 
@@ -44,6 +46,9 @@ pub enum HandoffCommand {
     Mobile(MobileArgs),
     /// Print the control-socket token of a desktop host.
     DesktopToken(TokenArgs),
+    /// Mint a client credential for one host, as its desktop does when it pairs a client
+    /// (SEC-1). Prints the token; a client sends it as `Authorization: Bearer <token>`.
+    ClientToken(ClientTokenArgs),
 }
 
 /// `switchyard handoff …`: operator commands against a running cell's signed internal
@@ -155,6 +160,12 @@ pub struct CellArgs {
     #[arg(long, env = "SWITCHYARD_CELL_LEASE_MS", default_value_t = 15_000,
           value_parser = clap::value_parser!(u64).range(30..=3_600_000))]
     cell_lease_ms: u64,
+    /// SEC-1: a client credential expiring further ahead than this is refused (4401).
+    #[arg(long, env = "SWITCHYARD_CLIENT_TOKEN_MAX_LIFETIME_MS", default_value_t = 604_800_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=31_536_000_000))]
+    client_token_max_lifetime_ms: u64,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -233,6 +244,8 @@ pub struct MobileArgs {
     resolvers: Vec<String>,
     #[arg(long, value_parser = parse_host_id)]
     host: u64,
+    #[command(flatten)]
+    credential: ClientCredentialArgs,
     #[arg(long, default_value_t = 3)]
     mutations: u32,
     /// Mutation ids are `<prefix>-<n>` (make it unique per client).
@@ -246,6 +259,50 @@ pub struct MobileArgs {
     old_client: bool,
     #[arg(long, default_value_t = 60)]
     max_attempts: u32,
+}
+
+/// SEC-1: where a client's credential comes from.
+#[derive(Args, Debug)]
+pub struct ClientCredentialArgs {
+    /// The client credential its desktop issued (`switchyard client-token`).
+    #[arg(
+        long = "client-token",
+        env = "SWITCHYARD_CLIENT_TOKEN",
+        hide_env_values = true
+    )]
+    client_token: Option<String>,
+    /// Or mint one here from the cells' desktop secret (tests and drills), valid one hour.
+    #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
+    desktop_secret: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientTokenArgs {
+    #[arg(long, value_parser = parse_host_id)]
+    host: u64,
+    /// The host's desktop token (what the desktop holds) ...
+    #[arg(long, env = "SWITCHYARD_DESKTOP_TOKEN", hide_env_values = true)]
+    desktop_token: Option<String>,
+    /// ... or the cells' desktop secret it derives from.
+    #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
+    desktop_secret: Option<String>,
+    /// How long the credential is valid (cells refuse more than their
+    /// --client-token-max-lifetime-ms, a week by default).
+    #[arg(long, default_value_t = 86_400_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=31_536_000_000))]
+    ttl_ms: u64,
+}
+
+impl ClientTokenArgs {
+    fn mint(&self) -> Result<String, String> {
+        let desktop_token = match (&self.desktop_token, &self.desktop_secret) {
+            (Some(t), _) => t.clone(),
+            (None, Some(s)) => secret(s, "--desktop-secret")?.desktop_token(self.host),
+            (None, None) => return Err("give --desktop-token or --desktop-secret".into()),
+        };
+        let expires_ms = Clock::default().now().0.saturating_add(self.ttl_ms);
+        Ok(mint_client_token(&desktop_token, self.host, expires_ms))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -321,6 +378,7 @@ pub async fn run(command: HandoffCommand) -> ExitCode {
         HandoffCommand::DesktopToken(a) => secret(&a.desktop_secret, "--desktop-secret").map(|s| {
             print_json(&s.desktop_token(a.host));
         }),
+        HandoffCommand::ClientToken(a) => a.mint().map(|token| print_json(&token)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -431,6 +489,8 @@ async fn run_cell(a: CellArgs) -> Result<(), String> {
     cfg.reconcile_timeout = Duration::from_millis(a.reconcile_timeout_ms);
     cfg.quarantine_retry = Duration::from_millis(a.quarantine_retry_ms);
     cfg.cell_lease = Duration::from_millis(a.cell_lease_ms);
+    cfg.client_token_max_lifetime = Duration::from_millis(a.client_token_max_lifetime_ms);
+    cfg.limits = a.limits.limits(DEFAULT_LIMITS)?;
     let cell = start_cell(cfg, store, Clock::default())
         .await
         .map_err(|e| e.to_string())?;
@@ -526,16 +586,30 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
     let mutations = (0..a.mutations)
         .map(|n| format!("{}-{n}", a.prefix))
         .collect();
-    let mut cfg = MobileConfig::new(a.resolvers, a.host, mutations);
+    let token = match (a.credential.client_token, a.credential.desktop_secret) {
+        (Some(t), _) => t,
+        (None, Some(s)) => ClientTokenArgs {
+            host: a.host,
+            desktop_token: None,
+            desktop_secret: Some(s),
+            ttl_ms: 3_600_000,
+        }
+        .mint()?,
+        (None, None) => return Err("give --client-token or --desktop-secret".into()),
+    };
+    let mut cfg = MobileConfig::new(a.resolvers, a.host, token, mutations);
     cfg.hold = Duration::from_millis(a.hold_ms);
     cfg.old_client = a.old_client;
     cfg.max_attempts = a.max_attempts;
     let (_stop, stop_rx) = watch::channel(false);
     let report = run_mobile(cfg, stop_rx).await;
     let done = report.done;
+    let refused = report.not_authenticated;
     print_json(&report);
     if done {
         Ok(())
+    } else if refused {
+        Err("the cell refused the client credential (close 4401): mint a new one with `switchyard client-token`".into())
     } else {
         Err("mobile did not finish its mutations".into())
     }

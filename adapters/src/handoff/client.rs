@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
+use switchyard_core::handoff::cell::close_code;
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -97,6 +98,20 @@ fn ws_url(http_url: &str, path: &str) -> String {
         .map(|b| format!("ws://{b}"))
         .unwrap_or_else(|| base.to_owned());
     format!("{base}{path}")
+}
+
+/// A WebSocket request to `url` carrying `Authorization: Bearer <token>`.
+fn bearer_request(
+    url: &str,
+    token: &str,
+) -> Result<tokio_tungstenite::tungstenite::handshake::client::Request, String> {
+    let mut request = url
+        .into_client_request()
+        .map_err(|e| format!("bad cell URL {url:?}: {e}"))?;
+    let value = HeaderValue::from_str(&format!("Bearer {token}"))
+        .map_err(|_| "the token is not a valid header value".to_owned())?;
+    request.headers_mut().insert("authorization", value);
+    Ok(request)
 }
 
 fn ws_config() -> WebSocketConfig {
@@ -243,17 +258,14 @@ async fn run_desktop(
             &target_url,
             &format!("{DESKTOP_PATH}?host={}&caps={caps}", cfg.host),
         );
-        let mut request = match url.as_str().into_client_request() {
+        let request = match bearer_request(&url, &cfg.token) {
             Ok(r) => r,
             Err(e) => {
-                debug!(%url, error = %e, "bad cell URL");
+                debug!(error = %e, "desktop request not built");
                 sleep_or_stop(pacing.delay(), &mut stop).await;
                 continue;
             }
         };
-        if let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", cfg.token)) {
-            request.headers_mut().insert("authorization", v);
-        }
         let connected = tokio::time::timeout(
             CONNECT_TIMEOUT,
             tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), false),
@@ -375,6 +387,8 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 pub struct MobileConfig {
     pub resolvers: Vec<String>,
     pub host: u64,
+    /// SEC-1: the credential the host's desktop issued (`client_auth::mint_client_token`).
+    pub token: String,
     /// Mutation ids to send, in order (each exactly once at most).
     pub mutations: Vec<String>,
     /// Stay attached this long after the last ack (a persistent client).
@@ -392,10 +406,16 @@ pub struct MobileConfig {
 
 impl MobileConfig {
     #[must_use]
-    pub fn new(resolvers: Vec<String>, host: u64, mutations: Vec<String>) -> MobileConfig {
+    pub fn new(
+        resolvers: Vec<String>,
+        host: u64,
+        token: String,
+        mutations: Vec<String>,
+    ) -> MobileConfig {
         MobileConfig {
             resolvers,
             host,
+            token,
             mutations,
             hold: Duration::ZERO,
             old_client: false,
@@ -427,11 +447,15 @@ pub struct MobileReport {
     /// Every mutation id put on the wire, in order (each must appear once).
     pub sent: Vec<String>,
     pub done: bool,
+    /// SEC-1: a cell refused the credential (4401): the mobile stopped, a retry cannot help.
+    #[serde(default)]
+    pub not_authenticated: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SessionEnd {
     WrongCell,
+    NotAuthenticated,
     Failed,
     Done,
     Stopped,
@@ -488,6 +512,10 @@ pub async fn run_mobile(cfg: MobileConfig, mut stop: watch::Receiver<bool>) -> M
                 return report;
             }
             SessionEnd::Stopped => return report,
+            SessionEnd::NotAuthenticated => {
+                report.not_authenticated = true;
+                return report;
+            }
             SessionEnd::WrongCell => {
                 report.wrong_cell += 1;
                 same_address_failures += 1;
@@ -514,9 +542,12 @@ async fn mobile_session(
     stop: &mut watch::Receiver<bool>,
 ) -> SessionEnd {
     let url = ws_url(base, &format!("{CLIENT_PATH}?host={}", cfg.host));
+    let Ok(request) = bearer_request(&url, &cfg.token) else {
+        return SessionEnd::NotAuthenticated;
+    };
     let connected = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        tokio_tungstenite::connect_async_with_config(url.as_str(), Some(ws_config()), false),
+        tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), false),
     )
     .await;
     let Ok(Ok((mut ws, _))) = connected else {
@@ -590,7 +621,11 @@ async fn mobile_session(
                     Message::Close(frame) => {
                         report.unknown.extend(in_flight.take());
                         let code = frame.map(|f| u16::from(f.code));
-                        return if code == Some(4409) { SessionEnd::WrongCell } else { SessionEnd::Failed };
+                        return match code {
+                            Some(close_code::WRONG_CELL) => SessionEnd::WrongCell,
+                            Some(close_code::NOT_AUTHENTICATED) => SessionEnd::NotAuthenticated,
+                            _ => SessionEnd::Failed,
+                        };
                     }
                     _ => {}
                 }

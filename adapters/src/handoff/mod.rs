@@ -13,6 +13,7 @@ pub mod auth;
 pub mod cell;
 pub mod cli;
 pub mod client;
+pub mod client_auth;
 pub mod clock;
 pub mod director;
 /// Test seams, armable only with the `test-hooks` cargo feature (inert twins otherwise).

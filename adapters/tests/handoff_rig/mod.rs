@@ -12,6 +12,7 @@ use hyper::Method;
 use switchyard_adapters::handoff::auth::{Secret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellError, CellHandle, HostView};
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
+use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::*;
@@ -30,6 +31,14 @@ pub const TGT: CellId = CellId(2);
 pub const INTERNAL_SECRET: &[u8] = b"internal-secret-for-tests-0123456789";
 pub const DESKTOP_SECRET: &[u8] = b"desktop-secret-for-tests-0123456789";
 pub const WAIT: Duration = Duration::from_secs(15);
+
+/// SEC-1: the credential the desktop of `host` issues to its clients (valid six days: the
+/// rig's clocks move forward by hours at most, and cells accept a week).
+pub fn client_token(host: u64) -> String {
+    let desktop = Secret::new(DESKTOP_SECRET, "desktop").expect("secret");
+    let expires_ms = Clock::default().now().0 + 6 * 24 * 3_600_000;
+    mint_client_token(&desktop.desktop_token(host), host, expires_ms)
+}
 
 /// Faults injected and survived, ops lost, across the tests of one binary.
 pub static FAULTS_INJECTED: AtomicU64 = AtomicU64::new(0);
@@ -314,13 +323,31 @@ pub enum Arrival {
 }
 
 impl RawClient {
-    /// Dial `cell` for `host` and read the first answer: attached, or closed (with its code).
+    /// Dial `cell` for `host` with a credential its desktop issued, and read the first
+    /// answer: attached, or closed (with its code).
     pub async fn dial(url: &str, host: u64) -> (Option<RawClient>, Arrival) {
+        let token = client_token(host);
+        Self::dial_with(url, host, Some(&format!("Bearer {token}"))).await
+    }
+
+    /// Dial with this `Authorization` header (or none).
+    pub async fn dial_with(
+        url: &str,
+        host: u64,
+        authorization: Option<&str>,
+    ) -> (Option<RawClient>, Arrival) {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let ws_url = format!(
             "{}{CLIENT_PATH}?host={host}",
             url.replacen("http://", "ws://", 1)
         );
-        let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(ws_url))
+        let mut request = ws_url.into_client_request().expect("request");
+        if let Some(a) = authorization {
+            request
+                .headers_mut()
+                .insert("authorization", a.parse().expect("header value"));
+        }
+        let (mut ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request))
             .await
             .expect("connect in time")
             .expect("connect");

@@ -19,6 +19,10 @@ pub const WRONG_CELL_CLOSE_CODE: u16 = 4409;
 
 /// Bound on live tickets for one host; beyond it new work is refused (typed, never a panic).
 pub const MAX_TICKETS_PER_HOST: usize = 4096;
+/// SEC-1 / SEC-3: clients one host holds (accepts in flight, attaches waiting for persistence,
+/// attached clients); the next is refused with [`AdmissionRefusal::HostFull`]. Below
+/// `MAX_TICKETS_PER_HOST`, so the clients' splices and the desktop's control work still fit.
+pub const MAX_CLIENTS_PER_HOST: usize = 1024;
 
 /// HO-7: the five kinds of work that make a host non-idle. HO-1: direct LAN sessions and
 /// running terminal processes are not relay clients, so they have no kind here.
@@ -134,6 +138,9 @@ pub enum AdmissionRefusal {
     SourceDraining,
     /// Bound reached (`MAX_TICKETS_PER_HOST`).
     TooManyTickets,
+    /// SEC-1: the host holds `MAX_CLIENTS_PER_HOST` clients: "too many clients", not a wrong
+    /// cell (the client must not re-resolve; the host is here).
+    HostFull,
 }
 
 impl AdmissionRefusal {
@@ -316,6 +323,16 @@ impl AdmissionGate {
         self.counters.is_zero()
     }
 
+    /// SEC-1: clients the host holds now (see [`MAX_CLIENTS_PER_HOST`]).
+    #[must_use]
+    pub fn clients(&self) -> usize {
+        let c = self.counters;
+        [c.accepts, c.client_conns, c.pending_conns]
+            .iter()
+            .map(|&n| n as usize)
+            .sum()
+    }
+
     /// Live tickets, in id order (for checkers and diagnostics).
     pub fn live_tickets(&self) -> impl Iterator<Item = Ticket> + '_ {
         self.live.iter().map(|(id, r)| Ticket {
@@ -346,6 +363,11 @@ impl AdmissionGate {
         }
         if self.live.len() >= MAX_TICKETS_PER_HOST {
             return Err(AdmissionRefusal::TooManyTickets);
+        }
+        // Only a new client is refused: converting one already counted (accept -> pending ->
+        // connection) takes its new ticket before releasing the old one and must not fail.
+        if kind == WorkKind::Accept && self.clients() >= MAX_CLIENTS_PER_HOST {
+            return Err(AdmissionRefusal::HostFull);
         }
         let ticket = Ticket {
             id: TicketId(self.next_ticket),

@@ -51,6 +51,11 @@ pub mod close_code {
     pub const TRY_AGAIN: u16 = 1013;
     /// HO-S3: the host is not (or no longer) served here: resolve again.
     pub const WRONG_CELL: u16 = super::WRONG_CELL_CLOSE_CODE;
+    /// SEC-1: the client's credential is missing, malformed, expired or not this host's.
+    /// Retrying with the same credential is pointless: get a new one from the desktop.
+    pub const NOT_AUTHENTICATED: u16 = 4401;
+    /// SEC-1: the host holds as many clients as one host may: try again later, same cell.
+    pub const TOO_MANY_CLIENTS: u16 = 4429;
 }
 
 /// Identity of one machine of one host in this process. A machine replaced (retired and
@@ -212,6 +217,7 @@ pub fn admission_refusal_name(refusal: AdmissionRefusal) -> &'static str {
         AdmissionRefusal::SourceRetired => "source_retired",
         AdmissionRefusal::SourceDraining => "source_draining",
         AdmissionRefusal::TooManyTickets => "too_many_tickets",
+        AdmissionRefusal::HostFull => "too_many_clients",
     }
 }
 
@@ -221,6 +227,7 @@ pub fn client_close_code(refusal: AdmissionRefusal) -> u16 {
     match refusal {
         AdmissionRefusal::WrongCell => WRONG_CELL_CLOSE_CODE,
         AdmissionRefusal::SourceDraining => close_code::DRAINING,
+        AdmissionRefusal::HostFull => close_code::TOO_MANY_CLIENTS,
         AdmissionRefusal::ControlGated
         | AdmissionRefusal::SourceRetired
         | AdmissionRefusal::TooManyTickets => close_code::TRY_AGAIN,

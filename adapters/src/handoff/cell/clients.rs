@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -19,15 +20,17 @@ use tracing::debug;
 use super::pump::ControlCmd;
 use super::work::Work;
 use super::{close_ws, send_json, Shared};
+use crate::handoff::client_auth::{verify_client, ClientAuthError};
 use crate::handoff::proto::{
     Capabilities, CellToClient, CellToDesktop, ClientFrame, ResolveAnswer, Undelivered,
-    IDLE_HANDOFF_CAPABILITY, MAX_FRAME_BYTES,
+    IDLE_HANDOFF_CAPABILITY,
 };
+use crate::serve::{IdleEvent, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON};
 
-/// Bounds (SEC-3): per client socket and per host.
+/// Bounds (SEC-3) per client socket. The bound on clients per host is the core's
+/// (`MAX_CLIENTS_PER_HOST`, refused as `HostFull`).
 const CLIENT_QUEUE: usize = 64;
 const MAX_SPLICES_PER_CLIENT: usize = 64;
-const MAX_CLIENTS_PER_HOST: usize = 1024;
 const MAX_MUTATION_ID_BYTES: usize = 256;
 
 /// A client that cannot attach here is told why with a close code and a stable reason.
@@ -51,16 +54,20 @@ impl Refused {
         reason: "abandoned",
     };
 
-    /// SEC-1 / SEC-3: the host holds as many client sockets as one host may; not a wrong
-    /// cell (the client must not re-resolve), just later.
-    const TOO_MANY_CLIENTS: Refused = Refused {
-        code: close_code::TRY_AGAIN,
-        reason: "too_many_clients",
-    };
+    /// SEC-1: no valid credential of this host; the client never took a ticket.
+    fn unauthenticated(error: ClientAuthError) -> Refused {
+        Refused {
+            code: close_code::NOT_AUTHENTICATED,
+            reason: error.name(),
+        }
+    }
 
     async fn close(self, sh: &Shared, socket: WebSocket) {
-        if self.code == close_code::WRONG_CELL {
-            sh.stats.bump(|s| s.wrong_cell_closes += 1);
+        match self.code {
+            close_code::WRONG_CELL => sh.stats.bump(|s| s.wrong_cell_closes += 1),
+            close_code::TOO_MANY_CLIENTS => sh.stats.bump(|s| s.clients_host_full += 1),
+            close_code::NOT_AUTHENTICATED => sh.stats.bump(|s| s.clients_unauthenticated += 1),
+            _ => {}
         }
         close_ws(socket, self.code, self.reason).await;
     }
@@ -73,8 +80,29 @@ pub(super) struct HostQuery {
     pub(super) caps: String,
 }
 
+impl HostQuery {
+    /// SEC-4: the host id as the store holds it (SQL `BIGINT`), or a 400 naming the field.
+    pub(super) fn host(&self) -> Result<HostId, (StatusCode, String)> {
+        if i64::try_from(self.host).is_err() {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "host={} is past the largest host id ({})",
+                    self.host,
+                    i64::MAX
+                ),
+            ));
+        }
+        Ok(HostId(self.host))
+    }
+}
+
 pub(super) async fn resolve(State(sh): State<Arc<Shared>>, Query(q): Query<HostQuery>) -> Response {
-    match sh.store.resolve(HostId(q.host)).await {
+    let host = match q.host() {
+        Ok(h) => h,
+        Err(bad) => return bad.into_response(),
+    };
+    match sh.store.resolve(host).await {
         Ok(Some(r)) => Json(ResolveAnswer {
             host: q.host,
             cell: r.cell.0,
@@ -103,12 +131,37 @@ pub(super) async fn capabilities(State(sh): State<Arc<Shared>>) -> Response {
 pub(super) async fn client_ws(
     State(sh): State<Arc<Shared>>,
     Query(q): Query<HostQuery>,
+    headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let host = HostId(q.host);
+    let host = match q.host() {
+        Ok(h) => h,
+        Err(bad) => return bad.into_response(),
+    };
+    let ws = sh.server.ws(ws);
+    // SEC-1: the credential is checked before anything counts: an unauthenticated socket never
+    // holds an admission ticket, so it cannot keep the host busy (HO-7).
+    let authorization = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let max_lifetime_ms = super::ms(sh.cfg.client_token_max_lifetime);
+    let now_ms = sh.clock.now().0;
+    if let Err(e) = verify_client(
+        &sh.cfg.desktop_secret,
+        host.0,
+        authorization,
+        now_ms,
+        max_lifetime_ms,
+    ) {
+        debug!(
+            host = host.0,
+            refusal = e.name(),
+            "client not authenticated"
+        );
+        return ws.on_upgrade(move |socket| async move {
+            Refused::unauthenticated(e).close(&sh, socket).await;
+        });
+    }
     // HO-7: ownership before the first await that could admit this host.
     let work = Work::acquire(&sh, host, WorkKind::Accept);
-    let ws = ws.max_message_size(MAX_FRAME_BYTES);
     match work {
         Err(refusal) => ws.on_upgrade(move |socket| async move {
             Refused::admission(refusal).close(&sh, socket).await;
@@ -142,11 +195,8 @@ async fn client_session(sh: Arc<Shared>, host: HostId, mut work: Work, socket: W
     // Attach: the accept becomes a client connection in one synchronous step.
     let conn = sh.next_id();
     let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
-    let attached = sh.input(host, |ep| {
+    let attached: Result<_, Refused> = sh.input(host, |ep| {
         let held = work.held().ok_or(Refused::ABANDONED)?;
-        if ep.clients(host) >= MAX_CLIENTS_PER_HOST {
-            return Err(Refused::TOO_MANY_CLIENTS);
-        }
         let conn_work = ep
             .cell
             .convert(&held, WorkKind::ClientConn)
@@ -176,6 +226,7 @@ async fn client_loop(
     mut drain_rx: watch::Receiver<bool>,
 ) {
     let mut stop = sh.shutdown.subscribe();
+    let mut idle = sh.server.idle();
     let mut splices: HashMap<String, Work> = HashMap::new();
     let hello = CellToClient::Attached {
         cell: sh.cfg.cell.0,
@@ -186,7 +237,15 @@ async fn client_loop(
     loop {
         tokio::select! {
             msg = socket.recv() => {
-                let Some(Ok(msg)) = msg else { break };
+                let msg = match msg {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(e)) => {
+                        sh.server.note_ws_error(&e);
+                        break;
+                    }
+                    None => break,
+                };
+                idle.heard();
                 match msg {
                     Message::Text(t) => {
                         let answer = match serde_json::from_str::<ClientFrame>(&t) {
@@ -227,6 +286,14 @@ async fn client_loop(
                 .await;
                 return;
             }
+            event = idle.next() => match event {
+                IdleEvent::Ping => {
+                    if socket.send(Message::Ping(Default::default())).await.is_err() { break; }
+                }
+                IdleEvent::Expired => {
+                    return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await;
+                }
+            },
             _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => return,
         }
     }

@@ -22,9 +22,8 @@ use super::clients::HostQuery;
 use super::pump::ControlCmd;
 use super::work::Work;
 use super::{close_ws, ms, send_json, Shared};
-use crate::handoff::proto::{
-    CellToClient, CellToDesktop, DesktopFrame, IDLE_HANDOFF_CAPABILITY, MAX_FRAME_BYTES,
-};
+use crate::handoff::proto::{CellToClient, CellToDesktop, DesktopFrame, IDLE_HANDOFF_CAPABILITY};
+use crate::serve::{IdleEvent, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON};
 
 const CONTROL_QUEUE: usize = 256;
 
@@ -34,12 +33,15 @@ pub(super) async fn desktop_ws(
     headers: HeaderMap,
     ws: WebSocketUpgrade,
 ) -> Response {
+    let host = match q.host() {
+        Ok(h) => h,
+        Err(bad) => return bad.into_response(),
+    };
     let auth = headers.get("authorization").and_then(|v| v.to_str().ok());
     if let Err(e) = sh.cfg.desktop_secret.verify_desktop(q.host, auth) {
         sh.stats.bump(|s| s.control_refused += 1);
         return (StatusCode::UNAUTHORIZED, e.to_string()).into_response();
     }
-    let host = HostId(q.host);
     let capable = q
         .caps
         .split(',')
@@ -58,7 +60,8 @@ pub(super) async fn desktop_ws(
             return (StatusCode::SERVICE_UNAVAILABLE, name).into_response();
         }
     };
-    ws.max_message_size(MAX_FRAME_BYTES)
+    sh.server
+        .ws(ws)
         .on_upgrade(move |socket| desktop_session(sh, host, capable, op, socket))
 }
 
@@ -183,10 +186,16 @@ async fn control_loop(
     mut rx: mpsc::Receiver<ControlCmd>,
 ) {
     let mut stop = sh.shutdown.subscribe();
+    let mut idle = sh.server.idle();
     loop {
         tokio::select! {
             msg = socket.recv() => {
-                let Some(Ok(msg)) = msg else { return };
+                let msg = match msg {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(e)) => return sh.server.note_ws_error(&e),
+                    None => return,
+                };
+                idle.heard();
                 match msg {
                     Message::Text(t) => match serde_json::from_str::<DesktopFrame>(&t) {
                         Ok(f) => {
@@ -214,6 +223,12 @@ async fn control_loop(
                     return close_ws(socket, close_code::NORMAL, reason.name()).await;
                 }
                 None => return close_ws(socket, close_code::NORMAL, "closed").await,
+            },
+            event = idle.next() => match event {
+                IdleEvent::Ping => {
+                    if socket.send(Message::Ping(Default::default())).await.is_err() { return; }
+                }
+                IdleEvent::Expired => return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await,
             },
             _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => return,
         }

@@ -165,5 +165,5 @@ pub(super) async fn stats(State(sh): State<Arc<Shared>>, headers: HeaderMap) -> 
     if let Some(refused) = authenticate(&sh, &headers, b"") {
         return refused;
     }
-    Json(sh.stats.get()).into_response()
+    Json(sh.stats()).into_response()
 }

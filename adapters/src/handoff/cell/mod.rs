@@ -55,6 +55,7 @@ use super::clock::Clock;
 use super::hooks::PausePoint;
 use super::proto::*;
 use super::store::SqlStore;
+use crate::serve::{Server, ServerLimits, ServerStats, DEFAULT_LIMITS};
 use pump::Endpoint;
 
 #[derive(Debug, Clone)]
@@ -84,6 +85,10 @@ pub struct CellConfig {
     /// HO-L2: how long the cell's identity lease lasts; renewed every third of it. A second
     /// process with the same cell id is refused while it lasts.
     pub cell_lease: Duration,
+    /// SEC-3: what a peer may hold on the cell's listener (public and internal endpoints).
+    pub limits: ServerLimits,
+    /// SEC-1: a client credential expiring further ahead than this is refused.
+    pub client_token_max_lifetime: Duration,
 }
 
 impl CellConfig {
@@ -107,6 +112,8 @@ impl CellConfig {
             hard_drain_deadline: Duration::from_secs(2),
             enroll_unknown_hosts: true,
             cell_lease: Duration::from_secs(15),
+            limits: DEFAULT_LIMITS,
+            client_token_max_lifetime: DEFAULT_CLIENT_TOKEN_MAX_LIFETIME,
         }
     }
 
@@ -120,6 +127,9 @@ impl CellConfig {
     }
 }
 
+/// SEC-1: a week: a paired client gets a new credential from its desktop at least that often.
+pub const DEFAULT_CLIENT_TOKEN_MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
+
 #[derive(Debug, thiserror::Error)]
 pub enum CellError {
     #[error("cannot bind {addr}: {source}")]
@@ -132,6 +142,9 @@ pub enum CellError {
     /// HO-L2: another live process holds this cell id; nothing was changed.
     #[error("{0}")]
     Held(#[from] super::store::CellHeld),
+    /// SEC-4: a limit out of range; nothing was started.
+    #[error("cell limits: {0}")]
+    BadLimits(String),
 }
 
 /// Counters of what the cell did (tests and `/internal/v1/stats`).
@@ -160,6 +173,16 @@ pub struct CellStats {
     pub control_refused: u64,
     pub relayed: u64,
     pub late_results_ignored: u64,
+    /// SEC-1: clients closed with 4401 (no, a malformed, an expired or another host's
+    /// credential). They never took an admission ticket.
+    #[serde(default)]
+    pub clients_unauthenticated: u64,
+    /// SEC-1: clients closed with 4429 (the host held `MAX_CLIENTS_PER_HOST`).
+    #[serde(default)]
+    pub clients_host_full: u64,
+    /// SEC-3: the listener's connections, refusals and closed sockets.
+    #[serde(default)]
+    pub server: ServerStats,
 }
 
 #[derive(Debug, Default)]
@@ -200,6 +223,8 @@ struct Shared {
     shutdown: watch::Sender<bool>,
     stats: Counters,
     hooks: CellHooks,
+    /// SEC-3: the listener's limits and counters.
+    server: Arc<Server>,
 }
 
 impl Shared {
@@ -213,6 +238,13 @@ impl Shared {
 
     fn alive(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
+    }
+
+    fn stats(&self) -> CellStats {
+        CellStats {
+            server: self.server.stats(),
+            ..self.stats.get()
+        }
     }
 }
 
@@ -252,7 +284,7 @@ pub struct HostView {
 impl CellHandle {
     #[must_use]
     pub fn stats(&self) -> CellStats {
-        self.shared.stats.get()
+        self.shared.stats()
     }
 
     #[must_use]
@@ -329,6 +361,7 @@ pub async fn start_cell(
     store: SqlStore,
     clock: Clock,
 ) -> Result<CellHandle, CellError> {
+    cfg.limits.check().map_err(CellError::BadLimits)?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| CellError::Bind {
@@ -356,6 +389,7 @@ pub async fn start_cell(
         )
         .await??;
     let (shutdown, _) = watch::channel(false);
+    let server = Server::new("cell", cfg.limits);
     let endpoint = Endpoint::new(SourceCell::new(cfg.source_config(), cfg.cell, incarnation));
     let shared = Arc::new(Shared {
         cfg,
@@ -369,6 +403,7 @@ pub async fn start_cell(
         shutdown,
         stats: Counters::default(),
         hooks: CellHooks::default(),
+        server: server.clone(),
     });
     let app = Router::new()
         .route(CLIENT_PATH, get(clients::client_ws))
@@ -379,17 +414,10 @@ pub async fn start_cell(
         .route(DRAIN_PATH, post(internal::drain))
         .route(UNDRAIN_PATH, post(internal::undrain))
         .route(STATS_PATH, get(internal::stats))
-        .layer(DefaultBodyLimit::max(MAX_FRAME_BYTES))
+        .layer(DefaultBodyLimit::max(shared.cfg.limits.max_body_bytes))
         .with_state(shared.clone());
-    let mut stop = shared.shutdown.subscribe();
-    let server = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        });
-        if let Err(e) = serve.await {
-            warn!(error = %e, "cell server stopped");
-        }
-    });
+    let app = server.layer(app);
+    let server = tokio::spawn(server.run(listener, app, shared.shutdown.subscribe()));
     let renewal = tokio::spawn(renew_lease(shared.clone(), lease_ms));
     info!(cell = shared.cfg.cell.0, %url, incarnation = incarnation.0, "cell listening");
     Ok(CellHandle {
