@@ -1,6 +1,6 @@
 //! The handoff subcommands of `switchyard`: `cell`, `director`, `desktop`, `mobile`,
 //! `desktop-token`, and the operator commands `handoff drain` / `handoff undrain` against a
-//! running cell. All take flags or env; all start on an SQLite file with no set-up
+//! running cell and `handoff cell-key` (SEC-2). All take flags or env; all start on an SQLite file with no set-up
 //! (`--db postgres://…` for production).
 
 use std::io::Write;
