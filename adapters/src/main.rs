@@ -22,7 +22,8 @@ enum Command {
     Failover(failover::cli::FailoverCommand),
     #[command(flatten)]
     Handoff(handoff::cli::HandoffCommand),
-    /// Operator commands against a running idle-handoff cell: emergency drain and undrain.
+    /// Operator commands for idle-handoff cells: emergency drain and undrain of a running cell,
+    /// and a cell's own internal-request key (SEC-2).
     #[command(name = "handoff", subcommand)]
     HandoffOperator(handoff::cli::OperatorCommand),
 }

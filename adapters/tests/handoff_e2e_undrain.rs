@@ -185,6 +185,8 @@ async fn switchyard(args: &[&str], secret: &[u8]) -> (bool, String, String) {
                 "SWITCHYARD_HANDOFF_SECRET",
                 String::from_utf8_lossy(secret).as_ref(),
             )
+            // SEC-2: every request is signed for the cell it targets (the rig's cell 1).
+            .env("SWITCHYARD_CELL_ID", "1")
             .env("NO_COLOR", "1")
             .kill_on_drop(true)
             .output(),

@@ -1,21 +1,83 @@
-//! Authentication of the cell's internal endpoint (director requests, emergency drain) and of
-//! desktop control sockets.
+//! Authentication of the cell's internal endpoint (SEC-2: director requests, emergency drain and
+//! undrain, stats) and of desktop control sockets.
 //!
-//! Internal endpoint: either `x-switchyard-timestamp` (Unix ms) plus `x-switchyard-signature`
-//! = hex HMAC-SHA256(secret, timestamp + "\n" + body), accepted within a time window, or
-//! `Authorization: Bearer <secret>` compared in constant time. Desktop tokens are
-//! hex HMAC-SHA256(desktop secret, "desktop-token:v1:" + host id).
+//! # Internal requests (SEC-2)
+//!
+//! Every internal request carries five headers: [`CELL_HEADER`] (the target cell id, decimal),
+//! [`TIMESTAMP_HEADER`] (Unix ms, decimal), [`NONCE_HEADER`] (32 lowercase hex digits: 128
+//! random bits), [`KEY_HEADER`] (the key id: 16 lowercase hex digits) and [`SIGNATURE_HEADER`]
+//! = lowercase hex HMAC-SHA256(cell key, canonical string), where the canonical string is
+//!
+//! ```text
+//! switchyard-internal:v1 "\n" METHOD "\n" PATH "\n" CELL "\n" TIMESTAMP "\n" NONCE "\n" BODY
+//! ```
+//!
+//! (METHOD upper case, PATH the request's path and query as sent, CELL and TIMESTAMP in
+//! decimal without leading zeros, BODY the raw bytes). No field but the last can hold a newline,
+//! so the string is unambiguous. The cell verifies with the method and path it actually
+//! received, its own cell id, its own clock (within a window) and its keys; then it remembers the
+//! nonce for as long as the timestamp stays inside the window (see [`ReplayCache`]).
+//!
+//! The key of cell N is HMAC-SHA256(master secret, "switchyard-cell-key:v1:" N) ([`Secret::
+//! cell_key`]): the director and operators hold the master; a cell may hold only its own key,
+//! which cannot sign for another cell. A cell accepts at most two keys (current and previous,
+//! during a roll: [`KeyRing`]); the key id, a fingerprint of the key, picks one without trying
+//! both.
+//!
+//! # Desktop tokens
+//!
+//! hex HMAC-SHA256(desktop secret, "desktop-token:v1:" + host id), as a bearer token.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
+use switchyard_core::handoff::ids::CellId;
 
 type HmacSha256 = Hmac<Sha256>;
 
+pub const CELL_HEADER: &str = "x-switchyard-cell";
 pub const TIMESTAMP_HEADER: &str = "x-switchyard-timestamp";
+pub const NONCE_HEADER: &str = "x-switchyard-nonce";
+pub const KEY_HEADER: &str = "x-switchyard-key";
 pub const SIGNATURE_HEADER: &str = "x-switchyard-signature";
 
-/// A shared secret (never logged).
+/// Versions the canonical string: a future form can never verify as this one.
+const CANONICAL_TAG: &[u8] = b"switchyard-internal:v1";
+/// Domain separation of cell keys from every other use of the master secret.
+const CELL_KEY_LABEL: &[u8] = b"switchyard-cell-key:v1:";
+const KEY_ID_LABEL: &[u8] = b"switchyard-key-id:v1";
+
+/// Shortest accepted secret: a typo'd empty or tiny env var never becomes a key.
+pub const MIN_SECRET_BYTES: usize = 16;
+/// A nonce is 128 random bits in lowercase hex.
+pub const NONCE_HEX_LEN: usize = 32;
+/// A key id is 64 bits of the key's fingerprint in lowercase hex.
+pub const KEY_ID_HEX_LEN: usize = 16;
+const CELL_KEY_BYTES: usize = 32;
+/// A cell verifies with at most a current and a previous key.
+pub const MAX_CELL_KEYS: usize = 2;
+/// Default bound of a cell's replay cache (nonces of verified requests inside the window).
+pub const DEFAULT_REPLAY_CACHE_CAP: usize = 65_536;
+
+/// A named problem with key material, found before anything starts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("{what} must be at least {MIN_SECRET_BYTES} bytes")]
+    TooShort { what: String },
+    #[error("{what} is not a cell key ({} lowercase hex digits, as `switchyard handoff cell-key` prints)", CELL_KEY_BYTES * 2)]
+    BadCellKey { what: String },
+    #[error("{what} holds no key")]
+    NoKey { what: String },
+    #[error("{what} holds more than {MAX_CELL_KEYS} keys (a current and a previous one)")]
+    TooManyKeys { what: String },
+    #[error("{what}: key id {id} is given twice")]
+    DuplicateKey { what: String, id: String },
+}
+
+/// A shared secret: a master secret of internal requests, or the desktop secret (never logged).
 #[derive(Clone)]
 pub struct Secret(Vec<u8>);
 
@@ -25,6 +87,7 @@ impl std::fmt::Debug for Secret {
     }
 }
 
+/// Why a desktop token was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     #[error("missing credentials")]
@@ -37,82 +100,35 @@ pub enum AuthError {
     Bad,
 }
 
+fn hmac(key: &[u8]) -> HmacSha256 {
+    // HMAC takes keys of any length: this cannot fail.
+    match HmacSha256::new_from_slice(key) {
+        Ok(m) => m,
+        Err(_) => unreachable!("HMAC accepts any key length"),
+    }
+}
+
 impl Secret {
-    /// At least 16 bytes, so a typo'd empty env var cannot become a secret.
-    pub fn new(bytes: &[u8], what: &str) -> Result<Secret, String> {
-        if bytes.len() < 16 {
-            return Err(format!("{what} must be at least 16 bytes"));
+    /// At least [`MIN_SECRET_BYTES`] bytes; `what` names the flag or variable in the error.
+    pub fn new(bytes: &[u8], what: &str) -> Result<Secret, KeyError> {
+        if bytes.len() < MIN_SECRET_BYTES {
+            return Err(KeyError::TooShort { what: what.into() });
         }
         Ok(Secret(bytes.to_vec()))
     }
 
     fn mac(&self) -> HmacSha256 {
-        // HMAC takes keys of any length: this cannot fail.
-        match HmacSha256::new_from_slice(&self.0) {
-            Ok(m) => m,
-            Err(_) => unreachable!("HMAC accepts any key length"),
-        }
+        hmac(&self.0)
     }
 
-    /// hex HMAC-SHA256(secret, timestamp "\n" body).
+    /// SEC-2: the key of one cell, HMAC-SHA256(master, "switchyard-cell-key:v1:" N). A cell
+    /// given only this key can verify requests for itself and sign for no other cell.
     #[must_use]
-    pub fn sign(&self, timestamp_ms: u64, body: &[u8]) -> String {
+    pub fn cell_key(&self, cell: CellId) -> CellKey {
         let mut m = self.mac();
-        m.update(timestamp_ms.to_string().as_bytes());
-        m.update(b"\n");
-        m.update(body);
-        hex(&m.finalize().into_bytes())
-    }
-
-    /// The headers of a signed internal request (what the cell's `verify_request` checks):
-    /// the timestamp and the signature of `timestamp "\n" body`.
-    #[must_use]
-    pub fn signed_headers(&self, timestamp_ms: u64, body: &[u8]) -> [(&'static str, String); 2] {
-        [
-            (TIMESTAMP_HEADER, timestamp_ms.to_string()),
-            (SIGNATURE_HEADER, self.sign(timestamp_ms, body)),
-        ]
-    }
-
-    /// Verify an internal request: a signature within `window_ms` of `now_ms`, or the bearer
-    /// secret. Constant-time comparisons only.
-    pub fn verify_request(
-        &self,
-        authorization: Option<&str>,
-        timestamp: Option<&str>,
-        signature: Option<&str>,
-        body: &[u8],
-        now_ms: u64,
-        window_ms: u64,
-    ) -> Result<(), AuthError> {
-        if let (Some(ts), Some(sig)) = (timestamp, signature) {
-            let ts: u64 = ts
-                .trim()
-                .parse()
-                .map_err(|_| AuthError::Malformed(TIMESTAMP_HEADER))?;
-            if ts.abs_diff(now_ms) > window_ms {
-                return Err(AuthError::Stale);
-            }
-            let sig = unhex(sig.trim()).ok_or(AuthError::Malformed(SIGNATURE_HEADER))?;
-            let mut m = self.mac();
-            m.update(ts.to_string().as_bytes());
-            m.update(b"\n");
-            m.update(body);
-            return m.verify_slice(&sig).map_err(|_| AuthError::Bad);
-        }
-        match authorization {
-            Some(a) => {
-                let token = a
-                    .strip_prefix("Bearer ")
-                    .ok_or(AuthError::Malformed("authorization"))?;
-                if bool::from(token.as_bytes().ct_eq(&self.0)) {
-                    Ok(())
-                } else {
-                    Err(AuthError::Bad)
-                }
-            }
-            None => Err(AuthError::Missing),
-        }
+        m.update(CELL_KEY_LABEL);
+        m.update(cell.0.to_string().as_bytes());
+        CellKey::from_bytes(m.finalize().into_bytes().into())
     }
 
     /// The control-socket token of one desktop host.
@@ -139,6 +155,455 @@ impl Secret {
     }
 }
 
+/// SEC-2: the key one cell verifies internal requests with (and signers sign them with).
+#[derive(Clone)]
+pub struct CellKey {
+    key: [u8; CELL_KEY_BYTES],
+    id: String,
+}
+
+impl std::fmt::Debug for CellKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CellKey({})", self.id)
+    }
+}
+
+/// What a signature covers: everything but the key.
+#[derive(Debug, Clone, Copy)]
+pub struct SignedParts<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub cell: CellId,
+    pub timestamp_ms: u64,
+    pub nonce: &'a str,
+    pub body: &'a [u8],
+}
+
+impl SignedParts<'_> {
+    fn feed(&self, m: &mut HmacSha256) {
+        for field in [
+            CANONICAL_TAG,
+            self.method.as_bytes(),
+            self.path.as_bytes(),
+            self.cell.0.to_string().as_bytes(),
+            self.timestamp_ms.to_string().as_bytes(),
+            self.nonce.as_bytes(),
+        ] {
+            m.update(field);
+            m.update(b"\n");
+        }
+        m.update(self.body);
+    }
+}
+
+impl CellKey {
+    fn from_bytes(key: [u8; CELL_KEY_BYTES]) -> CellKey {
+        let mut m = hmac(&key);
+        m.update(KEY_ID_LABEL);
+        let id = hex(&m.finalize().into_bytes()[..KEY_ID_HEX_LEN / 2]);
+        CellKey { key, id }
+    }
+
+    /// The form `switchyard handoff cell-key` prints: 64 lowercase hex digits.
+    pub fn from_hex(text: &str, what: &str) -> Result<CellKey, KeyError> {
+        let bad = || KeyError::BadCellKey { what: what.into() };
+        if text.len() != CELL_KEY_BYTES * 2 || !is_lower_hex(text) {
+            return Err(bad());
+        }
+        let bytes = unhex(text).ok_or_else(bad)?;
+        let key: [u8; CELL_KEY_BYTES] = bytes.try_into().map_err(|_| bad())?;
+        Ok(CellKey::from_bytes(key))
+    }
+
+    #[must_use]
+    pub fn to_hex(&self) -> String {
+        hex(&self.key)
+    }
+
+    /// A fingerprint of the key (not secret): the [`KEY_HEADER`] value.
+    #[must_use]
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Lowercase hex HMAC-SHA256 of the canonical string.
+    #[must_use]
+    pub fn sign(&self, parts: &SignedParts<'_>) -> String {
+        let mut m = hmac(&self.key);
+        parts.feed(&mut m);
+        hex(&m.finalize().into_bytes())
+    }
+
+    /// The five headers of a signed internal request.
+    #[must_use]
+    pub fn signed_headers(&self, parts: &SignedParts<'_>) -> Vec<(&'static str, String)> {
+        vec![
+            (CELL_HEADER, parts.cell.0.to_string()),
+            (TIMESTAMP_HEADER, parts.timestamp_ms.to_string()),
+            (NONCE_HEADER, parts.nonce.to_owned()),
+            (KEY_HEADER, self.id.clone()),
+            (SIGNATURE_HEADER, self.sign(parts)),
+        ]
+    }
+
+    fn verify(&self, parts: &SignedParts<'_>, signature: &[u8]) -> bool {
+        let mut m = hmac(&self.key);
+        parts.feed(&mut m);
+        m.verify_slice(signature).is_ok()
+    }
+}
+
+/// A fresh nonce: 128 bits from the OS, as [`NONCE_HEX_LEN`] lowercase hex digits.
+pub fn fresh_nonce() -> Result<String, String> {
+    let mut bytes = [0u8; NONCE_HEX_LEN / 2];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness for a nonce: {e}"))?;
+    Ok(hex(&bytes))
+}
+
+/// Sign an internal request to `cell` with the master secret's key for it: a fresh nonce, the
+/// given timestamp. What the director and the operator commands send.
+pub fn sign_request(
+    master: &Secret,
+    method: &str,
+    path: &str,
+    cell: CellId,
+    timestamp_ms: u64,
+    body: &[u8],
+) -> Result<Vec<(&'static str, String)>, String> {
+    let nonce = fresh_nonce()?;
+    Ok(master.cell_key(cell).signed_headers(&SignedParts {
+        method,
+        path,
+        cell,
+        timestamp_ms,
+        nonce: &nonce,
+        body,
+    }))
+}
+
+/// SEC-2: why an internal request was refused. [`Refusal::name`] is the stable word the cell
+/// answers (`{"refused": name}`), logs and counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A signature header is absent (the old bearer form lands here).
+    #[error("missing {0}")]
+    Missing(&'static str),
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+    /// Signed for another cell.
+    #[error("signed for another cell")]
+    WrongCell,
+    /// The timestamp is outside the window around the cell's clock.
+    #[error("timestamp outside the accepted window")]
+    Stale,
+    /// No key of this cell has that id (another cell's key, or a key rolled out).
+    #[error("unknown key id")]
+    UnknownKey,
+    /// The signature does not cover this method, path, cell, timestamp, nonce and body.
+    #[error("bad signature")]
+    BadSignature,
+    /// The nonce was seen inside the window.
+    #[error("nonce already used")]
+    Replayed,
+    /// The replay cache is full of live nonces: refused rather than forget one.
+    #[error("replay cache full")]
+    ReplayCacheFull,
+}
+
+impl Refusal {
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Refusal::Missing(_) => "missing_credentials",
+            Refusal::Malformed(_) => "malformed_credentials",
+            Refusal::WrongCell => "wrong_cell",
+            Refusal::Stale => "stale_timestamp",
+            Refusal::UnknownKey => "unknown_key",
+            Refusal::BadSignature => "bad_signature",
+            Refusal::Replayed => "replayed",
+            Refusal::ReplayCacheFull => "replay_cache_full",
+        }
+    }
+}
+
+/// One received internal request, as the cell saw it: its own method and path, the header
+/// values (absent or not text: `None`), the body.
+#[derive(Debug, Clone, Copy)]
+pub struct Received<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    pub cell: Option<&'a str>,
+    pub timestamp: Option<&'a str>,
+    pub nonce: Option<&'a str>,
+    pub key: Option<&'a str>,
+    pub signature: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+/// A request whose signature verified: what the replay cache records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified {
+    pub nonce: u128,
+    /// Past this instant the timestamp is stale, so the nonce can be forgotten.
+    pub expires_ms: u64,
+    pub cell: CellId,
+}
+
+/// SEC-2: the keys one cell verifies with: a current one and, during a roll, a previous one.
+#[derive(Clone, Debug)]
+pub struct KeyRing {
+    keys: Vec<CellKey>,
+}
+
+impl KeyRing {
+    /// One key, or two during a roll (the same key twice counts once).
+    #[must_use]
+    pub fn new(current: CellKey, previous: Option<CellKey>) -> KeyRing {
+        let mut keys = vec![current];
+        if let Some(p) = previous {
+            if p.id != keys[0].id {
+                keys.push(p);
+            }
+        }
+        KeyRing { keys }
+    }
+
+    /// The keys of `cell` derived from the current and (optionally) previous master secret.
+    #[must_use]
+    pub fn from_secrets(cell: CellId, current: &Secret, previous: Option<&Secret>) -> KeyRing {
+        KeyRing::new(current.cell_key(cell), previous.map(|p| p.cell_key(cell)))
+    }
+
+    /// A keys file: one cell key per line (as `switchyard handoff cell-key` prints it), blank
+    /// lines and `#` comments ignored; one or two keys.
+    pub fn parse(text: &str, what: &str) -> Result<KeyRing, KeyError> {
+        let mut keys: Vec<CellKey> = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let key = CellKey::from_hex(line, &format!("{what} line {}", n + 1))?;
+            if keys.iter().any(|k| k.id == key.id) {
+                return Err(KeyError::DuplicateKey {
+                    what: what.into(),
+                    id: key.id,
+                });
+            }
+            if keys.len() == MAX_CELL_KEYS {
+                return Err(KeyError::TooManyKeys { what: what.into() });
+            }
+            keys.push(key);
+        }
+        if keys.is_empty() {
+            return Err(KeyError::NoKey { what: what.into() });
+        }
+        Ok(KeyRing { keys })
+    }
+
+    /// The ids of the keys, current first (logs, diagnostics).
+    #[must_use]
+    pub fn ids(&self) -> Vec<String> {
+        self.keys.iter().map(|k| k.id.clone()).collect()
+    }
+
+    /// Verify a request addressed to `own` at `now_ms`. Cheap checks first; the MAC last. Pure:
+    /// the caller records the nonce ([`ReplayCache::admit`]) only once this returns `Ok`.
+    pub fn verify(
+        &self,
+        req: &Received<'_>,
+        own: CellId,
+        now_ms: u64,
+        window_ms: u64,
+    ) -> Result<Verified, Refusal> {
+        let cell = req.cell.ok_or(Refusal::Missing(CELL_HEADER))?;
+        let timestamp = req.timestamp.ok_or(Refusal::Missing(TIMESTAMP_HEADER))?;
+        let nonce = req.nonce.ok_or(Refusal::Missing(NONCE_HEADER))?;
+        let key = req.key.ok_or(Refusal::Missing(KEY_HEADER))?;
+        let signature = req.signature.ok_or(Refusal::Missing(SIGNATURE_HEADER))?;
+        let cell = CellId(parse_decimal(cell, 10).ok_or(Refusal::Malformed(CELL_HEADER))?);
+        let timestamp_ms: u64 =
+            parse_decimal(timestamp, 20).ok_or(Refusal::Malformed(TIMESTAMP_HEADER))?;
+        if nonce.len() != NONCE_HEX_LEN || !is_lower_hex(nonce) {
+            return Err(Refusal::Malformed(NONCE_HEADER));
+        }
+        let nonce_value =
+            u128::from_str_radix(nonce, 16).map_err(|_| Refusal::Malformed(NONCE_HEADER))?;
+        if key.len() != KEY_ID_HEX_LEN || !is_lower_hex(key) {
+            return Err(Refusal::Malformed(KEY_HEADER));
+        }
+        if signature.len() != 64 || !is_lower_hex(signature) {
+            return Err(Refusal::Malformed(SIGNATURE_HEADER));
+        }
+        let signature = unhex(signature).ok_or(Refusal::Malformed(SIGNATURE_HEADER))?;
+        if cell != own {
+            return Err(Refusal::WrongCell);
+        }
+        if timestamp_ms.abs_diff(now_ms) > window_ms {
+            return Err(Refusal::Stale);
+        }
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == key)
+            .ok_or(Refusal::UnknownKey)?;
+        let parts = SignedParts {
+            method: req.method,
+            path: req.path,
+            cell,
+            timestamp_ms,
+            nonce,
+            body: req.body,
+        };
+        if !key.verify(&parts, &signature) {
+            return Err(Refusal::BadSignature);
+        }
+        Ok(Verified {
+            nonce: nonce_value,
+            expires_ms: timestamp_ms.saturating_add(window_ms),
+            cell,
+        })
+    }
+}
+
+/// SEC-2: the nonces of verified requests whose timestamps are still inside the window.
+///
+/// Bounded: entries are dropped once their timestamp is stale (no request carrying them can be
+/// accepted any more), and at most `cap` live entries are kept. When `cap` live nonces are held
+/// a new request is refused (`replay_cache_full`) rather than an entry forgotten early:
+/// forgetting would let that request be replayed. Only a holder of a valid key can fill it.
+#[derive(Debug)]
+pub struct ReplayCache {
+    cap: usize,
+    expiry: HashMap<u128, u64>,
+    by_expiry: BTreeSet<(u64, u128)>,
+}
+
+impl ReplayCache {
+    #[must_use]
+    pub fn new(cap: usize) -> ReplayCache {
+        ReplayCache {
+            cap,
+            expiry: HashMap::new(),
+            by_expiry: BTreeSet::new(),
+        }
+    }
+
+    /// Record a verified request's nonce at `now_ms`; a nonce still live is a replay.
+    pub fn admit(&mut self, v: &Verified, now_ms: u64) -> Result<(), Refusal> {
+        self.prune(now_ms);
+        if self.expiry.contains_key(&v.nonce) {
+            return Err(Refusal::Replayed);
+        }
+        if self.expiry.len() >= self.cap {
+            return Err(Refusal::ReplayCacheFull);
+        }
+        self.expiry.insert(v.nonce, v.expires_ms);
+        self.by_expiry.insert((v.expires_ms, v.nonce));
+        Ok(())
+    }
+
+    /// Forget nonces whose timestamps are stale at `now_ms` (accepted up to `expires_ms`).
+    fn prune(&mut self, now_ms: u64) {
+        while let Some(&(expires, nonce)) = self.by_expiry.first() {
+            if expires >= now_ms {
+                break;
+            }
+            self.by_expiry.pop_first();
+            self.expiry.remove(&nonce);
+        }
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.expiry.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.expiry.is_empty()
+    }
+}
+
+/// SEC-2: a cell's internal-request guard: its keys (replaceable while it runs, for a roll
+/// without a restart) and its replay cache. Clones share both.
+#[derive(Clone)]
+pub struct InternalGuard {
+    keys: Arc<RwLock<KeyRing>>,
+    replay: Arc<Mutex<ReplayCache>>,
+}
+
+impl std::fmt::Debug for InternalGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InternalGuard")
+            .field("keys", &self.key_ids())
+            .finish_non_exhaustive()
+    }
+}
+
+impl InternalGuard {
+    #[must_use]
+    pub fn new(keys: KeyRing, replay_cap: usize) -> InternalGuard {
+        InternalGuard {
+            keys: Arc::new(RwLock::new(keys)),
+            replay: Arc::new(Mutex::new(ReplayCache::new(replay_cap))),
+        }
+    }
+
+    /// Replace the keys (a roll); nonces already seen stay seen.
+    pub fn set_keys(&self, keys: KeyRing) {
+        *self.keys.write().unwrap_or_else(|e| e.into_inner()) = keys;
+    }
+
+    #[must_use]
+    pub fn key_ids(&self) -> Vec<String> {
+        self.keys.read().unwrap_or_else(|e| e.into_inner()).ids()
+    }
+
+    /// Verify, then record the nonce (only of a request whose signature verified, so nobody
+    /// without a key can fill the cache).
+    pub fn check(
+        &self,
+        req: &Received<'_>,
+        own: CellId,
+        now_ms: u64,
+        window_ms: u64,
+    ) -> Result<(), Refusal> {
+        let verified = self
+            .keys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .verify(req, own, now_ms, window_ms)?;
+        self.replay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .admit(&verified, now_ms)
+    }
+
+    /// Live nonces held (tests, diagnostics).
+    #[must_use]
+    pub fn replay_len(&self) -> usize {
+        self.replay.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// Digits only, no sign, no leading zero (one canonical text per value), at most `max_len`.
+fn parse_decimal<T: std::str::FromStr>(s: &str, max_len: usize) -> Option<T> {
+    let canonical = !s.is_empty()
+        && s.len() <= max_len
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && (s == "0" || !s.starts_with('0'));
+    if canonical {
+        s.parse().ok()
+    } else {
+        None
+    }
+}
+
+fn is_lower_hex(s: &str) -> bool {
+    s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
@@ -163,57 +628,352 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
-    fn secret() -> Secret {
+    const ME: CellId = CellId(1);
+    const NOW: u64 = 1_700_000_000_000;
+    const WINDOW: u64 = 30_000;
+    const NONCE: &str = "0123456789abcdef0123456789abcdef";
+
+    fn master() -> Secret {
         Secret::new(b"0123456789abcdef-secret", "test").expect("secret")
     }
 
-    #[test]
-    fn signature_round_trip_and_window() {
-        let s = secret();
-        let sig = s.sign(1_000, b"{}");
-        assert_eq!(
-            s.verify_request(None, Some("1000"), Some(&sig), b"{}", 1_500, 1_000),
-            Ok(())
-        );
-        assert_eq!(
-            s.verify_request(None, Some("1000"), Some(&sig), b"{ }", 1_500, 1_000),
-            Err(AuthError::Bad)
-        );
-        assert_eq!(
-            s.verify_request(None, Some("1000"), Some(&sig), b"{}", 5_000, 1_000),
-            Err(AuthError::Stale)
-        );
-        assert_eq!(
-            s.verify_request(None, Some("x"), Some(&sig), b"{}", 1_000, 1_000),
-            Err(AuthError::Malformed(TIMESTAMP_HEADER))
-        );
+    fn parts() -> SignedParts<'static> {
+        SignedParts {
+            method: "POST",
+            path: "/internal/v1/drain",
+            cell: ME,
+            timestamp_ms: NOW,
+            nonce: NONCE,
+            body: b"{\"host\":7}",
+        }
+    }
+
+    /// The request a cell sees when `headers` arrive with `method`, `path` and `body`.
+    fn received<'a>(
+        headers: &'a [(&'static str, String)],
+        method: &'a str,
+        path: &'a str,
+        body: &'a [u8],
+    ) -> Received<'a> {
+        let h = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        Received {
+            method,
+            path,
+            cell: h(CELL_HEADER),
+            timestamp: h(TIMESTAMP_HEADER),
+            nonce: h(NONCE_HEADER),
+            key: h(KEY_HEADER),
+            signature: h(SIGNATURE_HEADER),
+            body,
+        }
+    }
+
+    fn ring() -> KeyRing {
+        KeyRing::from_secrets(ME, &master(), None)
+    }
+
+    fn check(p: &SignedParts<'_>, method: &str, path: &str, body: &[u8]) -> Result<(), Refusal> {
+        let headers = master().cell_key(p.cell).signed_headers(p);
+        ring()
+            .verify(&received(&headers, method, path, body), ME, NOW, WINDOW)
+            .map(|_| ())
     }
 
     #[test]
-    fn bearer_and_desktop_tokens() {
-        let s = secret();
+    fn sec_2_a_signed_request_verifies_as_sent() {
+        let p = parts();
+        assert_eq!(check(&p, p.method, p.path, p.body), Ok(()));
+    }
+
+    #[test]
+    fn sec_2_the_signature_binds_method_path_and_body() {
+        let p = parts();
+        assert_eq!(check(&p, "GET", p.path, p.body), Err(Refusal::BadSignature));
         assert_eq!(
-            s.verify_request(
-                Some("Bearer 0123456789abcdef-secret"),
-                None,
-                None,
-                b"",
-                0,
-                0
-            ),
+            check(&p, p.method, "/internal/v1/undrain", p.body),
+            Err(Refusal::BadSignature)
+        );
+        assert_eq!(
+            check(&p, p.method, p.path, b"{\"host\":8}"),
+            Err(Refusal::BadSignature)
+        );
+    }
+
+    /// A header changed after signing (a replay with one field edited) no longer verifies.
+    #[test]
+    fn sec_2_the_signature_binds_cell_timestamp_and_nonce() {
+        let p = parts();
+        let signed = master().cell_key(ME).signed_headers(&p);
+        let edit = |name: &str, value: &str| -> Result<Verified, Refusal> {
+            let mut h = signed.clone();
+            for (k, v) in &mut h {
+                if *k == name {
+                    *v = value.to_owned();
+                }
+            }
+            ring().verify(&received(&h, p.method, p.path, p.body), ME, NOW, WINDOW)
+        };
+        assert_eq!(
+            edit(TIMESTAMP_HEADER, &(NOW + 1).to_string()),
+            Err(Refusal::BadSignature)
+        );
+        assert_eq!(
+            edit(NONCE_HEADER, "0123456789abcdef0123456789abcdee"),
+            Err(Refusal::BadSignature)
+        );
+        // Another cell id: refused before the MAC, as another cell's request.
+        assert_eq!(edit(CELL_HEADER, "2"), Err(Refusal::WrongCell));
+        // Signed for cell 2 with cell 2's key and sent to cell 1: refused by id ...
+        let for_2 = SignedParts {
+            cell: CellId(2),
+            ..p
+        };
+        let h2 = master().cell_key(CellId(2)).signed_headers(&for_2);
+        let r = ring().verify(&received(&h2, p.method, p.path, p.body), ME, NOW, WINDOW);
+        assert_eq!(r, Err(Refusal::WrongCell));
+        // ... and cell 2's key cannot sign for cell 1 (its key id is not cell 1's).
+        let forged = master().cell_key(CellId(2)).signed_headers(&p);
+        let r = ring().verify(
+            &received(&forged, p.method, p.path, p.body),
+            ME,
+            NOW,
+            WINDOW,
+        );
+        assert_eq!(r, Err(Refusal::UnknownKey));
+    }
+
+    #[test]
+    fn sec_2_a_timestamp_outside_the_window_is_stale() {
+        for ts in [NOW - WINDOW - 1, NOW + WINDOW + 1] {
+            let p = SignedParts {
+                timestamp_ms: ts,
+                ..parts()
+            };
+            assert_eq!(check(&p, p.method, p.path, p.body), Err(Refusal::Stale));
+        }
+        for ts in [NOW - WINDOW, NOW + WINDOW] {
+            let p = SignedParts {
+                timestamp_ms: ts,
+                ..parts()
+            };
+            assert_eq!(check(&p, p.method, p.path, p.body), Ok(()));
+        }
+    }
+
+    #[test]
+    fn sec_2_missing_or_malformed_headers_are_refused_by_name() {
+        let p = parts();
+        let signed = master().cell_key(ME).signed_headers(&p);
+        for name in [
+            CELL_HEADER,
+            TIMESTAMP_HEADER,
+            NONCE_HEADER,
+            KEY_HEADER,
+            SIGNATURE_HEADER,
+        ] {
+            let h: Vec<_> = signed.iter().filter(|(k, _)| *k != name).cloned().collect();
+            let r = ring().verify(&received(&h, p.method, p.path, p.body), ME, NOW, WINDOW);
+            assert_eq!(r, Err(Refusal::Missing(name)));
+            assert_eq!(Refusal::Missing(name).name(), "missing_credentials");
+        }
+        for (name, bad) in [
+            (CELL_HEADER, "01"),
+            (CELL_HEADER, "-1"),
+            (CELL_HEADER, "99999999999"),
+            (TIMESTAMP_HEADER, "+1"),
+            (TIMESTAMP_HEADER, "1e9"),
+            (NONCE_HEADER, "0123"),
+            (NONCE_HEADER, "0123456789ABCDEF0123456789ABCDEF"),
+            (KEY_HEADER, "xyz"),
+            (SIGNATURE_HEADER, "00"),
+        ] {
+            let mut h = signed.clone();
+            for (k, v) in &mut h {
+                if *k == name {
+                    *v = bad.to_owned();
+                }
+            }
+            let r = ring().verify(&received(&h, p.method, p.path, p.body), ME, NOW, WINDOW);
+            assert_eq!(r, Err(Refusal::Malformed(name)), "{name}: {bad}");
+        }
+    }
+
+    #[test]
+    fn sec_2_a_roll_accepts_the_previous_key_and_refuses_an_unknown_one() {
+        let old = master();
+        let new = Secret::new(b"a-new-master-secret-0123456789", "new").expect("secret");
+        let p = parts();
+        let by_old = old.cell_key(ME).signed_headers(&p);
+        let by_new = new.cell_key(ME).signed_headers(&p);
+        let verify = |ring: &KeyRing, h: &[(&'static str, String)]| {
+            ring.verify(&received(h, p.method, p.path, p.body), ME, NOW, WINDOW)
+                .map(|_| ())
+        };
+        // Before the roll: only the old key.
+        let before = KeyRing::from_secrets(ME, &old, None);
+        assert_eq!(verify(&before, &by_new), Err(Refusal::UnknownKey));
+        // During: the new key current, the old one previous; both verify.
+        let during = KeyRing::from_secrets(ME, &new, Some(&old));
+        assert_eq!(during.ids().len(), 2);
+        assert_eq!(verify(&during, &by_new), Ok(()));
+        assert_eq!(verify(&during, &by_old), Ok(()));
+        // After: the old key is refused by id.
+        let after = KeyRing::from_secrets(ME, &new, None);
+        assert_eq!(verify(&after, &by_old), Err(Refusal::UnknownKey));
+        // A key id that names the new key but a signature by the old one: bad signature.
+        let mut mixed = by_old.clone();
+        for (k, v) in &mut mixed {
+            if *k == KEY_HEADER {
+                *v = new.cell_key(ME).id().to_owned();
+            }
+        }
+        assert_eq!(verify(&after, &mixed), Err(Refusal::BadSignature));
+    }
+
+    #[test]
+    fn sec_2_cell_keys_are_per_cell_and_keys_files_are_validated() {
+        let m = master();
+        let k1 = m.cell_key(CellId(1));
+        assert_ne!(k1.to_hex(), m.cell_key(CellId(2)).to_hex());
+        assert_ne!(k1.id(), m.cell_key(CellId(2)).id());
+        assert_eq!(k1.id().len(), KEY_ID_HEX_LEN);
+        // The printed form round-trips (same key, same id).
+        let back = CellKey::from_hex(&k1.to_hex(), "k").expect("hex");
+        assert_eq!((back.to_hex(), back.id()), (k1.to_hex(), k1.id()));
+        let file = format!("# cell 1\n\n{}\n", k1.to_hex());
+        assert_eq!(
+            KeyRing::parse(&file, "f").expect("file").ids(),
+            vec![k1.id()]
+        );
+        let k1b = Secret::new(b"another-master-0123456789", "x")
+            .expect("secret")
+            .cell_key(CellId(1));
+        let two = format!("{}\n{}\n", k1.to_hex(), k1b.to_hex());
+        assert_eq!(KeyRing::parse(&two, "f").expect("file").ids().len(), 2);
+        let bad = |text: &str| KeyRing::parse(text, "f").expect_err("refused");
+        assert!(matches!(bad(""), KeyError::NoKey { .. }));
+        assert!(matches!(bad("# only a comment\n"), KeyError::NoKey { .. }));
+        assert!(matches!(bad("not-hex"), KeyError::BadCellKey { .. }));
+        assert!(matches!(
+            bad(&k1.to_hex().to_uppercase()),
+            KeyError::BadCellKey { .. }
+        ));
+        assert!(matches!(
+            bad(&k1.to_hex()[..62]),
+            KeyError::BadCellKey { .. }
+        ));
+        assert!(matches!(
+            bad(&format!("{}\n{}\n", k1.to_hex(), k1.to_hex())),
+            KeyError::DuplicateKey { .. }
+        ));
+        let k1c = Secret::new(b"a-third-master-0123456789", "x")
+            .expect("secret")
+            .cell_key(CellId(1));
+        assert!(matches!(
+            bad(&format!("{two}{}\n", k1c.to_hex())),
+            KeyError::TooManyKeys { .. }
+        ));
+        assert_eq!(
+            Secret::new(b"short", "--secret").map(|_| ()),
+            Err(KeyError::TooShort {
+                what: "--secret".into()
+            })
+        );
+    }
+
+    fn verified(nonce: u128, expires_ms: u64) -> Verified {
+        Verified {
+            nonce,
+            expires_ms,
+            cell: ME,
+        }
+    }
+
+    #[test]
+    fn sec_2_a_nonce_is_refused_while_its_timestamp_is_live_then_forgotten() {
+        let mut c = ReplayCache::new(8);
+        assert_eq!(c.admit(&verified(1, NOW + WINDOW), NOW), Ok(()));
+        assert_eq!(
+            c.admit(&verified(1, NOW + WINDOW), NOW + WINDOW),
+            Err(Refusal::Replayed)
+        );
+        // Once the timestamp is stale the entry goes (the window check refuses it by then).
+        assert_eq!(
+            c.admit(&verified(2, NOW + 3 * WINDOW), NOW + WINDOW + 1),
             Ok(())
         );
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn sec_2_a_full_replay_cache_refuses_rather_than_forgets() {
+        let mut c = ReplayCache::new(2);
+        assert_eq!(c.admit(&verified(1, NOW + WINDOW), NOW), Ok(()));
+        assert_eq!(c.admit(&verified(2, NOW + WINDOW), NOW), Ok(()));
         assert_eq!(
-            s.verify_request(Some("Bearer nope"), None, None, b"", 0, 0),
-            Err(AuthError::Bad)
+            c.admit(&verified(3, NOW + WINDOW), NOW),
+            Err(Refusal::ReplayCacheFull)
         );
+        // Both live nonces are still refused as replays.
         assert_eq!(
-            s.verify_request(None, None, None, b"", 0, 0),
-            Err(AuthError::Missing)
+            c.admit(&verified(1, NOW + WINDOW), NOW),
+            Err(Refusal::Replayed)
         );
+        assert_eq!(c.len(), 2);
+        // Room again once they expire.
+        assert_eq!(
+            c.admit(&verified(3, NOW + 3 * WINDOW), NOW + WINDOW + 1),
+            Ok(())
+        );
+    }
+
+    /// Only verified requests reach the cache: a flood of bad signatures records nothing.
+    #[test]
+    fn sec_2_unverified_requests_never_fill_the_replay_cache() {
+        let guard = InternalGuard::new(ring(), 1);
+        let p = parts();
+        let mut forged = master().cell_key(ME).signed_headers(&p);
+        for (k, v) in &mut forged {
+            if *k == SIGNATURE_HEADER {
+                *v = "0".repeat(64);
+            }
+        }
+        for _ in 0..10 {
+            let r = guard.check(
+                &received(&forged, p.method, p.path, p.body),
+                ME,
+                NOW,
+                WINDOW,
+            );
+            assert_eq!(r, Err(Refusal::BadSignature));
+        }
+        assert_eq!(guard.replay_len(), 0);
+        let good = master().cell_key(ME).signed_headers(&p);
+        let req = received(&good, p.method, p.path, p.body);
+        assert_eq!(guard.check(&req, ME, NOW, WINDOW), Ok(()));
+        assert_eq!(guard.check(&req, ME, NOW, WINDOW), Err(Refusal::Replayed));
+    }
+
+    #[test]
+    fn sec_2_fresh_nonces_are_well_formed_and_differ() {
+        let a = fresh_nonce().expect("nonce");
+        let b = fresh_nonce().expect("nonce");
+        assert_eq!(a.len(), NONCE_HEX_LEN);
+        assert!(is_lower_hex(&a));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn desktop_tokens() {
+        let s = master();
         let t = format!("Bearer {}", s.desktop_token(7));
         assert_eq!(s.verify_desktop(7, Some(&t)), Ok(()));
         assert_eq!(s.verify_desktop(8, Some(&t)), Err(AuthError::Bad));
-        assert!(Secret::new(b"short", "x").is_err());
+        assert_eq!(s.verify_desktop(7, None), Err(AuthError::Missing));
     }
 }

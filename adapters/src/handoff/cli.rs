@@ -1,10 +1,11 @@
 //! The handoff subcommands of `switchyard`: `cell`, `director`, `desktop`, `mobile`,
 //! `desktop-token`, and the operator commands `handoff drain` / `handoff undrain` against a
-//! running cell. All take flags or env; all start on an SQLite file with no set-up
+//! running cell and `handoff cell-key` (SEC-2). All take flags or env; all start on an SQLite file with no set-up
 //! (`--db postgres://…` for production).
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -16,10 +17,10 @@ use switchyard_core::handoff::ids::CellId;
 use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::StoreConfig;
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
-use super::auth::Secret;
-use super::cell::{start_cell, CellConfig};
+use super::auth::{self, KeyRing, Secret};
+use super::cell::{start_cell, CellConfig, CellHandle};
 use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
 use super::client_auth::mint_client_token;
 use super::clock::Clock;
@@ -37,7 +38,7 @@ const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
 #[derive(Subcommand, Debug)]
 pub enum HandoffCommand {
     /// Run a relay cell (client and desktop WebSockets, internal handoff endpoint).
-    Cell(CellArgs),
+    Cell(Box<CellArgs>),
     /// Run the idle-handoff director (read-only selection, signed requests).
     Director(DirectorArgs),
     /// Run a small desktop host (control socket; applies relayed mutations).
@@ -68,6 +69,22 @@ pub enum OperatorCommand {
     /// (`still_closing`: retry in a moment). Prints the cell's JSON answer; exits 0 when
     /// undrained, 1 with the refusal's name otherwise.
     Undrain(UndrainArgs),
+    /// Print the internal-request key of one cell, derived from the master secret (SEC-2).
+    ///
+    /// Give a cell only its own key (`switchyard cell --keys-file FILE`) and it cannot sign for
+    /// any other cell. Prints a comment line with the cell and key id, then the key: the output
+    /// is a keys file as it stands (append a second key during a roll).
+    CellKey(CellKeyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CellKeyArgs {
+    /// The cell id.
+    #[arg(long)]
+    cell: u32,
+    /// The master secret (>= 16 bytes), as the director's --secret.
+    #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
+    secret: String,
 }
 
 #[derive(Args, Debug)]
@@ -75,10 +92,14 @@ pub struct OperatorArgs {
     /// The cell's URL (its internal endpoint listens there), e.g. http://cell1.example:7401.
     #[arg(long, env = "SWITCHYARD_CELL_URL")]
     cell_url: String,
+    /// The cell's id (its --cell-id): the request is signed for this cell alone (SEC-2).
+    #[arg(long, env = "SWITCHYARD_CELL_ID")]
+    cell_id: u32,
     /// The host id.
     #[arg(long, value_parser = parse_host_id)]
     host: u64,
-    /// Shared secret of the cell's internal endpoint (the cell's --secret, >= 16 bytes).
+    /// The master secret of internal requests (the director's --secret, >= 16 bytes); the
+    /// request is signed with the cell's key derived from it.
     #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
     secret: String,
     /// Bound of the whole request.
@@ -143,9 +164,23 @@ pub struct CellArgs {
     /// HO-C1: do not advertise (or take part in) idle handoff.
     #[arg(long)]
     no_handoff_capability: bool,
-    /// Shared secret of the internal endpoint (>= 16 bytes).
+    /// The master secret of internal requests (>= 16 bytes): the cell verifies with its own key
+    /// derived from it. Or give --keys-file (not both).
     #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
-    secret: String,
+    secret: Option<String>,
+    /// SEC-2: during a roll, the master secret being retired: requests signed with either are
+    /// accepted. Only with --secret.
+    #[arg(
+        long,
+        env = "SWITCHYARD_HANDOFF_PREVIOUS_SECRET",
+        hide_env_values = true
+    )]
+    previous_secret: Option<String>,
+    /// SEC-2: a file with this cell's key(s) alone (`switchyard handoff cell-key` output; one
+    /// or two keys, one per line), instead of the master secret. Re-read on SIGHUP: a roll
+    /// without a restart; a file that does not validate then is logged and the keys stay.
+    #[arg(long, env = "SWITCHYARD_HANDOFF_KEYS_FILE")]
+    keys_file: Option<PathBuf>,
     /// Secret desktop tokens derive from (>= 16 bytes).
     #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
     desktop_secret: String,
@@ -345,7 +380,74 @@ async fn open_store(db: &DbArgs) -> Result<SqlStore, String> {
 }
 
 fn secret(value: &str, what: &str) -> Result<Secret, String> {
-    Secret::new(value.as_bytes(), what)
+    Secret::new(value.as_bytes(), what).map_err(|e| e.to_string())
+}
+
+/// Largest keys file read (two keys and comments fit many times over).
+const MAX_KEYS_FILE_BYTES: u64 = 64 * 1024;
+
+/// SEC-2 / SEC-4: a cell's keys file, validated: a regular file (a FIFO or device is refused,
+/// never waited on), at most `MAX_KEYS_FILE_BYTES`, one or two well-formed keys.
+fn read_keys_file(path: &Path) -> Result<KeyRing, String> {
+    use std::io::Read;
+    let what = format!("--keys-file {}", path.display());
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Non-blocking: opening a FIFO does not wait for a writer.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| format!("{what}: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("{what}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{what}: not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_KEYS_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{what}: {e}"))?;
+    if u64::try_from(bytes.len()).map_or(true, |n| n > MAX_KEYS_FILE_BYTES) {
+        return Err(format!("{what}: larger than {MAX_KEYS_FILE_BYTES} bytes"));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| format!("{what}: not UTF-8 text"))?;
+    KeyRing::parse(&text, &what).map_err(|e| e.to_string())
+}
+
+/// SEC-2: the keys a cell verifies internal requests with, from exactly one source: the master
+/// secret (and a previous one during a roll) or a keys file. Validated before anything starts.
+fn cell_keys(a: &CellArgs) -> Result<KeyRing, String> {
+    let cell = CellId(a.cell_id);
+    match (&a.secret, &a.keys_file) {
+        (Some(current), None) => {
+            let current = secret(current, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
+            let previous = a
+                .previous_secret
+                .as_deref()
+                .map(|p| secret(p, "--previous-secret / SWITCHYARD_HANDOFF_PREVIOUS_SECRET"))
+                .transpose()?;
+            Ok(KeyRing::from_secrets(cell, &current, previous.as_ref()))
+        }
+        (None, Some(path)) => {
+            if a.previous_secret.is_some() {
+                return Err(
+                    "--previous-secret goes with --secret: a keys file lists the \
+                            previous key itself"
+                        .into(),
+                );
+            }
+            read_keys_file(path)
+        }
+        // Refused rather than picking one: a cell given its own keys should not also hold
+        // the master secret (which signs for every cell).
+        (Some(_), Some(_)) => Err("give --secret / SWITCHYARD_HANDOFF_SECRET or --keys-file, \
+                                   not both (unset SWITCHYARD_HANDOFF_SECRET where a cell has \
+                                   a keys file)"
+            .into()),
+        (None, None) => Err(
+            "give --secret / SWITCHYARD_HANDOFF_SECRET or --keys-file / \
+             SWITCHYARD_HANDOFF_KEYS_FILE"
+                .into(),
+        ),
+    }
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {
@@ -371,7 +473,7 @@ async fn ctrl_c_or(duration: Option<Duration>) {
 
 pub async fn run(command: HandoffCommand) -> ExitCode {
     let result = match command {
-        HandoffCommand::Cell(a) => run_cell(a).await,
+        HandoffCommand::Cell(a) => run_cell(*a).await,
         HandoffCommand::Director(a) => run_director(a).await,
         HandoffCommand::Desktop(a) => run_desktop(a).await,
         HandoffCommand::Mobile(a) => run_mobile_cmd(a).await,
@@ -394,6 +496,7 @@ pub async fn run_operator(command: OperatorCommand) -> ExitCode {
     let result = match command {
         OperatorCommand::Drain(a) => drain(a).await,
         OperatorCommand::Undrain(a) => undrain(a).await,
+        OperatorCommand::CellKey(a) => print_cell_key(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -414,7 +517,14 @@ async fn post_signed(
     body: Vec<u8>,
 ) -> Result<http::HttpResponse, String> {
     let secret = secret(&target.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
-    let headers = secret.signed_headers(Clock::default().now().0, &body);
+    let headers = auth::sign_request(
+        &secret,
+        Method::POST.as_str(),
+        path,
+        CellId(target.cell_id),
+        Clock::default().now().0,
+        &body,
+    )?;
     http::request(
         Method::POST,
         &target.cell_url,
@@ -425,6 +535,21 @@ async fn post_signed(
     )
     .await
     .map_err(|e| e.to_string())
+}
+
+/// `switchyard handoff cell-key`: a keys file for one cell, on stdout.
+fn print_cell_key(a: &CellKeyArgs) -> Result<(), String> {
+    let master = secret(&a.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
+    let key = master.cell_key(CellId(a.cell));
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "# switchyard cell key: cell {}, key id {}\n{}",
+        a.cell,
+        key.id(),
+        key.to_hex()
+    )
+    .map_err(|e| format!("stdout: {e}"))
 }
 
 fn unexpected(resp: &http::HttpResponse) -> String {
@@ -475,7 +600,7 @@ async fn undrain(a: UndrainArgs) -> Result<(), String> {
 }
 
 async fn run_cell(a: CellArgs) -> Result<(), String> {
-    let internal = secret(&a.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
+    let internal = cell_keys(&a)?;
     let desktop = secret(
         &a.desktop_secret,
         "--desktop-secret / SWITCHYARD_DESKTOP_SECRET",
@@ -495,9 +620,38 @@ async fn run_cell(a: CellArgs) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; Ctrl-C stops it");
-    ctrl_c_or(None).await;
+    tokio::select! {
+        () = ctrl_c_or(None) => {}
+        () = reload_keys_on_sighup(&cell, a.keys_file.as_deref()) => {}
+    }
     cell.stop().await;
     Ok(())
+}
+
+/// SEC-2: re-read the keys file on every SIGHUP and roll the cell's keys; a file that does not
+/// validate is logged and the cell keeps the keys it has. Never returns (without a keys file it
+/// only waits, and SIGHUP keeps its default action).
+async fn reload_keys_on_sighup(cell: &CellHandle, keys_file: Option<&Path>) {
+    #[cfg(unix)]
+    if let Some(path) = keys_file {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::hangup()) {
+            Ok(mut hup) => {
+                while hup.recv().await.is_some() {
+                    match read_keys_file(path) {
+                        Ok(keys) => cell.set_internal_keys(keys),
+                        Err(e) => {
+                            warn!(error = %e, "keys file not reloaded; the cell keeps its keys")
+                        }
+                    }
+                }
+            }
+            Err(e) => warn!(error = %e, "no SIGHUP handler: the keys file is read at start only"),
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (cell, keys_file);
+    std::future::pending::<()>().await;
 }
 
 async fn run_director(a: DirectorArgs) -> Result<(), String> {

@@ -20,7 +20,7 @@ use switchyard_core::handoff::policy::HandoffRequest;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::auth::Secret;
+use super::auth::{self, Secret};
 use super::clock::Clock;
 use super::http::{self, HttpError};
 use super::proto::{HandoffAnswer, HANDOFF_PATH};
@@ -38,6 +38,8 @@ pub struct DirectorConfig {
     pub request_timeout: Duration,
     /// Re-sends of the same request after a lost response.
     pub retries: usize,
+    /// SEC-2: the current master secret; each request is signed with the target cell's key
+    /// derived from it.
     pub secret: Secret,
     pub interval: Duration,
 }
@@ -67,7 +69,7 @@ pub struct Director {
 }
 
 /// Send one signed request; transport failures (lost responses) are retried with the same
-/// body, so the same op id, at most `retries` times.
+/// body, so the same op id, at most `retries` times (each send signed with a fresh nonce).
 pub async fn send_request(
     base: &str,
     secret: &Secret,
@@ -80,7 +82,23 @@ pub async fn send_request(
         return DispatchOutcome::TransportFailed;
     };
     let once = || async {
-        let headers = secret.signed_headers(clock.now().0, &body);
+        // SEC-2: each send (a retry included) is signed anew for the source cell and this
+        // path, with a fresh nonce: the cell refuses a nonce it has seen, so a resent copy of
+        // the same signed bytes would be refused as a replay. The op id in the body is what
+        // makes the retry the same request.
+        let cell = req.source.cell;
+        let headers = auth::sign_request(
+            secret,
+            Method::POST.as_str(),
+            HANDOFF_PATH,
+            cell,
+            clock.now().0,
+            &body,
+        )
+        .map_err(|detail| HttpError::Transport {
+            url: base.to_owned(),
+            detail,
+        })?;
         let resp = http::request(
             Method::POST,
             base,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use hyper::Method;
-use switchyard_adapters::handoff::auth::{Secret, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use switchyard_adapters::handoff::auth::{fresh_nonce, KeyRing, Secret, SignedParts};
 use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellError, CellHandle, HostView};
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
 use switchyard_adapters::handoff::client_auth::mint_client_token;
@@ -117,11 +117,16 @@ impl Rig {
         }
     }
 
+    /// The master secret of internal requests (what the director holds).
+    pub fn internal_secret() -> Secret {
+        Secret::new(INTERNAL_SECRET, "internal").expect("secret")
+    }
+
     pub fn cell_config(&self, cell: CellId, capable: bool) -> CellConfig {
         let mut cfg = CellConfig::new(
             cell,
             "127.0.0.1:0".parse().expect("addr"),
-            Secret::new(INTERNAL_SECRET, "internal").expect("secret"),
+            KeyRing::from_secrets(cell, &Self::internal_secret(), None),
             Secret::new(DESKTOP_SECRET, "desktop").expect("secret"),
         );
         cfg.handoff_capable = capable;
@@ -238,13 +243,8 @@ impl Rig {
         signed: bool,
         within: Duration,
     ) -> Result<http::HttpResponse, String> {
-        let secret = Secret::new(INTERNAL_SECRET, "internal").expect("secret");
-        let ts = self.clock.now().0;
         let headers = if signed {
-            vec![
-                (TIMESTAMP_HEADER, ts.to_string()),
-                (SIGNATURE_HEADER, secret.sign(ts, &body)),
-            ]
+            self.signed_headers(cell, "POST", path, self.clock.now().0, &body)
         } else {
             Vec::new()
         };
@@ -258,6 +258,42 @@ impl Rig {
         )
         .await
         .map_err(|e| e.to_string())
+    }
+
+    /// SEC-2: the headers of a request to `path` signed for `cell` at `timestamp_ms`, so an
+    /// abuse test can replay them to another cell, path or time.
+    pub fn signed_headers(
+        &self,
+        cell: CellId,
+        method: &str,
+        path: &str,
+        timestamp_ms: u64,
+        body: &[u8],
+    ) -> Vec<(&'static str, String)> {
+        let nonce = fresh_nonce().expect("nonce");
+        Self::internal_secret()
+            .cell_key(cell)
+            .signed_headers(&SignedParts {
+                method,
+                path,
+                cell,
+                timestamp_ms,
+                nonce: &nonce,
+                body,
+            })
+    }
+
+    /// POST `body` with exactly `headers` to `to`'s `path`.
+    pub async fn post_raw(
+        &self,
+        to: CellId,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> http::HttpResponse {
+        http::request(Method::POST, &self.cell(to).url, path, headers, body, WAIT)
+            .await
+            .expect("answered")
     }
 
     pub async fn drain(&self, cell: CellId, host: u64) -> DrainAnswer {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use switchyard_core::handoff::attempt::{Begin, HandoffReply};
@@ -16,30 +16,71 @@ use tracing::{debug, info};
 
 use super::pump::wait_for;
 use super::Shared;
-use crate::handoff::auth::{SIGNATURE_HEADER, TIMESTAMP_HEADER};
+use crate::handoff::auth::{
+    Received, Refusal, CELL_HEADER, KEY_HEADER, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,
+};
 use crate::handoff::proto::{
     DrainAnswer, DrainRequest, HandoffAnswer, RefusedAnswer, UndrainAnswer, UndrainRequest,
 };
 
-/// `Some(refusal)` unless the request is authenticated (nothing else happens then).
-fn authenticate(sh: &Shared, headers: &HeaderMap, body: &[u8]) -> Option<Response> {
+/// SEC-2: `Some(refusal)` unless the request is signed for this cell, this method and path,
+/// inside the window, with a key of this cell and a nonce not seen inside the window (nothing
+/// else happens then). The method and path are the ones received, never a header's claim.
+/// There is no bearer form: a bearer secret is the same on every request, so a captured one
+/// replays to any cell and path for as long as the secret lives.
+fn authenticate(
+    sh: &Shared,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<Response> {
     let h = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
-    let window = super::ms(sh.cfg.auth_window);
-    let verdict = sh.cfg.internal_secret.verify_request(
-        h("authorization"),
-        h(TIMESTAMP_HEADER),
-        h(SIGNATURE_HEADER),
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let received = Received {
+        method: method.as_str(),
+        path,
+        cell: h(CELL_HEADER),
+        timestamp: h(TIMESTAMP_HEADER),
+        nonce: h(NONCE_HEADER),
+        key: h(KEY_HEADER),
+        signature: h(SIGNATURE_HEADER),
         body,
-        sh.clock.now().0,
-        window,
-    );
-    match verdict {
-        Ok(()) => None,
-        Err(e) => {
-            debug!(error = %e, "internal request refused");
-            Some((StatusCode::UNAUTHORIZED, e.to_string()).into_response())
+    };
+    let window = super::ms(sh.cfg.auth_window);
+    let verdict = sh
+        .cfg
+        .internal_auth
+        .check(&received, sh.cfg.cell, sh.clock.now().0, window);
+    let refusal = verdict.err()?;
+    sh.stats.bump(|s| {
+        s.internal_refused += 1;
+        match refusal {
+            Refusal::Replayed => s.internal_replayed += 1,
+            Refusal::WrongCell => s.internal_wrong_cell += 1,
+            Refusal::Stale => s.internal_stale += 1,
+            Refusal::BadSignature | Refusal::UnknownKey => s.internal_bad_signature += 1,
+            Refusal::ReplayCacheFull => s.internal_replay_cache_full += 1,
+            Refusal::Missing(_) | Refusal::Malformed(_) => {}
         }
-    }
+    });
+    // Debug, not warn: anyone who can reach the port can make these, and the counters above
+    // are what an alert watches.
+    debug!(
+        reason = refusal.name(),
+        detail = %refusal,
+        %method,
+        path,
+        cell = h(CELL_HEADER),
+        key = h(KEY_HEADER),
+        "internal request refused"
+    );
+    // A full cache is not the caller's fault: 503 says "retry later", like any overload.
+    let status = match refusal {
+        Refusal::ReplayCacheFull => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::UNAUTHORIZED,
+    };
+    Some((status, Json(RefusedAnswer::new(refusal.name()))).into_response())
 }
 
 fn bad_request(what: &str, e: impl std::fmt::Display) -> Response {
@@ -50,10 +91,12 @@ fn bad_request(what: &str, e: impl std::fmt::Display) -> Response {
 /// `superseded`, `refused`, or `in_progress` if the result is not there within `result_wait`.
 pub(super) async fn handoff(
     State(sh): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = authenticate(&sh, &headers, &body) {
+    if let Some(refused) = authenticate(&sh, &method, &uri, &headers, &body) {
         return refused;
     }
     let req: HandoffRequest = match serde_json::from_slice(&body) {
@@ -101,10 +144,12 @@ pub(super) async fn handoff(
 /// HO-A5: emergency drain / auth enforcement of one host at this cell.
 pub(super) async fn drain(
     State(sh): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = authenticate(&sh, &headers, &body) {
+    if let Some(refused) = authenticate(&sh, &method, &uri, &headers, &body) {
         return refused;
     }
     let req: DrainRequest = match serde_json::from_slice(&body) {
@@ -130,10 +175,12 @@ pub(super) async fn drain(
 /// refusal name (unknown host, not drained, attempt in flight, still closing).
 pub(super) async fn undrain(
     State(sh): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(refused) = authenticate(&sh, &headers, &body) {
+    if let Some(refused) = authenticate(&sh, &method, &uri, &headers, &body) {
         return refused;
     }
     let req: UndrainRequest = match serde_json::from_slice(&body) {
@@ -161,8 +208,13 @@ pub(super) async fn undrain(
     }
 }
 
-pub(super) async fn stats(State(sh): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Some(refused) = authenticate(&sh, &headers, b"") {
+pub(super) async fn stats(
+    State(sh): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = authenticate(&sh, &method, &uri, &headers, b"") {
         return refused;
     }
     Json(sh.stats()).into_response()

@@ -50,7 +50,7 @@ use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAut
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
-use super::auth::Secret;
+use super::auth::{InternalGuard, KeyRing, Secret, DEFAULT_REPLAY_CACHE_CAP};
 use super::clock::Clock;
 use super::hooks::PausePoint;
 use super::proto::*;
@@ -67,7 +67,10 @@ pub struct CellConfig {
     pub capacity: u32,
     /// HO-C1: advertise (and take part in) idle handoff.
     pub handoff_capable: bool,
-    pub internal_secret: Secret,
+    /// SEC-2: the keys signed internal requests are verified with, and the replay cache.
+    /// Clones share both (a cell restarted in-process with the same config keeps its replay
+    /// memory); [`CellHandle::set_internal_keys`] rolls the keys while the cell runs.
+    pub internal_auth: InternalGuard,
     pub desktop_secret: Secret,
     /// Timings of the source machine (its `cell_capable` is `handoff_capable`).
     pub request_timeout: Duration,
@@ -92,16 +95,16 @@ pub struct CellConfig {
 }
 
 impl CellConfig {
-    /// Production-ish defaults around the given identity and secrets.
+    /// Production-ish defaults around the given identity, internal keys and desktop secret.
     #[must_use]
-    pub fn new(cell: CellId, listen: SocketAddr, internal: Secret, desktop: Secret) -> Self {
+    pub fn new(cell: CellId, listen: SocketAddr, internal: KeyRing, desktop: Secret) -> Self {
         CellConfig {
             cell,
             listen,
             public_url: None,
             capacity: 1_000,
             handoff_capable: true,
-            internal_secret: internal,
+            internal_auth: InternalGuard::new(internal, DEFAULT_REPLAY_CACHE_CAP),
             desktop_secret: desktop,
             request_timeout: Duration::from_secs(5),
             reconcile_timeout: Duration::from_secs(4),
@@ -183,6 +186,19 @@ pub struct CellStats {
     /// SEC-3: the listener's connections, refusals and closed sockets.
     #[serde(default)]
     pub server: ServerStats,
+    /// SEC-2: internal requests refused (every reason), and the reasons worth an alert.
+    #[serde(default)]
+    pub internal_refused: u64,
+    #[serde(default)]
+    pub internal_replayed: u64,
+    #[serde(default)]
+    pub internal_wrong_cell: u64,
+    #[serde(default)]
+    pub internal_stale: u64,
+    #[serde(default)]
+    pub internal_bad_signature: u64,
+    #[serde(default)]
+    pub internal_replay_cache_full: u64,
 }
 
 #[derive(Debug, Default)]
@@ -311,6 +327,15 @@ impl CellHandle {
             clients: ep.clients(host),
             last_result: m.last_result(),
         })
+    }
+
+    /// SEC-2: roll the internal keys without a restart (the keys file re-read on SIGHUP, tests).
+    /// Requests in flight finish under the keys they were checked with; nonces already seen
+    /// stay seen.
+    pub fn set_internal_keys(&self, keys: KeyRing) {
+        let ids = keys.ids();
+        self.shared.cfg.internal_auth.set_keys(keys);
+        info!(cell = self.shared.cfg.cell.0, keys = ?ids, "internal keys replaced");
     }
 
     /// Stop on purpose: stop serving (as a crash would), then end the cell's identity lease so
