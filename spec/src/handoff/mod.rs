@@ -114,6 +114,11 @@
 //!   a second drain of a drained host (the hard drain runs again; `handoff_cell.rs`);
 //! - the refusals `WrongAuthority` (a registration of another process: the store refuses an
 //!   older incarnation first) and `TooManyHosts` (one host here);
+//! - SEC-1: a client without a valid credential (the adapter closes it with 4401 before any
+//!   core input, so it is no input here), and `AdmissionRefusal::HostFull` (1,024 clients of
+//!   one host, past the model's two; refused only at an open gate, so it never changes what
+//!   `judge_client_refused` requires at a gated or unknown source). Both are tested in
+//!   `core/tests/handoff_part_x.rs` and `adapters/tests/sec_1_client_auth.rs`;
 //! - a dead process's sockets: after a restart its clients, control activation and closed
 //!   sessions are gone with it; the old process of a rolling restart serves no new work;
 //! - HO-L2: a lease that lapses while its holder lives (a DB outage longer than a lease: the
