@@ -111,8 +111,10 @@ pub fn verify_client(
     Ok(())
 }
 
+/// Exactly 64 lowercase hex digits: one spelling per token (the fuzz target found that
+/// `u8::from_str_radix` also takes upper case, a second spelling of the same credential).
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() != 64 {
+    if s.len() != 64 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return None;
     }
     (0..s.len())
@@ -173,6 +175,9 @@ mod tests {
         assert_eq!(check(7, Some(&bearer(&foreign))), Err(ClientAuthError::Bad));
         assert_eq!(check(7, None), Err(ClientAuthError::Missing));
         assert_eq!(check(7, Some(&token)), Err(ClientAuthError::Malformed));
+        let (prefix, tag) = token.rsplit_once('.').expect("a tag");
+        let upper = format!("{prefix}.{}", tag.to_uppercase());
+        assert_eq!(check(7, Some(&bearer(&upper))), Err(ClientAuthError::Malformed));
         for malformed in [
             "",
             "v1",
