@@ -3,5 +3,6 @@
 
 pub mod failover;
 pub mod handoff;
+pub mod lifecycle;
 pub mod serve;
 pub mod telemetry;

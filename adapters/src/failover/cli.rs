@@ -16,6 +16,7 @@ use super::directory::{self, DirectoryConfig, DirectoryPayload};
 use super::drill::{self, Scene};
 use super::driver::{ClientConfig, ClientHandle};
 use super::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
+use crate::lifecycle;
 use crate::serve::LimitArgs;
 
 #[derive(Subcommand, Debug)]
@@ -171,6 +172,8 @@ pub async fn run(command: FailoverCommand) -> ExitCode {
 }
 
 async fn relay(args: RelayArgs) -> Result<(), String> {
+    // OPS-1: registered first, so a signal during start-up is a graceful stop too.
+    let signals = lifecycle::Signals::listen();
     let relay = RelayHandle::start(RelayConfig {
         listen: args.listen,
         paths: args.paths,
@@ -178,8 +181,23 @@ async fn relay(args: RelayArgs) -> Result<(), String> {
     })
     .await
     .map_err(|e| e.to_string())?;
-    wait_for_ctrl_c().await;
-    relay.stop().await;
+    signals.stopped().await;
+    let mut stopped = None;
+    lifecycle::bounded_stop("the relay", async {
+        stopped = Some(relay.shutdown().await);
+    })
+    .await?;
+    if let Some(s) = stopped {
+        tracing::info!(
+            accepted_total = s.accepted_total,
+            channels_closed = s.open_channels,
+            refused_server_full = s.server.refused_server_full,
+            refused_peer_full = s.server.refused_peer_full,
+            ws_idle_closed = s.server.ws_idle_closed,
+            ws_protocol_closed = s.server.ws_protocol_closed,
+            "relay stopped"
+        );
+    }
     Ok(())
 }
 
@@ -216,6 +234,8 @@ fn env_var(name: &str) -> Option<String> {
 }
 
 async fn client(args: ClientArgs) -> Result<(), String> {
+    // OPS-1: registered first, so a signal during start-up is a graceful stop too.
+    let signals = lifecycle::Signals::listen();
     let thresholds = thresholds_from_env_and_flags(
         env_var,
         &[
@@ -261,16 +281,16 @@ async fn client(args: ClientArgs) -> Result<(), String> {
         channel: ChannelConfig::default(),
         directory,
     });
-    wait_for_ctrl_c().await;
+    signals.stopped().await;
     let stats = client.stats();
+    lifecycle::bounded_stop("the client", client.stop()).await?;
     tracing::info!(
         switches = stats.counters.switches,
         exempt_switches = stats.counters.exempt_switches,
         open_failed = stats.counters.open_failed,
         no_candidate_checks = stats.counters.no_candidate_checks,
-        "client stopping"
+        "client stopped"
     );
-    client.stop().await;
     Ok(())
 }
 
@@ -390,8 +410,3 @@ fn expiry(now: u64, expires_in: Option<u64>, expires_at: Option<u64>) -> Result<
     })
 }
 
-async fn wait_for_ctrl_c() {
-    if let Err(error) = tokio::signal::ctrl_c().await {
-        tracing::error!(%error, "cannot listen for Ctrl-C; stopping");
-    }
-}

@@ -29,6 +29,9 @@ pub const HEARTBEAT_PONG: &str = "pong";
 /// Frames a channel accepts before the relay closes it, so a peer cannot hold a task forever
 /// with an unbounded stream; a heartbeat every second takes over a day to reach it.
 pub const MAX_FRAMES_PER_CHANNEL: u64 = 100_000_000;
+/// OPS-1: the close of a channel when the relay stops on purpose.
+pub const RELAY_STOPPING_CODE: u16 = 1001;
+pub const RELAY_STOPPING: &str = "relay_stopping";
 /// How long `RelayHandle::stop` waits for its channels to drop their sockets.
 pub const STOP_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -82,6 +85,9 @@ struct Counters {
     accepted: AtomicU64,
     /// Woken each time a channel task ends (`stop` waits for `open` to reach 0).
     channel_ended: Notify,
+    /// OPS-1: the stop is graceful: channels are closed with 1001 `relay_stopping`, not
+    /// dropped as a crash drops them.
+    graceful: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -220,6 +226,26 @@ impl RelayHandle {
         self.limits.stats()
     }
 
+    /// OPS-1: stop on purpose: stop listening, close every channel with 1001
+    /// `relay_stopping` (clients fail over at once instead of waiting for their health check),
+    /// and return the final counters.
+    pub async fn shutdown(self) -> RelayStatus {
+        self.counters.graceful.store(true, Ordering::SeqCst);
+        let counters = self.counters.clone();
+        let limits = self.limits.clone();
+        let local_addr = self.local_addr;
+        let open_at_stop = counters.open.load(Ordering::SeqCst);
+        self.stop().await;
+        RelayStatus {
+            listen: local_addr.to_string(),
+            paths: Vec::new(),
+            // The channels the stop closed.
+            open_channels: open_at_stop,
+            accepted_total: counters.accepted.load(Ordering::SeqCst),
+            server: limits.stats(),
+        }
+    }
+
     /// Drops every channel and stops listening; returns once the listener is closed and every
     /// channel's socket is dropped (bounded by `STOP_DRAIN_TIMEOUT`), so that nothing is
     /// answered after it returns, as after a crash.
@@ -297,7 +323,13 @@ async fn serve_channel(shared: Shared, mut socket: WebSocket) {
             // heartbeat now and then).
             biased;
             // A stopped relay drops the socket without a close frame, as a crashed host would.
-            () = super::stopped(&mut stop) => break,
+            () = super::stopped(&mut stop) => {
+                if shared.counters.graceful.load(Ordering::SeqCst) {
+                    let close = CloseFrame { code: RELAY_STOPPING_CODE, reason: RELAY_STOPPING.into() };
+                    let _ = tokio::time::timeout(Duration::from_secs(1), socket.send(Message::Close(Some(close)))).await;
+                }
+                break;
+            }
             event = idle.next() => match event {
                 IdleEvent::Ping => {
                     if socket.send(Message::Ping(Default::default())).await.is_err() {

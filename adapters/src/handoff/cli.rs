@@ -31,6 +31,7 @@ use super::proto::{
     DRAIN_PATH, UNDRAIN_PATH,
 };
 use super::store::{SqlStore, StoreOptions};
+use crate::lifecycle;
 use crate::serve::{LimitArgs, DEFAULT_LIMITS};
 
 const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
@@ -457,20 +458,6 @@ fn print_json<T: serde::Serialize>(v: &T) {
     }
 }
 
-async fn ctrl_c_or(duration: Option<Duration>) {
-    match duration {
-        Some(d) => {
-            tokio::select! {
-                _ = tokio::time::sleep(d) => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-}
-
 pub async fn run(command: HandoffCommand) -> ExitCode {
     let result = match command {
         HandoffCommand::Cell(a) => run_cell(*a).await,
@@ -600,6 +587,8 @@ async fn undrain(a: UndrainArgs) -> Result<(), String> {
 }
 
 async fn run_cell(a: CellArgs) -> Result<(), String> {
+    // OPS-1: registered first, so a signal during start-up is a graceful stop too.
+    let signals = lifecycle::Signals::listen();
     let internal = cell_keys(&a)?;
     let desktop = secret(
         &a.desktop_secret,
@@ -619,12 +608,34 @@ async fn run_cell(a: CellArgs) -> Result<(), String> {
     let cell = start_cell(cfg, store, Clock::default())
         .await
         .map_err(|e| e.to_string())?;
-    info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; Ctrl-C stops it");
+    info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; SIGTERM or Ctrl-C stops it");
     tokio::select! {
-        () = ctrl_c_or(None) => {}
+        _ = signals.stopped() => {}
         () = reload_keys_on_sighup(&cell, a.keys_file.as_deref()) => {}
     }
-    cell.stop().await;
+    // Attempts in flight get most of the bound; the rest is for closing and the lease.
+    let attempts_bound = lifecycle::STOP_BOUND.saturating_sub(Duration::from_secs(2));
+    let mut stats = None;
+    lifecycle::bounded_stop("the cell", async {
+        stats = Some(cell.shutdown(attempts_bound).await);
+    })
+    .await?;
+    if let Some(s) = stats {
+        info!(
+            cell = a.cell_id,
+            clients_attached = s.clients_attached,
+            attempts_started = s.attempts_started,
+            transactions_run = s.transactions_run,
+            retired_committed = s.retired_committed,
+            busy_answers = s.busy_answers,
+            drains = s.drains,
+            relayed = s.relayed,
+            clients_unauthenticated = s.clients_unauthenticated,
+            internal_refused = s.internal_refused,
+            connections_admitted = s.server.connections_admitted,
+            "cell stopped"
+        );
+    }
     Ok(())
 }
 
@@ -691,11 +702,33 @@ async fn run_director(a: DirectorArgs) -> Result<(), String> {
         print_json(&report);
         return Ok(());
     }
+    // OPS-1: registered before the first pass (`--once` keeps the default: Ctrl-C ends it).
+    let signals = lifecycle::Signals::listen();
     let (stop, stop_rx) = watch::channel(false);
-    let task = tokio::spawn(director.run(stop_rx));
-    ctrl_c_or(None).await;
-    let _ = stop.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    let mut task = tokio::spawn(director.run(stop_rx));
+    let totals = tokio::select! {
+        _ = signals.stopped() => {
+            // A pass in flight finishes (its requests are idempotent by op id anyway).
+            let _ = stop.send(true);
+            let mut totals = None;
+            lifecycle::bounded_stop("the director", async {
+                totals = (&mut task).await.ok();
+            })
+            .await?;
+            totals
+        }
+        ended = &mut task => ended.ok(),
+    };
+    if let Some(t) = totals {
+        info!(
+            passes = t.passes,
+            failed_passes = t.failed_passes,
+            dispatched = t.dispatched,
+            committed = t.committed,
+            failed = t.failed,
+            "director stopped"
+        );
+    }
     Ok(())
 }
 
@@ -713,6 +746,8 @@ fn parse_measure(m: &str) -> Result<(u32, u32, u32), String> {
 }
 
 async fn run_desktop(a: DesktopArgs) -> Result<(), String> {
+    // OPS-1: registered first, so a signal during start-up is a graceful stop too.
+    let signals = lifecycle::Signals::listen();
     let token = match (a.token, a.desktop_secret) {
         (Some(t), _) => t,
         (None, Some(s)) => secret(&s, "--desktop-secret")?.desktop_token(a.host),
@@ -729,14 +764,16 @@ async fn run_desktop(a: DesktopArgs) -> Result<(), String> {
         pace_max: Duration::from_secs(5),
         ping_every: Duration::from_secs(15),
     });
-    ctrl_c_or(a.for_ms.map(Duration::from_millis)).await;
+    signals.stopped_or(a.for_ms.map(Duration::from_millis)).await;
     let state = handle.state();
-    handle.stop().await;
+    lifecycle::bounded_stop("the desktop", handle.stop()).await?;
     print_json(&state);
     Ok(())
 }
 
 async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
+    // OPS-1: registered first, so a signal during start-up is a graceful stop too.
+    let signals = lifecycle::Signals::listen();
     let mutations = (0..a.mutations)
         .map(|n| format!("{}-{n}", a.prefix))
         .collect();
@@ -755,8 +792,14 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
     cfg.hold = Duration::from_millis(a.hold_ms);
     cfg.old_client = a.old_client;
     cfg.max_attempts = a.max_attempts;
-    let (_stop, stop_rx) = watch::channel(false);
+    let (stop, stop_rx) = watch::channel(false);
+    // OPS-1: a signal stops the mobile between frames; it still prints its report.
+    let signalled = tokio::spawn(async move {
+        signals.stopped().await;
+        let _ = stop.send(true);
+    });
     let report = run_mobile(cfg, stop_rx).await;
+    signalled.abort();
     let done = report.done;
     let refused = report.not_authenticated;
     print_json(&report);

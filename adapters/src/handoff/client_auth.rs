@@ -93,7 +93,12 @@ pub fn verify_client(
     else {
         return Err(ClientAuthError::Malformed);
     };
-    if expires.is_empty() || !expires.bytes().all(|b| b.is_ascii_digit()) {
+    // One spelling per token: digits only, no leading zero (the long fuzz run found `01…`
+    // accepted as a second spelling of the same expiry).
+    if expires.is_empty()
+        || !expires.bytes().all(|b| b.is_ascii_digit())
+        || (expires.len() > 1 && expires.starts_with('0'))
+    {
         return Err(ClientAuthError::Malformed);
     }
     let expires_ms: u64 = expires.parse().map_err(|_| ClientAuthError::Malformed)?;
@@ -178,6 +183,8 @@ mod tests {
         let (prefix, tag) = token.rsplit_once('.').expect("a tag");
         let upper = format!("{prefix}.{}", tag.to_uppercase());
         assert_eq!(check(7, Some(&bearer(&upper))), Err(ClientAuthError::Malformed));
+        let zero_padded = token.replacen("v1.", "v1.0", 1);
+        assert_eq!(check(7, Some(&bearer(&zero_padded))), Err(ClientAuthError::Malformed));
         for malformed in [
             "",
             "v1",

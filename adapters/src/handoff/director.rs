@@ -44,6 +44,31 @@ pub struct DirectorConfig {
     pub interval: Duration,
 }
 
+/// OPS-1: what a running director did, summed over its passes (logged when it stops).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DirectorTotals {
+    pub passes: u64,
+    /// Passes the store failed.
+    pub failed_passes: u64,
+    pub dispatched: u64,
+    pub committed: u64,
+    pub failed: u64,
+}
+
+impl DirectorTotals {
+    fn add(&mut self, pass: &Result<PassReport, StoreFailure>) {
+        self.passes += 1;
+        match pass {
+            Ok(r) => {
+                self.dispatched += u64::from(r.dispatched);
+                self.committed += u64::from(r.committed);
+                self.failed += u64::from(r.failed);
+            }
+            Err(_) => self.failed_passes += 1,
+        }
+    }
+}
+
 /// What one pass did.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PassReport {
@@ -232,19 +257,23 @@ impl Director {
         Ok(report)
     }
 
-    /// Run passes every `interval` until `stop` is set.
-    pub async fn run(self, mut stop: watch::Receiver<bool>) {
+    /// Run passes every `interval` until `stop` is set; a pass in flight finishes. Returns
+    /// the totals (OPS-1: the final counters).
+    pub async fn run(self, mut stop: watch::Receiver<bool>) -> DirectorTotals {
         let mut tick = tokio::time::interval(self.cfg.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut totals = DirectorTotals::default();
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 stopped = async { stop.wait_for(|s| *s).await.is_ok() } => {
-                    if stopped { return; }
+                    if stopped { return totals; }
                     std::future::pending::<()>().await;
                 }
             }
-            match self.pass().await {
+            let pass = self.pass().await;
+            totals.add(&pass);
+            match pass {
                 Ok(r) => info!(
                     examined = r.examined,
                     dispatched = r.dispatched,

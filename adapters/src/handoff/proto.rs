@@ -31,6 +31,9 @@ pub const CLOSE_DRAINING: u16 = switchyard_core::handoff::cell::close_code::DRAI
 /// Ordinary retryable error (try again later).
 pub const CLOSE_TRY_AGAIN: u16 = switchyard_core::handoff::cell::close_code::TRY_AGAIN;
 pub const CLOSE_INTERNAL: u16 = 1011;
+/// OPS-1: the cell stops on purpose (close code 1001 "going away", and the reason below).
+pub const CLOSE_GOING_AWAY: u16 = 1001;
+pub const CELL_STOPPING: &str = "cell_stopping";
 pub const CLOSE_POLICY: u16 = 1008;
 
 /// Desktop -> cell (control socket).

@@ -474,6 +474,15 @@ impl SourceCell {
         self.hosts.get(&host).map(|s| (s.machine_id, &s.machine))
     }
 
+    /// OPS-1: machines with an attempt in flight (a graceful stop waits for them to end).
+    #[must_use]
+    pub fn attempts_in_flight(&self) -> usize {
+        self.hosts
+            .values()
+            .filter(|s| s.machine.attempt().is_some())
+            .count()
+    }
+
     /// The host's open control session, if any.
     #[must_use]
     pub fn control(&self, host: HostId) -> Option<SessionId> {

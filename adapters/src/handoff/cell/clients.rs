@@ -25,6 +25,7 @@ use crate::handoff::proto::{
     Capabilities, CellToClient, CellToDesktop, ClientFrame, ResolveAnswer, Undelivered,
     IDLE_HANDOFF_CAPABILITY,
 };
+use crate::handoff::proto::{CELL_STOPPING, CLOSE_GOING_AWAY};
 use crate::serve::{IdleEvent, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON};
 
 /// Bounds (SEC-3) per client socket. The bound on clients per host is the core's
@@ -294,7 +295,13 @@ async fn client_loop(
                     return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await;
                 }
             },
-            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => return,
+            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+                // OPS-1: a graceful stop says why; a crash drops the socket.
+                if sh.graceful() {
+                    close_ws(socket, CLOSE_GOING_AWAY, CELL_STOPPING).await;
+                }
+                return;
+            }
         }
     }
 }

@@ -23,6 +23,7 @@ use super::pump::ControlCmd;
 use super::work::Work;
 use super::{close_ws, ms, send_json, Shared};
 use crate::handoff::proto::{CellToClient, CellToDesktop, DesktopFrame, IDLE_HANDOFF_CAPABILITY};
+use crate::handoff::proto::{CELL_STOPPING, CLOSE_GOING_AWAY};
 use crate::serve::{IdleEvent, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON};
 
 const CONTROL_QUEUE: usize = 256;
@@ -230,7 +231,15 @@ async fn control_loop(
                 }
                 IdleEvent::Expired => return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await,
             },
-            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => return,
+            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+                // OPS-1: the desktop resolves and reconnects (here once the cell is back).
+                if sh.graceful() {
+                    let frame = CellToDesktop::Draining { reason: CELL_STOPPING.to_owned() };
+                    let _ = send_json(&mut socket, &frame).await;
+                    close_ws(socket, CLOSE_GOING_AWAY, CELL_STOPPING).await;
+                }
+                return;
+            }
         }
     }
 }

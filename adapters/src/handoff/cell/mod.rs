@@ -130,6 +130,10 @@ impl CellConfig {
     }
 }
 
+/// OPS-1: how long a graceful stop waits for its sessions to close (each close is bounded by
+/// 1 s itself).
+const SESSIONS_CLOSE_BOUND: Duration = Duration::from_millis(1500);
+
 /// SEC-1: a week: a paired client gets a new credential from its desktop at least that often.
 pub const DEFAULT_CLIENT_TOKEN_MAX_LIFETIME: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -236,6 +240,9 @@ struct Shared {
     /// Client connection ids (adapter-local: they name a socket, never a decision).
     ids: AtomicU64,
     alive: AtomicBool,
+    /// OPS-1: a graceful stop is under way: sessions close with a reason instead of being
+    /// dropped as a crash drops them.
+    graceful: AtomicBool,
     shutdown: watch::Sender<bool>,
     stats: Counters,
     hooks: CellHooks,
@@ -254,6 +261,10 @@ impl Shared {
 
     fn alive(&self) -> bool {
         self.alive.load(Ordering::SeqCst)
+    }
+
+    fn graceful(&self) -> bool {
+        self.graceful.load(Ordering::SeqCst)
     }
 
     fn stats(&self) -> CellStats {
@@ -355,6 +366,39 @@ impl CellHandle {
         }
     }
 
+    /// OPS-1: stop gracefully. Stop accepting; close every client (1001 `cell_stopping`) and
+    /// desktop control (`draining` `cell_stopping`, then 1001) with a reason; let attempts in
+    /// flight finish their transactions and reconciliations for up to `attempts_bound`; then
+    /// stop and release the identity lease (a successor may start at once). Returns the final
+    /// counters.
+    pub async fn shutdown(&self, attempts_bound: Duration) -> CellStats {
+        let sh = &self.shared;
+        sh.graceful.store(true, Ordering::SeqCst);
+        let _ = sh.shutdown.send(true);
+        let deadline = tokio::time::Instant::now() + attempts_bound;
+        let mut in_flight = sh.endpoint().cell.attempts_in_flight();
+        while in_flight > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            in_flight = sh.endpoint().cell.attempts_in_flight();
+        }
+        if in_flight > 0 {
+            warn!(
+                cell = sh.cfg.cell.0,
+                attempts = in_flight,
+                "stopping with handoff attempts in flight: the director re-sends them and the next start reconciles"
+            );
+        }
+        // Every session closes with its reason before the cell's state is cleared (clearing
+        // drops the sessions the way a crash does).
+        let closing = tokio::time::Instant::now() + SESSIONS_CLOSE_BOUND;
+        while sh.endpoint().open_sessions() > 0 && tokio::time::Instant::now() < closing {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let stats = sh.stats();
+        self.stop().await;
+        stats
+    }
+
     /// Test seam: stop as a crashed process would (see `abort`). Only with `test-hooks`: a
     /// release binary stops through `stop` (or drop), never by simulating a crash.
     #[cfg(feature = "test-hooks")]
@@ -425,6 +469,7 @@ pub async fn start_cell(
         waiters: Mutex::new(HashMap::new()),
         ids: AtomicU64::new(1),
         alive: AtomicBool::new(true),
+        graceful: AtomicBool::new(false),
         shutdown,
         stats: Counters::default(),
         hooks: CellHooks::default(),

@@ -100,6 +100,11 @@ impl Endpoint {
         self.hosts.get(&host).map_or(0, |l| l.clients.len())
     }
 
+    /// OPS-1: client sockets and control sessions still open (a graceful stop waits for 0).
+    pub(super) fn open_sessions(&self) -> usize {
+        self.hosts.values().map(|l| l.clients.len()).sum::<usize>() + self.controls.len()
+    }
+
     /// Attach a client socket of `machine`; the receiver closes it on a hard drain.
     pub(super) fn attach_client(
         &mut self,

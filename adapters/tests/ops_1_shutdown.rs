@@ -1,0 +1,202 @@
+//! OPS-1 over the real binary: SIGTERM and SIGINT stop every long-running command gracefully
+//! within the bound, with its final counters in the log, exit 0. A relay closes its channels
+//! with a reason; a cell releases its identity lease (a successor starts at once).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use tokio_tungstenite::tungstenite::Message;
+
+const WAIT: Duration = Duration::from_secs(15);
+const SECRET: &str = "ops-test-secret-0123456789abcdef";
+
+/// A `switchyard` process, its stderr collected, and the first value after `key=` it logged.
+struct Process {
+    child: Child,
+    log: Arc<Mutex<String>>,
+    found: mpsc::Receiver<String>,
+}
+
+impl Process {
+    fn start(args: &[&str], key: &'static str) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env("SWITCHYARD_HANDOFF_SECRET", SECRET)
+            .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn switchyard");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        let (tx, found) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(v) = line
+                    .split(key)
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                {
+                    let _ = tx.send(v.to_owned());
+                }
+                let mut log = sink.lock().expect("log");
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Process { child, log, found }
+    }
+
+    fn found(&self) -> String {
+        self.found
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| panic!("never logged the value; log:\n{}", self.log()))
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Exit code, waiting at most `within`.
+    fn exit_within(&mut self, within: Duration) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(
+                started.elapsed() < within,
+                "still running {within:?} after the signal; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().expect("log").clone()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_1_sigterm_stops_a_relay_gracefully_closing_its_channels_with_a_reason() {
+    let mut relay = Process::start(
+        &["relay", "--listen", "127.0.0.1:0", "--path", "/r"],
+        "local_addr=",
+    );
+    let addr = relay.found();
+    let (mut channel, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/r"))
+        .await
+        .expect("channel");
+    // The channel is served (a heartbeat answered) before the signal.
+    futures_util::SinkExt::send(&mut channel, Message::text("ping"))
+        .await
+        .expect("ping");
+    let pong = tokio::time::timeout(WAIT, channel.next()).await.expect("pong in time");
+    assert!(matches!(pong, Some(Ok(Message::Text(ref t))) if t.as_str() == "pong"), "{pong:?}");
+    relay.signal("TERM");
+    let close = tokio::time::timeout(WAIT, async {
+        loop {
+            match channel.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => {}
+                other => panic!("channel ended without a close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("closed in time")
+    .expect("a close frame");
+    assert_eq!(u16::from(close.code), 1001);
+    assert_eq!(close.reason.as_str(), "relay_stopping");
+    assert_eq!(relay.exit_within(WAIT), Some(0), "{}", relay.log());
+    let log = relay.log();
+    assert!(log.contains("stopping gracefully") && log.contains("SIGTERM"), "{log}");
+    assert!(
+        log.contains("relay stopped") && log.contains("accepted_total=1"),
+        "{log}"
+    );
+}
+
+#[test]
+fn ops_1_sigterm_stops_a_cell_and_releases_its_lease_for_a_successor() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = format!("sqlite://{}", dir.path().join("cell.db").display());
+    let args = [
+        "cell",
+        "--db",
+        db.as_str(),
+        "--cell-id",
+        "3",
+        "--listen",
+        "127.0.0.1:0",
+        "--cell-lease-ms",
+        "60000",
+    ];
+    let mut cell = Process::start(&args, "url=");
+    let _url = cell.found();
+    cell.signal("TERM");
+    assert_eq!(cell.exit_within(WAIT), Some(0), "{}", cell.log());
+    let log = cell.log();
+    assert!(log.contains("cell stopped"), "{log}");
+    assert!(log.contains("its lease is released"), "{log}");
+    // The lease (a minute) was released: a successor starts at once.
+    let successor = Process::start(&args, "url=");
+    let _ = successor.found();
+    assert!(
+        !successor.log().contains("held by a live process"),
+        "{}",
+        successor.log()
+    );
+}
+
+#[test]
+fn ops_1_sigint_stops_a_director_with_its_totals() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = format!("sqlite://{}", dir.path().join("d.db").display());
+    let mut director = Process::start(
+        &["director", "--db", db.as_str(), "--interval-ms", "100"],
+        "examined=",
+    );
+    let _ = director.found();
+    director.signal("INT");
+    assert_eq!(director.exit_within(WAIT), Some(0), "{}", director.log());
+    let log = director.log();
+    assert!(log.contains("director stopped") && log.contains("passes="), "{log}");
+}
+
+mod handoff_rig;
+
+/// OPS-1 in process: a graceful cell stop closes its clients with 1001 `cell_stopping` (a crash
+/// drops them without a close frame) and returns the final counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_1_a_graceful_cell_stop_closes_clients_with_a_reason() {
+    use handoff_rig::*;
+    let mut rig = Rig::new(Backend::Sqlite, "ops_1_cell").await;
+    rig.start(SRC).await;
+    let desk = rig.desktop_at(7, SRC).await;
+    let (client, arrival) = RawClient::dial(&rig.cell(SRC).url, 7).await;
+    assert_eq!(arrival, Arrival::Attached(SRC.0));
+    let stats = rig.cell(SRC).shutdown(Duration::from_secs(2)).await;
+    assert_eq!(stats.clients_attached, 1);
+    assert_eq!(client.expect("client").closed(WAIT).await, Some(1001));
+    desk.stop().await;
+}
