@@ -273,7 +273,7 @@ impl RelayHandle {
                 "relay stopped with channels still closing"
             );
         }
-        tracing::info!(local_addr = %self.local_addr, "relay stopped");
+        tracing::info!(local_addr = %self.local_addr, "relay listener and channels closed");
     }
 
     fn stop_now(&self) {

@@ -451,6 +451,11 @@ fn cell_keys(a: &CellArgs) -> Result<KeyRing, String> {
     }
 }
 
+fn print_line(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+}
+
 fn print_json<T: serde::Serialize>(v: &T) {
     if let Ok(text) = serde_json::to_string(v) {
         let mut out = std::io::stdout().lock();
@@ -467,7 +472,8 @@ pub async fn run(command: HandoffCommand) -> ExitCode {
         HandoffCommand::DesktopToken(a) => secret(&a.desktop_secret, "--desktop-secret").map(|s| {
             print_json(&s.desktop_token(a.host));
         }),
-        HandoffCommand::ClientToken(a) => a.mint().map(|token| print_json(&token)),
+        // Raw, not JSON: `TOKEN=$(switchyard client-token …)` is how it is used.
+        HandoffCommand::ClientToken(a) => a.mint().map(|token| print_line(&token)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
