@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use switchyard_adapters::telemetry::LogFormat;
 use switchyard_adapters::{failover, handoff};
 
 #[derive(Parser, Debug)]
@@ -12,6 +13,9 @@ use switchyard_adapters::{failover, handoff};
     about = "Switchyard relay failover and idle handoff"
 )]
 struct Cli {
+    /// OPS-2: log lines as plain text (colour only on a terminal) or one JSON object a line.
+    #[arg(long, global = true, value_enum, env = "SWITCHYARD_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -30,7 +34,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    switchyard_adapters::telemetry::init();
+    if let Err(message) = switchyard_adapters::telemetry::init(cli.log_format) {
+        eprintln!("switchyard: {message}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -221,7 +221,13 @@ fn sec_4_fuzz_internal_request_signature() {
         let mut parts = text.splitn(8, '\n');
         let method = parts.next().unwrap_or("");
         let path = parts.next().unwrap_or("");
-        let (c, t, n, k, sig) = (parts.next(), parts.next(), parts.next(), parts.next(), parts.next());
+        let (c, t, n, k, sig) = (
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+            parts.next(),
+        );
         let received_body = parts.next().unwrap_or("");
         let received = Received {
             method,

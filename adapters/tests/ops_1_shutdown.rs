@@ -110,8 +110,13 @@ async fn ops_1_sigterm_stops_a_relay_gracefully_closing_its_channels_with_a_reas
     futures_util::SinkExt::send(&mut channel, Message::text("ping"))
         .await
         .expect("ping");
-    let pong = tokio::time::timeout(WAIT, channel.next()).await.expect("pong in time");
-    assert!(matches!(pong, Some(Ok(Message::Text(ref t))) if t.as_str() == "pong"), "{pong:?}");
+    let pong = tokio::time::timeout(WAIT, channel.next())
+        .await
+        .expect("pong in time");
+    assert!(
+        matches!(pong, Some(Ok(Message::Text(ref t))) if t.as_str() == "pong"),
+        "{pong:?}"
+    );
     relay.signal("TERM");
     let close = tokio::time::timeout(WAIT, async {
         loop {
@@ -129,7 +134,10 @@ async fn ops_1_sigterm_stops_a_relay_gracefully_closing_its_channels_with_a_reas
     assert_eq!(close.reason.as_str(), "relay_stopping");
     assert_eq!(relay.exit_within(WAIT), Some(0), "{}", relay.log());
     let log = relay.log();
-    assert!(log.contains("stopping gracefully") && log.contains("SIGTERM"), "{log}");
+    assert!(
+        log.contains("stopping gracefully") && log.contains("SIGTERM"),
+        "{log}"
+    );
     assert!(
         log.contains("relay stopped") && log.contains("accepted_total=1"),
         "{log}"
@@ -180,7 +188,10 @@ fn ops_1_sigint_stops_a_director_with_its_totals() {
     director.signal("INT");
     assert_eq!(director.exit_within(WAIT), Some(0), "{}", director.log());
     let log = director.log();
-    assert!(log.contains("director stopped") && log.contains("passes="), "{log}");
+    assert!(
+        log.contains("director stopped") && log.contains("passes="),
+        "{log}"
+    );
 }
 
 mod handoff_rig;

@@ -409,4 +409,3 @@ fn expiry(now: u64, expires_in: Option<u64>, expires_at: Option<u64>) -> Result<
         )
     })
 }
-

@@ -770,7 +770,9 @@ async fn run_desktop(a: DesktopArgs) -> Result<(), String> {
         pace_max: Duration::from_secs(5),
         ping_every: Duration::from_secs(15),
     });
-    signals.stopped_or(a.for_ms.map(Duration::from_millis)).await;
+    signals
+        .stopped_or(a.for_ms.map(Duration::from_millis))
+        .await;
     let state = handle.state();
     lifecycle::bounded_stop("the desktop", handle.stop()).await?;
     print_json(&state);

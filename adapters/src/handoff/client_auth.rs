@@ -182,9 +182,15 @@ mod tests {
         assert_eq!(check(7, Some(&token)), Err(ClientAuthError::Malformed));
         let (prefix, tag) = token.rsplit_once('.').expect("a tag");
         let upper = format!("{prefix}.{}", tag.to_uppercase());
-        assert_eq!(check(7, Some(&bearer(&upper))), Err(ClientAuthError::Malformed));
+        assert_eq!(
+            check(7, Some(&bearer(&upper))),
+            Err(ClientAuthError::Malformed)
+        );
         let zero_padded = token.replacen("v1.", "v1.0", 1);
-        assert_eq!(check(7, Some(&bearer(&zero_padded))), Err(ClientAuthError::Malformed));
+        assert_eq!(
+            check(7, Some(&bearer(&zero_padded))),
+            Err(ClientAuthError::Malformed)
+        );
         for malformed in [
             "",
             "v1",

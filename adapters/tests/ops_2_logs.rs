@@ -1,0 +1,80 @@
+//! OPS-2 over the real binary: logs are plain text without colour when not on a terminal, one
+//! JSON object a line on request, and a `RUST_LOG` that does not parse is an error naming it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The first `n` stderr lines of `switchyard ARGS` (then it is stopped).
+fn first_lines(args: &[&str], env: &[(&str, &str)], n: usize) -> Vec<String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let lines = (0..n)
+        .map_while(|_| rx.recv_timeout(Duration::from_secs(10)).ok())
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+#[test]
+fn ops_2_text_logs_have_no_colour_codes_when_not_on_a_terminal() {
+    let lines = first_lines(&["relay", "--listen", "127.0.0.1:0"], &[], 1);
+    assert_eq!(lines.len(), 1);
+    assert!(lines[0].contains("relay listening"), "{lines:?}");
+    assert!(
+        !lines[0].contains('\u{1b}'),
+        "ANSI escape in {:?}",
+        lines[0]
+    );
+}
+
+#[test]
+fn ops_2_log_format_json_writes_one_object_a_line() {
+    for args in [
+        vec!["--log-format", "json", "relay", "--listen", "127.0.0.1:0"],
+        vec!["relay", "--listen", "127.0.0.1:0", "--log-format", "json"],
+    ] {
+        let lines = first_lines(&args, &[], 1);
+        let v: serde_json::Value = serde_json::from_str(&lines[0]).expect("a JSON line");
+        assert_eq!(v["message"], "relay listening", "{v}");
+        assert_eq!(v["level"], "INFO");
+    }
+    let lines = first_lines(
+        &["relay", "--listen", "127.0.0.1:0"],
+        &[("SWITCHYARD_LOG_FORMAT", "json")],
+        1,
+    );
+    assert!(lines[0].starts_with('{'), "{lines:?}");
+}
+
+#[test]
+fn ops_2_a_bad_rust_log_is_an_error_naming_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["relay", "--listen", "127.0.0.1:0"])
+        .env("RUST_LOG", "info,[[[")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("RUST_LOG") && stderr.contains("[[["),
+        "{stderr}"
+    );
+}
