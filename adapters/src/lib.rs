@@ -4,5 +4,6 @@
 pub mod failover;
 pub mod handoff;
 pub mod lifecycle;
+pub mod probes;
 pub mod serve;
 pub mod telemetry;

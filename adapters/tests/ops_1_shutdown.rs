@@ -181,7 +181,15 @@ fn ops_1_sigint_stops_a_director_with_its_totals() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("d.db").display());
     let mut director = Process::start(
-        &["director", "--db", db.as_str(), "--interval-ms", "100"],
+        &[
+            "director",
+            "--db",
+            db.as_str(),
+            "--interval-ms",
+            "100",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
         "examined=",
     );
     let _ = director.found();

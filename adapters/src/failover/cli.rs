@@ -17,7 +17,9 @@ use super::drill::{self, Scene};
 use super::driver::{ClientConfig, ClientHandle};
 use super::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
 use crate::lifecycle;
+use crate::probes::{self, Probe, Sample};
 use crate::serve::LimitArgs;
+use std::sync::Arc;
 
 #[derive(Subcommand, Debug)]
 pub enum FailoverCommand {
@@ -85,6 +87,10 @@ pub struct ClientArgs {
     /// switches probing off (the seed's behaviour).
     #[arg(long)]
     probe_max_ms: Option<String>,
+    /// OPS-2 / FO-D11: serve /healthz, /readyz and /metrics on this address. Off unless given:
+    /// the client exposes nothing by default.
+    #[arg(long, env = "SWITCHYARD_METRICS_LISTEN")]
+    metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -201,6 +207,34 @@ async fn relay(args: RelayArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// OPS-2 / FO-D11: the client's probes, only with `--metrics-listen`.
+struct ClientProbe(tokio::sync::watch::Receiver<switchyard_core::failover::Stats>);
+
+impl Probe for ClientProbe {
+    fn ready(&self) -> Result<(), String> {
+        match self.0.borrow().current {
+            Some(_) => Ok(()),
+            None => Err("no relay channel".to_owned()),
+        }
+    }
+
+    fn samples(&self) -> Vec<Sample> {
+        let stats = self.0.borrow().clone();
+        let mut samples = probes::counters_of("client", "failover client counter", &stats.counters);
+        samples.push(probes::gauge(
+            "client_on_channel",
+            "1 while the client has a relay channel",
+            u64::from(stats.current.is_some()),
+        ));
+        samples.push(probes::gauge(
+            "client_cooling_urls",
+            "URLs in cooldown now",
+            stats.cooldown.len() as u64,
+        ));
+        samples
+    }
+}
+
 /// The thresholds: the environment first (strict, FO-CFG-1), then flags, with the same rules.
 pub fn thresholds_from_env_and_flags(
     env: impl Fn(&str) -> Option<String>,
@@ -281,8 +315,14 @@ async fn client(args: ClientArgs) -> Result<(), String> {
         channel: ChannelConfig::default(),
         directory,
     });
+    let (probes_stop, probes_stop_rx) = tokio::sync::watch::channel(false);
+    if let Some(listen) = args.metrics_listen {
+        let probe = Arc::new(ClientProbe(client.stats_watch()));
+        probes::serve_alone("client", listen, probe, probes_stop_rx).await?;
+    }
     signals.stopped().await;
     let stats = client.stats();
+    let _ = probes_stop.send(true);
     lifecycle::bounded_stop("the client", client.stop()).await?;
     tracing::info!(
         switches = stats.counters.switches,

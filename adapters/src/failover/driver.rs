@@ -86,6 +86,11 @@ impl ClientHandle {
         self.stats.borrow().clone()
     }
 
+    /// OPS-2: a receiver of every stats change (the probes read it).
+    pub fn stats_watch(&self) -> watch::Receiver<Stats> {
+        self.stats.clone()
+    }
+
     /// Every rendered `[relay-switch]` / `[relay-skip]` / `[relay-attach]` line from now on.
     pub fn subscribe_lines(&self) -> broadcast::Receiver<LogLine> {
         self.lines.subscribe()

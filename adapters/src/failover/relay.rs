@@ -18,6 +18,9 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use crate::probes::{
+    self, counter, gauge, server_samples, Probe, Sample, HEALTHZ_PATH, METRICS_PATH, READYZ_PATH,
+};
 use crate::serve::{
     IdleEvent, Server, ServerLimits, ServerStats, DEFAULT_LIMITS, IDLE_CLOSE_CODE,
     IDLE_CLOSE_REASON,
@@ -145,6 +148,12 @@ pub fn check_paths(paths: &[String]) -> Result<(), RelayError> {
         if path == "/status" {
             return bad(path, "/status is the relay's own status page");
         }
+        if [HEALTHZ_PATH, READYZ_PATH, METRICS_PATH].contains(&path.as_str()) {
+            return bad(
+                path,
+                "/healthz, /readyz and /metrics are the relay's own probes",
+            );
+        }
         let literal = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~');
         if !rest.is_empty() && rest.split('/').any(|segment| segment.is_empty()) {
             return bad(path, "has an empty segment ('//' or a trailing '/')");
@@ -194,7 +203,8 @@ impl RelayHandle {
         for path in &config.paths {
             router = router.route(path, get(accept));
         }
-        let router = server.layer(router.with_state(shared));
+        let probes = probes::routes(Arc::new(shared.clone()));
+        let router = server.layer(router.with_state(shared).merge(probes));
         let limits = server.clone();
         let server = tokio::spawn(server.run(listener, router, stop_rx));
         tracing::info!(%local_addr, paths = ?config.paths, "relay listening");
@@ -284,6 +294,33 @@ impl RelayHandle {
 impl Drop for RelayHandle {
     fn drop(&mut self) {
         self.stop_now();
+    }
+}
+
+/// OPS-2: ready while it serves; not while it stops.
+impl Probe for Shared {
+    fn ready(&self) -> Result<(), String> {
+        if *self.stop.borrow() || self.counters.graceful.load(Ordering::SeqCst) {
+            return Err("the relay is stopping".to_owned());
+        }
+        Ok(())
+    }
+
+    fn samples(&self) -> Vec<Sample> {
+        let mut samples = vec![
+            gauge(
+                "relay_channels_open",
+                "relay channels open now",
+                self.counters.open.load(Ordering::Relaxed),
+            ),
+            counter(
+                "relay_channels_accepted",
+                "relay channels accepted since start",
+                self.counters.accepted.load(Ordering::Relaxed),
+            ),
+        ];
+        samples.extend(server_samples(&self.server.stats()));
+        samples
     }
 }
 

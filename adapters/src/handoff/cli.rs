@@ -7,6 +7,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -24,7 +25,7 @@ use super::cell::{start_cell, CellConfig, CellHandle};
 use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
 use super::client_auth::mint_client_token;
 use super::clock::Clock;
-use super::director::{Director, DirectorConfig};
+use super::director::{Director, DirectorConfig, DirectorTotals};
 use super::http;
 use super::proto::{
     DrainAnswer, DrainRequest, DrainState, RefusedAnswer, UndrainAnswer, UndrainRequest,
@@ -32,6 +33,7 @@ use super::proto::{
 };
 use super::store::{SqlStore, StoreOptions};
 use crate::lifecycle;
+use crate::probes::{self, Probe, Sample};
 use crate::serve::{LimitArgs, DEFAULT_LIMITS};
 
 const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
@@ -239,6 +241,13 @@ pub struct DirectorArgs {
     /// Run one pass, print its JSON report, exit.
     #[arg(long)]
     once: bool,
+    /// OPS-2: where /healthz, /readyz and /metrics listen (not with --once).
+    #[arg(
+        long,
+        env = "SWITCHYARD_METRICS_LISTEN",
+        default_value = "127.0.0.1:9464"
+    )]
+    metrics_listen: SocketAddr,
 }
 
 #[derive(Args, Debug)]
@@ -711,6 +720,13 @@ async fn run_director(a: DirectorArgs) -> Result<(), String> {
     // OPS-1: registered before the first pass (`--once` keeps the default: Ctrl-C ends it).
     let signals = lifecycle::Signals::listen();
     let (stop, stop_rx) = watch::channel(false);
+    probes::serve_alone(
+        "director",
+        a.metrics_listen,
+        Arc::new(DirectorProbe(director.totals())),
+        stop_rx.clone(),
+    )
+    .await?;
     let mut task = tokio::spawn(director.run(stop_rx));
     let totals = tokio::select! {
         _ = signals.stopped() => {
@@ -736,6 +752,30 @@ async fn run_director(a: DirectorArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// OPS-2: the director is ready unless its last pass failed on the store.
+struct DirectorProbe(Arc<std::sync::Mutex<DirectorTotals>>);
+
+impl Probe for DirectorProbe {
+    fn ready(&self) -> Result<(), String> {
+        let totals = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if totals.last_pass_failed {
+            return Err("the last pass failed: the store is unreachable".to_owned());
+        }
+        Ok(())
+    }
+
+    fn samples(&self) -> Vec<Sample> {
+        let totals = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut samples = probes::counters_of("director", "director total", &totals);
+        samples.push(probes::gauge(
+            "director_last_pass_failed",
+            "1 if the last pass failed on the store",
+            u64::from(totals.last_pass_failed),
+        ));
+        samples
+    }
 }
 
 fn parse_measure(m: &str) -> Result<(u32, u32, u32), String> {

@@ -5,6 +5,7 @@
 //! failure). A lost response is retried with the very same request (same op id).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -45,9 +46,11 @@ pub struct DirectorConfig {
 }
 
 /// OPS-1: what a running director did, summed over its passes (logged when it stops).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct DirectorTotals {
     pub passes: u64,
+    /// The last pass failed on the store (not ready).
+    pub last_pass_failed: bool,
     /// Passes the store failed.
     pub failed_passes: u64,
     pub dispatched: u64,
@@ -58,6 +61,7 @@ pub struct DirectorTotals {
 impl DirectorTotals {
     fn add(&mut self, pass: &Result<PassReport, StoreFailure>) {
         self.passes += 1;
+        self.last_pass_failed = pass.is_err();
         match pass {
             Ok(r) => {
                 self.dispatched += u64::from(r.dispatched);
@@ -91,6 +95,8 @@ pub struct Director {
     cfg: DirectorConfig,
     store: SqlStore,
     clock: Clock,
+    /// OPS-2: what `run` has done so far (the probes read it).
+    totals: Arc<Mutex<DirectorTotals>>,
 }
 
 /// Send one signed request; transport failures (lost responses) are retried with the same
@@ -166,7 +172,18 @@ pub async fn send_request(
 impl Director {
     #[must_use]
     pub fn new(cfg: DirectorConfig, store: SqlStore, clock: Clock) -> Director {
-        Director { cfg, store, clock }
+        Director {
+            cfg,
+            store,
+            clock,
+            totals: Arc::default(),
+        }
+    }
+
+    /// OPS-2: the running totals, for the probes.
+    #[must_use]
+    pub fn totals(&self) -> Arc<Mutex<DirectorTotals>> {
+        self.totals.clone()
     }
 
     /// One pass: HO-A6 recovery of expired migrations, then the read-only selection over
@@ -262,17 +279,20 @@ impl Director {
     pub async fn run(self, mut stop: watch::Receiver<bool>) -> DirectorTotals {
         let mut tick = tokio::time::interval(self.cfg.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut totals = DirectorTotals::default();
+        let totals = || *self.totals.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
                 stopped = async { stop.wait_for(|s| *s).await.is_ok() } => {
-                    if stopped { return totals; }
+                    if stopped { return totals(); }
                     std::future::pending::<()>().await;
                 }
             }
             let pass = self.pass().await;
-            totals.add(&pass);
+            self.totals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .add(&pass);
             match pass {
                 Ok(r) => info!(
                     examined = r.examined,

@@ -55,6 +55,7 @@ use super::clock::Clock;
 use super::hooks::PausePoint;
 use super::proto::*;
 use super::store::SqlStore;
+use crate::probes::{self, server_samples, Probe, Sample};
 use crate::serve::{Server, ServerLimits, ServerStats, DEFAULT_LIMITS};
 use pump::Endpoint;
 
@@ -240,6 +241,8 @@ struct Shared {
     /// Client connection ids (adapter-local: they name a socket, never a decision).
     ids: AtomicU64,
     alive: AtomicBool,
+    /// OPS-2: the last lease renewal failed (the store is unreachable): not ready.
+    lease_failing: AtomicBool,
     /// OPS-1: a graceful stop is under way: sessions close with a reason instead of being
     /// dropped as a crash drops them.
     graceful: AtomicBool,
@@ -470,6 +473,7 @@ pub async fn start_cell(
         ids: AtomicU64::new(1),
         alive: AtomicBool::new(true),
         graceful: AtomicBool::new(false),
+        lease_failing: AtomicBool::new(false),
         shutdown,
         stats: Counters::default(),
         hooks: CellHooks::default(),
@@ -485,7 +489,8 @@ pub async fn start_cell(
         .route(UNDRAIN_PATH, post(internal::undrain))
         .route(STATS_PATH, get(internal::stats))
         .layer(DefaultBodyLimit::max(shared.cfg.limits.max_body_bytes))
-        .with_state(shared.clone());
+        .with_state(shared.clone())
+        .merge(probes::routes(Arc::new(CellProbe(shared.clone()))));
     let app = server.layer(app);
     let server = tokio::spawn(server.run(listener, app, shared.shutdown.subscribe()));
     let renewal = tokio::spawn(renew_lease(shared.clone(), lease_ms));
@@ -518,6 +523,7 @@ async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
                     info!(cell = sh.cfg.cell.0, "cell lease renewed again");
                 }
                 failing = false;
+                sh.lease_failing.store(false, Ordering::SeqCst);
             }
             Ok(false) => {
                 error!(
@@ -534,8 +540,32 @@ async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
                     warn!(cell = sh.cfg.cell.0, error = %e, "cannot renew the cell lease; retrying");
                 }
                 failing = true;
+                sh.lease_failing.store(true, Ordering::SeqCst);
             }
         }
+    }
+}
+
+/// OPS-2: the cell's probes.
+struct CellProbe(Arc<Shared>);
+
+impl Probe for CellProbe {
+    fn ready(&self) -> Result<(), String> {
+        let sh = &self.0;
+        if !sh.alive() || sh.graceful() {
+            return Err("the cell is stopping".to_owned());
+        }
+        if sh.lease_failing.load(Ordering::SeqCst) {
+            return Err("the cell cannot renew its lease (store unreachable)".to_owned());
+        }
+        Ok(())
+    }
+
+    fn samples(&self) -> Vec<Sample> {
+        let stats = self.0.stats();
+        let mut samples = probes::counters_of("cell", "cell counter", &stats);
+        samples.extend(server_samples(&stats.server));
+        samples
     }
 }
 

@@ -1,0 +1,239 @@
+//! OPS-2: `GET /healthz` (the process answers), `GET /readyz` (it should get traffic: 503 with
+//! the reason otherwise) and `GET /metrics` (Prometheus text format) for every server.
+//!
+//! The counters stay where they live (the relay's, the cell's, the director's, the listener's
+//! `ServerStats`); a scrape takes a snapshot and encodes it with `prometheus-client`, so there
+//! is no second copy of any count to drift. Every metric is named `switchyard_<what>`; the list
+//! with what each means is in `docs/OPERATIONS.md`.
+
+use std::sync::Arc;
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::serve::ServerStats;
+
+pub const HEALTHZ_PATH: &str = "/healthz";
+pub const READYZ_PATH: &str = "/readyz";
+pub const METRICS_PATH: &str = "/metrics";
+
+/// One value of a scrape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sample {
+    /// Without the `switchyard_` prefix; counters without `_total` (the encoder adds it).
+    pub name: String,
+    pub help: String,
+    pub kind: Kind,
+    pub value: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+}
+
+#[must_use]
+pub fn counter(name: impl Into<String>, help: impl Into<String>, value: u64) -> Sample {
+    Sample {
+        name: name.into(),
+        help: help.into(),
+        kind: Kind::Counter,
+        value,
+    }
+}
+
+#[must_use]
+pub fn gauge(name: impl Into<String>, help: impl Into<String>, value: u64) -> Sample {
+    Sample {
+        name: name.into(),
+        help: help.into(),
+        kind: Kind::Gauge,
+        value,
+    }
+}
+
+/// The Prometheus text exposition of `samples`.
+#[must_use]
+pub fn encode(samples: &[Sample]) -> String {
+    let mut registry = Registry::with_prefix("switchyard");
+    for s in samples {
+        match s.kind {
+            Kind::Counter => {
+                registry.register(&s.name, &s.help, ConstCounter::new(s.value));
+            }
+            Kind::Gauge => registry.register(
+                &s.name,
+                &s.help,
+                ConstGauge::new(i64::try_from(s.value).unwrap_or(i64::MAX)),
+            ),
+        }
+    }
+    let mut text = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+    text
+}
+
+/// The listener's counters (SEC-3), shared by every server.
+#[must_use]
+pub fn server_samples(s: &ServerStats) -> Vec<Sample> {
+    vec![
+        gauge(
+            "server_connections_open",
+            "TCP connections held now",
+            s.connections_open,
+        ),
+        counter(
+            "server_connections_admitted",
+            "TCP connections admitted",
+            s.connections_admitted,
+        ),
+        counter(
+            "server_refused_server_full",
+            "connections refused: the server held --max-connections",
+            s.refused_server_full,
+        ),
+        counter(
+            "server_refused_peer_full",
+            "connections refused: the peer address held --max-connections-per-peer",
+            s.refused_peer_full,
+        ),
+        counter(
+            "server_connection_errors",
+            "connections closed on an error (request head not read in time, malformed request, reset)",
+            s.connection_errors,
+        ),
+        counter(
+            "server_ws_idle_closed",
+            "WebSockets closed for silence (--ws-idle-timeout-ms)",
+            s.ws_idle_closed,
+        ),
+        counter(
+            "server_ws_protocol_closed",
+            "WebSockets closed on a protocol error (a message over --ws-max-message-bytes included)",
+            s.ws_protocol_closed,
+        ),
+    ]
+}
+
+/// Every numeric field of a flat counters struct as `<prefix>_<field>` counters (the field
+/// docs in `docs/OPERATIONS.md` say what each counts); nested objects are skipped.
+pub fn counters_of<T: serde::Serialize>(prefix: &str, what: &str, value: &T) -> Vec<Sample> {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(value) else {
+        return Vec::new();
+    };
+    fields
+        .iter()
+        .filter_map(|(field, v)| {
+            v.as_u64().map(|n| {
+                counter(
+                    format!("{prefix}_{field}"),
+                    format!("{what}: {}", field.replace('_', " ")),
+                    n,
+                )
+            })
+        })
+        .collect()
+}
+
+/// What a server tells the probes.
+pub trait Probe: Send + Sync + 'static {
+    /// `Err(reason)` while the process should get no traffic (starting, stopping, lost its
+    /// lease or its store).
+    fn ready(&self) -> Result<(), String>;
+    fn samples(&self) -> Vec<Sample>;
+}
+
+/// The three routes, for merging into a server's router (or serving alone).
+pub fn routes(probe: Arc<dyn Probe>) -> Router {
+    let ready = probe.clone();
+    let metrics = probe;
+    Router::new()
+        .route(HEALTHZ_PATH, get(|| async { "ok\n" }))
+        .route(
+            READYZ_PATH,
+            get(move || {
+                let verdict = ready.ready();
+                async move {
+                    match verdict {
+                        Ok(()) => (StatusCode::OK, "ready\n".to_owned()).into_response(),
+                        Err(why) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {why}\n"),
+                        )
+                            .into_response(),
+                    }
+                }
+            }),
+        )
+        .route(
+            METRICS_PATH,
+            get(move || {
+                let text = encode(&metrics.samples());
+                async move { metrics_response(text) }
+            }),
+        )
+}
+
+/// The probes on a listener of their own (the director, and the failover client when asked:
+/// processes without a server of their own), with the default limits (SEC-3). Stops when
+/// `stop` turns true.
+pub async fn serve_alone(
+    name: &'static str,
+    listen: std::net::SocketAddr,
+    probe: Arc<dyn Probe>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<std::net::SocketAddr, String> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("--metrics-listen {listen}: cannot listen: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("--metrics-listen {listen}: {e}"))?;
+    let server = crate::serve::Server::new(name, crate::serve::DEFAULT_LIMITS);
+    let app = server.layer(routes(probe));
+    tokio::spawn(server.run(listener, app, stop));
+    tracing::info!(server = name, metrics_addr = %addr, "probes listening (/healthz, /readyz, /metrics)");
+    Ok(addr)
+}
+
+fn metrics_response(text: String) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_2_samples_encode_as_prometheus_text_with_the_prefix() {
+        let text = encode(&[
+            counter("cell_clients_attached", "clients attached", 3),
+            gauge("server_connections_open", "open", 2),
+        ]);
+        assert!(text.contains("# HELP switchyard_cell_clients_attached clients attached"));
+        assert!(text.contains("# TYPE switchyard_cell_clients_attached counter"));
+        assert!(
+            text.contains("switchyard_cell_clients_attached_total 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchyard_server_connections_open 2"),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    }
+}

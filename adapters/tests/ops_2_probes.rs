@@ -1,0 +1,199 @@
+//! OPS-2 over the real binary: /healthz, /readyz and Prometheus /metrics on the relay, the cell
+//! and the director; the failover client only behind --metrics-listen (FO-D11).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const SECRET: &str = "ops-test-secret-0123456789abcdef";
+
+struct Process {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Process {
+    fn start(args: &[&str]) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env("SWITCHYARD_HANDOFF_SECRET", SECRET)
+            .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        Process { child, lines }
+    }
+
+    /// The value after `key=` in the first line holding it (lines before it are kept).
+    fn value(&self, key: &str, seen: &mut Vec<String>) -> Option<String> {
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(10)) {
+            let found = line
+                .split(key)
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .map(str::to_owned);
+            seen.push(line);
+            if found.is_some() {
+                return found;
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET path` → (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let addr: SocketAddr = addr.trim_start_matches("http://").parse().expect("addr");
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+#[test]
+fn ops_2_the_relay_serves_health_readiness_and_metrics() {
+    let relay = Process::start(&["relay", "--listen", "127.0.0.1:0", "--path", "/r"]);
+    let addr = relay
+        .value("local_addr=", &mut Vec::new())
+        .expect("address");
+    assert_eq!(get(&addr, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(get(&addr, "/readyz").0, 200);
+    let (status, metrics) = get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    for name in [
+        "switchyard_relay_channels_open ",
+        "switchyard_relay_channels_accepted_total 0",
+        "switchyard_server_connections_admitted_total ",
+        "switchyard_server_refused_peer_full_total 0",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+}
+
+#[test]
+fn ops_2_a_relay_path_may_not_shadow_a_probe() {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["relay", "--listen", "127.0.0.1:0", "--path", "/metrics"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("probes"));
+}
+
+#[test]
+fn ops_2_the_cell_serves_probes_and_its_counters() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = format!("sqlite://{}", dir.path().join("c.db").display());
+    let cell = Process::start(&[
+        "cell",
+        "--db",
+        &db,
+        "--cell-id",
+        "4",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let url = cell.value("url=", &mut Vec::new()).expect("url");
+    assert_eq!(get(&url, "/healthz").0, 200);
+    assert_eq!(get(&url, "/readyz"), (200, "ready\n".to_owned()));
+    let (_, metrics) = get(&url, "/metrics");
+    for name in [
+        "switchyard_cell_clients_attached_total 0",
+        "switchyard_cell_clients_unauthenticated_total 0",
+        "switchyard_cell_internal_refused_total 0",
+        "switchyard_server_connections_open ",
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    }
+}
+
+#[test]
+fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = format!("sqlite://{}", dir.path().join("d.db").display());
+    let director = Process::start(&[
+        "director",
+        "--db",
+        &db,
+        "--interval-ms",
+        "100",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let addr = director
+        .value("metrics_addr=", &mut Vec::new())
+        .expect("probes");
+    assert_eq!(get(&addr, "/readyz").0, 200);
+    let (_, metrics) = get(&addr, "/metrics");
+    assert!(
+        metrics.contains("switchyard_director_passes_total"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("switchyard_director_last_pass_failed 0"),
+        "{metrics}"
+    );
+
+    // FO-D11: nothing listens unless asked.
+    let quiet = Process::start(&["client", "--url", "ws://127.0.0.1:9/r"]);
+    let mut seen = Vec::new();
+    let _ = quiet.value("client starting", &mut seen);
+    std::thread::sleep(Duration::from_millis(300));
+    while let Ok(line) = quiet.lines.try_recv() {
+        seen.push(line);
+    }
+    assert!(
+        !seen.iter().any(|l| l.contains("probes listening")),
+        "{seen:?}"
+    );
+    let asked = Process::start(&[
+        "client",
+        "--url",
+        "ws://127.0.0.1:9/r",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let addr = asked
+        .value("metrics_addr=", &mut Vec::new())
+        .expect("probes");
+    let (status, body) = get(&addr, "/readyz");
+    assert_eq!(status, 503, "no relay is reachable: {body}");
+    assert!(body.contains("no relay channel"), "{body}");
+    let (_, metrics) = get(&addr, "/metrics");
+    assert!(
+        metrics.contains("switchyard_client_switches_total 0"),
+        "{metrics}"
+    );
+}
