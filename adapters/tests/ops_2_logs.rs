@@ -78,3 +78,35 @@ fn ops_2_a_bad_rust_log_is_an_error_naming_it() {
         "{stderr}"
     );
 }
+
+/// OPS-2: a mobile that cannot reach its resolver says why once (not per retry) and ends with
+/// the cause, not only "did not finish".
+#[test]
+fn ops_2_a_failing_mobile_says_why_once_and_ends_with_the_cause() {
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args([
+            "mobile",
+            "--resolver",
+            "http://127.0.0.1:9",
+            "--host",
+            "7",
+            "--max-attempts",
+            "3",
+            "--desktop-secret",
+            "ops-test-secret-0123456789abcdef",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.matches("attempt failed").count(),
+        1,
+        "one WARN for one cause:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("mobile did not finish its mutations: resolve failed"),
+        "{stderr}"
+    );
+}

@@ -172,6 +172,8 @@ async fn run(
             if !stay_connected(stream, &config, &mut stop).await {
                 return; // closed on purpose
             }
+            // OPS-2: the state change an operator needs to see, once per outage.
+            tracing::warn!(url = %url, "relay channel lost; reconnecting in backoff");
             report(ChannelState::Backoff { attempts: 0 }).await;
         }
         let mut delays = config.backoff.delays();
@@ -185,10 +187,20 @@ async fn run(
             tokio::select! {
                 () = super::stopped(&mut stop) => return,
                 result = open(&url, config.connect_timeout) => match result {
-                    Ok(stream) => socket = Some(stream),
+                    Ok(stream) => {
+                        if attempts > 0 {
+                            tracing::info!(url = %url, attempts, "relay channel reconnected");
+                        }
+                        socket = Some(stream);
+                    }
                     Err(error) => {
                         attempts = attempts.saturating_add(1);
-                        tracing::debug!(url = %url, attempts, %error, "reconnect failed");
+                        // The first failure says why (once per outage); the rest are debug.
+                        if attempts == 1 {
+                            tracing::warn!(url = %url, %error, "relay reconnect failed; retrying with backoff");
+                        } else {
+                            tracing::debug!(url = %url, attempts, %error, "reconnect failed");
+                        }
                         report(ChannelState::Backoff { attempts }).await;
                     }
                 },

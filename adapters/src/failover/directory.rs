@@ -445,6 +445,8 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
             // FO-S1: in memory only; a refused document never changes it.
             let mut last_accepted_sequence = None;
             let name = path.display().to_string();
+            // OPS-2: an error is logged when it changes, not at every retry.
+            let mut last_error: Option<String> = None;
             loop {
                 let loaded = load(&path, &key).await.and_then(|directory| {
                     let now = wall_clock_unix_s()
@@ -454,6 +456,9 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
                 });
                 match loaded {
                     Ok(directory) => {
+                        if last_error.take().is_some() {
+                            tracing::info!(path = %name, sequence = directory.sequence, "directory accepted again");
+                        }
                         last_accepted_sequence = Some(directory.sequence);
                         refresh_after = directory.refresh_after;
                         let update = DirectoryUpdate {
@@ -465,7 +470,15 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
                         }
                     }
                     Err(error) => {
-                        tracing::error!(%error, "directory refresh rejected; keeping the last good list")
+                        let text = error.to_string();
+                        if last_error.as_deref() != Some(text.as_str()) {
+                            if last_accepted_sequence.is_some() {
+                                tracing::error!(%error, "directory refresh rejected; keeping the last good list");
+                            } else {
+                                tracing::error!(%error, "directory rejected and none accepted yet: the client has no relay to use; retrying");
+                            }
+                        }
+                        last_error = Some(text);
                     }
                 }
                 tokio::select! {

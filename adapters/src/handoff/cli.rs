@@ -850,13 +850,17 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
     signalled.abort();
     let done = report.done;
     let refused = report.not_authenticated;
+    let last_failure = report.last_failure.clone();
     print_json(&report);
     if done {
         Ok(())
     } else if refused {
         Err("the cell refused the client credential (close 4401): mint a new one with `switchyard client-token`".into())
     } else {
-        Err("mobile did not finish its mutations".into())
+        Err(format!(
+            "mobile did not finish its mutations: {}",
+            last_failure.as_deref().unwrap_or("stopped before it could")
+        ))
     }
 }
 

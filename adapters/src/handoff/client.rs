@@ -450,6 +450,20 @@ pub struct MobileReport {
     /// SEC-1: a cell refused the credential (4401): the mobile stopped, a retry cannot help.
     #[serde(default)]
     pub not_authenticated: bool,
+    /// OPS-2: why the last attempt failed, if it did (resolve error, unknown host, a cell
+    /// that could not be reached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failure: Option<String>,
+}
+
+impl MobileReport {
+    /// OPS-2: log a failure when its cause changes (not at every retry).
+    fn failed(&mut self, host: u64, cause: String) {
+        if self.last_failure.as_deref() != Some(cause.as_str()) {
+            tracing::warn!(host, cause = %cause, "mobile: attempt failed; retrying (paced)");
+        }
+        self.last_failure = Some(cause);
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -478,12 +492,16 @@ pub async fn run_mobile(cfg: MobileConfig, mut stop: watch::Receiver<bool>) -> M
                 match resolve(&cfg.resolvers, cfg.host).await {
                     Ok(Some(r)) => r.url,
                     Ok(None) => {
-                        debug!(host = cfg.host, "mobile: host unknown");
+                        report.failed(
+                            cfg.host,
+                            "the resolver does not know the host (no desktop registered yet)"
+                                .to_owned(),
+                        );
                         sleep_or_stop(pacing.delay(), &mut stop).await;
                         continue;
                     }
                     Err(e) => {
-                        debug!(host = cfg.host, error = %e, "mobile resolve failed");
+                        report.failed(cfg.host, format!("resolve failed: {e}"));
                         sleep_or_stop(pacing.delay(), &mut stop).await;
                         continue;
                     }
@@ -526,6 +544,12 @@ pub async fn run_mobile(cfg: MobileConfig, mut stop: watch::Receiver<bool>) -> M
                 sleep_or_stop(pacing.delay(), &mut stop).await;
             }
             SessionEnd::Failed => {
+                report.failed(
+                    cfg.host,
+                    format!(
+                        "the session at {url} failed (cannot connect, or closed before the acks)"
+                    ),
+                );
                 same_address_failures += 1;
                 sleep_or_stop(pacing.delay(), &mut stop).await;
             }

@@ -301,6 +301,9 @@ impl Director {
                     committed = r.committed,
                     failed = r.failed,
                     expired = r.expired_migrations,
+                    // Why hosts were not moved (not in the cohort, cooling down, no fresh
+                    // measurement, ...): what an operator asks when nothing moves.
+                    ineligible = ?r.ineligible,
                     "director pass"
                 ),
                 Err(e) => warn!(error = %e, "director pass failed (store)"),

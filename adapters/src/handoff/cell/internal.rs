@@ -115,8 +115,10 @@ pub(super) async fn handoff(
         }
         Begin::Answered(HandoffReply::InProgress { op_id }) => (None, wait_for(&sh, op_id)),
         Begin::Answered(r) => {
-            if matches!(r, HandoffReply::Busy { .. }) {
+            if let HandoffReply::Busy { counters, .. } = &r {
                 sh.stats.bump(|s| s.busy_answers += 1);
+                // OPS-2: the answer that keeps a host home, visible in the cell's log.
+                info!(host = host.0, busy = ?counters.busy_kinds(), "handoff answered busy");
             }
             (Some(r), None)
         }
