@@ -253,3 +253,34 @@ fn ho_a1_duplicates_queued_on_the_host_lock_answer_the_recorded_commit() {
         "every duplicate answers the one commit: {results:?}"
     );
 }
+
+/// Found running the quick start: processes started at once on one fresh SQLite file raced
+/// the schema migration (SQLite migrations take no lock) and the losers stopped with "table …
+/// already exists" (exit 1). All now start: a loser re-runs and finds the migrations applied.
+/// Processes, not tasks: within one process the race did not show.
+#[test]
+fn ho_l2_processes_starting_at_once_on_one_fresh_sqlite_file_all_migrate() {
+    for round in 0..4 {
+        let dir = tempfile::tempdir().expect("dir");
+        let db = format!("sqlite://{}", dir.path().join("fresh.db").display());
+        let children: Vec<_> = (0..4)
+            .map(|_| {
+                std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+                    .args(["director", "--once", "--db", &db])
+                    .env("SWITCHYARD_HANDOFF_SECRET", "race-test-secret-0123456789")
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn")
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}

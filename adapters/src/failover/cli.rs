@@ -123,9 +123,13 @@ pub struct DrillArgs {
 
 #[derive(Args, Debug)]
 pub struct KeygenArgs {
-    /// Where to write the secret key (base64; created with mode 0600, never overwritten).
-    #[arg(long)]
-    secret_key: PathBuf,
+    /// Where to write the secret key (base64; created with mode 0600, never overwritten). The
+    /// public key goes beside it as `<FILE>.pub` and to stdout.
+    #[arg(long, required_unless_present = "public_of")]
+    secret_key: Option<PathBuf>,
+    /// Do not generate: print the public key of this existing secret key file (re-derive it).
+    #[arg(long, conflicts_with = "secret_key")]
+    public_of: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -365,9 +369,35 @@ async fn drill(args: DrillArgs) -> ExitCode {
 }
 
 fn keygen(args: KeygenArgs) -> Result<(), String> {
-    let (secret, public) =
-        directory::generate_key_pair().map_err(|e| format!("keygen: no randomness: {e}"))?;
-    write_new_secret(&args.secret_key, &secret)?;
+    let public = match (args.public_of, args.secret_key) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("--public-of {}: {e}", path.display()))?;
+            let what = format!("--public-of {}", path.display());
+            let key = directory::parse_secret_key(&what, &text).map_err(|e| e.to_string())?;
+            directory::public_key_of(&key)
+        }
+        (None, Some(secret_path)) => {
+            let mut pub_name = secret_path.as_os_str().to_owned();
+            pub_name.push(".pub");
+            let pub_path = PathBuf::from(pub_name);
+            // Refuse before writing anything: never a secret without its public half.
+            if pub_path.exists() {
+                return Err(format!(
+                    "--secret-key {}: {} exists already (never overwritten)",
+                    secret_path.display(),
+                    pub_path.display()
+                ));
+            }
+            let (secret, public) = directory::generate_key_pair()
+                .map_err(|e| format!("keygen: no randomness: {e}"))?;
+            write_new_secret(&secret_path, &secret)?;
+            std::fs::write(&pub_path, format!("{public}\n"))
+                .map_err(|e| format!("{}: {e}", pub_path.display()))?;
+            public
+        }
+        (None, None) => return Err("give --secret-key FILE (or --public-of FILE)".to_owned()),
+    };
     #[allow(clippy::print_stdout)]
     {
         println!("{public}");

@@ -152,6 +152,12 @@ fn decode_32(what: &str, text: &str) -> Result<[u8; 32], KeyError> {
     bytes.try_into().map_err(|_| encoding())
 }
 
+/// The base64 public key of a secret key (what `keygen` wrote beside it).
+#[must_use]
+pub fn public_key_of(key: &SigningKey) -> String {
+    BASE64.encode(key.verifying_key().to_bytes())
+}
+
 /// A fresh key pair as base64 `(secret, public)`.
 pub fn generate_key_pair() -> Result<(String, String), getrandom::Error> {
     let mut seed = [0u8; 32];

@@ -361,7 +361,19 @@ impl SqlStore {
                 source,
             })?;
         let migrator = Migrator::new(Embedded(dialect)).await?;
-        migrator.run(&pool).await?;
+        // PostgreSQL migrations take an advisory lock; SQLite's take none, so two processes
+        // starting on one fresh file race (the loser's migration fails: "table … already
+        // exists", rolled back whole). A few spaced re-runs then find the winner's rows in
+        // `_sqlx_migrations` and apply nothing.
+        let attempts = if dialect == Dialect::Sqlite { 5 } else { 1 };
+        let policy = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_times(attempts - 1)
+            .with_jitter();
+        backon::Retryable::retry(|| migrator.run(&pool), policy)
+            .sleep(tokio::time::sleep)
+            .notify(|e, d| tracing::debug!(error = %e, retry_in = ?d, "schema migration raced another process; re-running"))
+            .await?;
         Ok(SqlStore {
             pool,
             dialect,
