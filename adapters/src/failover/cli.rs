@@ -38,10 +38,16 @@ pub enum FailoverCommand {
 #[derive(Args, Debug)]
 pub struct RelayArgs {
     /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// A URL path that accepts channels (repeat for several candidate URLs on one host).
-    #[arg(long = "path", default_value = "/dshs-relay")]
+    /// A URL path that accepts channels (repeat, or comma-separate, for several candidate
+    /// URLs on one host).
+    #[arg(
+        long = "path",
+        env = "SWITCHYARD_RELAY_PATHS",
+        value_delimiter = ',',
+        default_value = "/dshs-relay"
+    )]
     paths: Vec<String>,
     #[command(flatten)]
     limits: LimitArgs,

@@ -18,7 +18,7 @@ use switchyard_core::handoff::ids::CellId;
 use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::StoreConfig;
 use tokio::sync::watch;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use super::auth::{self, KeyRing, Secret};
 use super::cell::{start_cell, CellConfig, CellHandle};
@@ -155,13 +155,17 @@ pub struct DbArgs {
 pub struct CellArgs {
     #[command(flatten)]
     db: DbArgs,
+    /// This cell's id (one live process per id: HO-L2).
     #[arg(long, env = "SWITCHYARD_CELL_ID")]
     cell_id: u32,
+    /// Address of the cell's listener: client and desktop WebSockets, resolve, the signed
+    /// internal endpoints and the probes.
     #[arg(long, env = "SWITCHYARD_LISTEN", default_value = "127.0.0.1:7400")]
     listen: SocketAddr,
     /// What clients and desktops dial (default http://<listen address>).
     #[arg(long, env = "SWITCHYARD_PUBLIC_URL", value_parser = parse_public_url)]
     public_url: Option<String>,
+    /// Hosts this cell takes by handoff at most (HO-S4: a target at capacity is refused).
     #[arg(long, env = "SWITCHYARD_CAPACITY", default_value_t = 1_000)]
     capacity: u32,
     /// HO-C1: do not advertise (or take part in) idle handoff.
@@ -187,11 +191,15 @@ pub struct CellArgs {
     /// Secret desktop tokens derive from (>= 16 bytes).
     #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
     desktop_secret: String,
-    #[arg(long, default_value_t = 5_000)]
+    /// Bound of one assignment transaction of a handoff attempt; past it the outcome is
+    /// ambiguous and the cell reconciles (HO-A2).
+    #[arg(long, env = "SWITCHYARD_REQUEST_TIMEOUT_MS", default_value_t = 5_000)]
     request_timeout_ms: u64,
-    #[arg(long, default_value_t = 4_000)]
+    /// Bound of one reconciliation read; past it the host is quarantined (HO-A2).
+    #[arg(long, env = "SWITCHYARD_RECONCILE_TIMEOUT_MS", default_value_t = 4_000)]
     reconcile_timeout_ms: u64,
-    #[arg(long, default_value_t = 5_000)]
+    /// How long a quarantined host waits before reconciling again (HO-L1).
+    #[arg(long, env = "SWITCHYARD_QUARANTINE_RETRY_MS", default_value_t = 5_000)]
     quarantine_retry_ms: u64,
     /// HO-L2: the cell id's lease (renewed every third of it). A second process with the same
     /// --cell-id is refused while it lasts; after a crash a successor may start once it ends.
@@ -210,33 +218,53 @@ pub struct CellArgs {
 pub struct DirectorArgs {
     #[command(flatten)]
     db: DbArgs,
+    /// This director's name: its scan cursor is kept under it in the store.
     #[arg(long, env = "SWITCHYARD_DIRECTOR_ID", default_value = "director")]
     id: String,
+    /// The master secret of internal requests (>= 16 bytes): each request is signed with the
+    /// target cell's key derived from it (SEC-2).
     #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
     secret: String,
-    #[arg(long, default_value_t = 10_000)]
+    /// Time between two passes.
+    #[arg(long, env = "SWITCHYARD_INTERVAL_MS", default_value_t = 10_000)]
     interval_ms: u64,
     /// HO-3: cohort percentage (0..=100), carried in every request.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, env = "SWITCHYARD_COHORT_PERCENT", default_value_t = 100)]
     cohort_percent: u8,
     /// HO-A5: stop new attempts (in-flight ones still reconcile at the cells).
-    #[arg(long)]
+    #[arg(long, env = "SWITCHYARD_DISABLED")]
     disabled: bool,
-    #[arg(long, default_value_t = 600_000)]
+    /// HO-3: a measurement older than this is not evidence for a move.
+    #[arg(
+        long,
+        env = "SWITCHYARD_FRESHNESS_WINDOW_MS",
+        default_value_t = 600_000
+    )]
     freshness_window_ms: u64,
-    #[arg(long, default_value_t = 3_600_000)]
+    /// HO-3: a host that moved is not moved again for this long.
+    #[arg(long, env = "SWITCHYARD_HOST_COOLDOWN_MS", default_value_t = 3_600_000)]
     host_cooldown_ms: u64,
-    #[arg(long, default_value_t = 100)]
+    /// HO-S2: hosts read per page of a pass.
+    #[arg(long, env = "SWITCHYARD_PAGE_SIZE", default_value_t = 100)]
     page_size: u32,
-    #[arg(long, default_value_t = 10)]
+    /// HO-S2: pages read per pass at most.
+    #[arg(long, env = "SWITCHYARD_MAX_PAGES", default_value_t = 10)]
     max_pages: u32,
-    #[arg(long, default_value_t = 50)]
+    /// HO-S2: requests sent per pass at most.
+    #[arg(long, env = "SWITCHYARD_MAX_DISPATCH", default_value_t = 50)]
     max_dispatch: u32,
-    #[arg(long, default_value_t = 5)]
+    /// HO-S2: a pass stops dispatching after this many transport failures.
+    #[arg(long, env = "SWITCHYARD_MAX_FAILURES", default_value_t = 5)]
     max_failures: u32,
-    #[arg(long, default_value_t = 8_000)]
+    /// Bound of one request to a cell (connect, answer and body).
+    #[arg(
+        long,
+        env = "SWITCHYARD_DIRECTOR_REQUEST_TIMEOUT_MS",
+        default_value_t = 8_000
+    )]
     request_timeout_ms: u64,
-    #[arg(long, default_value_t = 2)]
+    /// Re-sends of a request whose answer was lost (same op id, fresh signature).
+    #[arg(long, env = "SWITCHYARD_RETRIES", default_value_t = 2)]
     retries: usize,
     /// Run one pass, print its JSON report, exit.
     #[arg(long)]
@@ -260,26 +288,29 @@ pub struct DesktopArgs {
         required = true
     )]
     resolvers: Vec<String>,
-    #[arg(long, value_parser = parse_host_id)]
+    /// The desktop's host id.
+    #[arg(long, env = "SWITCHYARD_HOST", value_parser = parse_host_id)]
     host: u64,
     /// The control token; or give `--desktop-secret` to derive it.
     #[arg(long, env = "SWITCHYARD_DESKTOP_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Or the cells' desktop secret, to derive the token here (tests and demos).
     #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
     desktop_secret: Option<String>,
     /// HO-C1: an old desktop without the idle-handoff capability.
-    #[arg(long)]
+    #[arg(long, env = "SWITCHYARD_NO_CAPABILITY")]
     no_capability: bool,
     /// HO-3: report `TARGET:CURRENT_RTT_MS:TARGET_RTT_MS` after registering.
-    #[arg(long)]
+    #[arg(long, env = "SWITCHYARD_MEASURE")]
     measure: Option<String>,
-    /// Stop after this long (default: until Ctrl-C); then print the JSON state.
-    #[arg(long)]
+    /// Stop after this long (default: until SIGTERM or Ctrl-C); then print the JSON state.
+    #[arg(long, env = "SWITCHYARD_FOR_MS")]
     for_ms: Option<u64>,
 }
 
 #[derive(Args, Debug)]
 pub struct MobileArgs {
+    /// Any cell's URL (repeatable, or comma-separated): where the host is resolved.
     #[arg(
         long = "resolver",
         env = "SWITCHYARD_RESOLVERS",
@@ -287,22 +318,25 @@ pub struct MobileArgs {
         required = true
     )]
     resolvers: Vec<String>,
-    #[arg(long, value_parser = parse_host_id)]
+    /// The host to reach.
+    #[arg(long, env = "SWITCHYARD_HOST", value_parser = parse_host_id)]
     host: u64,
     #[command(flatten)]
     credential: ClientCredentialArgs,
-    #[arg(long, default_value_t = 3)]
+    /// Mutations to send (each acked by the desktop before the next).
+    #[arg(long, env = "SWITCHYARD_MUTATIONS", default_value_t = 3)]
     mutations: u32,
     /// Mutation ids are `<prefix>-<n>` (make it unique per client).
-    #[arg(long, default_value = "m")]
+    #[arg(long, env = "SWITCHYARD_PREFIX", default_value = "m")]
     prefix: String,
     /// Stay attached this long after the last ack.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, env = "SWITCHYARD_HOLD_MS", default_value_t = 0)]
     hold_ms: u64,
     /// Behave like an old mobile: retry the same address (paced) before re-resolving.
-    #[arg(long)]
+    #[arg(long, env = "SWITCHYARD_OLD_CLIENT")]
     old_client: bool,
-    #[arg(long, default_value_t = 60)]
+    /// Connection attempts at most (paced 0.1-2 s apart); then exit 1 with the last cause.
+    #[arg(long, env = "SWITCHYARD_MAX_ATTEMPTS", default_value_t = 60)]
     max_attempts: u32,
 }
 
@@ -323,6 +357,7 @@ pub struct ClientCredentialArgs {
 
 #[derive(Args, Debug)]
 pub struct ClientTokenArgs {
+    /// The host the credential lets its client reach.
     #[arg(long, value_parser = parse_host_id)]
     host: u64,
     /// The host's desktop token (what the desktop holds) ...
@@ -352,8 +387,10 @@ impl ClientTokenArgs {
 
 #[derive(Args, Debug)]
 pub struct TokenArgs {
+    /// The desktop's host id.
     #[arg(long, value_parser = parse_host_id)]
     host: u64,
+    /// The cells' desktop secret the token derives from.
     #[arg(long, env = "SWITCHYARD_DESKTOP_SECRET", hide_env_values = true)]
     desktop_secret: String,
 }
@@ -487,7 +524,10 @@ pub async fn run(command: HandoffCommand) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            error!("{e}");
+            // One error format for every command: `switchyard: <why>` on stderr.
+            let line = e.replace(['\n', '\r'], " ");
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "switchyard: {line}");
             ExitCode::from(1)
         }
     }
