@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::failover::{
@@ -16,10 +17,10 @@ use super::directory::{self, DirectoryConfig, DirectoryPayload};
 use super::drill::{self, Scene};
 use super::driver::{ClientConfig, ClientHandle};
 use super::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
+use super::timeline;
 use crate::lifecycle;
 use crate::probes::{self, Probe, Sample};
 use crate::serve::LimitArgs;
-use std::sync::Arc;
 
 #[derive(Subcommand, Debug)]
 pub enum FailoverCommand {
@@ -122,9 +123,13 @@ pub struct DrillArgs {
     /// Which scene to run; `all` runs every scene, each from a clean start.
     #[arg(long, value_enum, default_value = "all")]
     scene: SceneArg,
-    /// Also write the full output (steps and raw lines) to this file.
+    /// Also write the full output (the streamed lines and the summary) to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Draw each scene's run as an SVG timeline (relays, the client's channel, skips,
+    /// switches, the deadline) into this file, written atomically at the end.
+    #[arg(long, value_name = "FILE.svg")]
+    timeline: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -355,11 +360,37 @@ async fn drill(args: DrillArgs) -> ExitCode {
         SceneArg::S5 => vec![Scene::S5],
         SceneArg::All => Scene::ALL.to_vec(),
     };
-    let report = drill::run(&scenes).await;
-    let text = report.render();
-    #[allow(clippy::print_stdout)]
-    {
-        print!("{text}");
+    // Refused before the first scene: a bad path should not cost a whole drill (SEC-4).
+    if let Some(path) = &args.timeline {
+        if let Err(error) = timeline::check_writable(path) {
+            eprintln!("switchyard: --timeline {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    let kept = Arc::new(Mutex::new(String::new()));
+    let sink: drill::Sink = {
+        let kept = Arc::clone(&kept);
+        Arc::new(move |line: &str| {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            // Flushed per line: the point is to see a scene while it runs. A closed stdout
+            // (a pager quit early) must not stop the drill or lose --out.
+            let _ = writeln!(stdout, "{line}");
+            let _ = stdout.flush();
+            let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+            kept.push_str(line);
+            kept.push('\n');
+        })
+    };
+    let report = drill::run_streaming(&scenes, sink).await;
+    let text = std::mem::take(&mut *kept.lock().unwrap_or_else(PoisonError::into_inner));
+    if let Some(path) = &args.timeline {
+        let written = timeline::render_svg(&report.timelines())
+            .and_then(|svg| timeline::write_atomically(path, &svg));
+        if let Err(error) = written {
+            eprintln!("switchyard: --timeline {}: {error}", path.display());
+            return ExitCode::from(2);
+        }
     }
     if let Some(out) = args.out {
         if let Err(error) = std::fs::write(&out, &text) {

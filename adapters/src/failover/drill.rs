@@ -10,16 +10,26 @@
 //! 1500, `PROBE_MAX_MS` 6000). Scene 4b shortens the cooldown to 4000 so its expiry fits the
 //! drill; scene ctrl sets it to 0; scene 5 runs twice, the second time with `PROBE_MAX_MS=0`.
 //! Production defaults apply everywhere else.
+//!
+//! [`run_streaming`] prints each scene as it runs (issue #14: an operator watched 23 s of
+//! silence): the header when it starts, every client line and relay stop/start as it happens,
+//! each step when judged, the verdict when it ends. Every line inside a scene carries `+N ms`
+//! since the scene's fault, the first relay it stops; lines from before the fault are held
+//! until it happens (a fraction of a second: each scene faults right after the first attach)
+//! so their times can be negative. What a run saw is kept as a [`SceneTimeline`] for
+//! `--timeline` (see [`super::timeline`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use switchyard_core::failover::{RelayUrl, Thresholds, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX};
 use switchyard_core::MonoMs;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::channel::{BackoffConfig, ChannelConfig};
@@ -162,6 +172,224 @@ pub struct SceneReport {
     pub steps: Vec<StepResult>,
     pub lines: Vec<String>,
     pub timings: Vec<SwitchTiming>,
+    /// One per run of the fault: scene 5 has two (probing on, then off).
+    pub timelines: Vec<SceneTimeline>,
+}
+
+impl SceneReport {
+    /// FAIL if any step failed, else PASS.
+    pub fn verdict(&self) -> Verdict {
+        verdict(!self.steps.iter().any(|s| s.verdict == Verdict::Fail))
+    }
+}
+
+/// Where the streamed output goes, one line at a time (without its newline).
+pub type Sink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A sink that drops everything, for callers that only want the report.
+pub fn no_sink() -> Sink {
+    Arc::new(|_: &str| {})
+}
+
+/// One of the drill's two relay hosts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    A,
+    B,
+}
+
+impl Host {
+    pub fn name(self) -> &'static str {
+        match self {
+            Host::A => "A",
+            Host::B => "B",
+        }
+    }
+}
+
+/// A relay host stopped or (re)started, on the run's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RelayMark {
+    pub at_ms: u64,
+    pub host: Host,
+    pub up: bool,
+}
+
+/// A client line (`[relay-attach]`, `[relay-switch]`, `[relay-skip]`) on the run's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedLine {
+    pub at_ms: u64,
+    pub line: String,
+}
+
+/// What one run of a scene saw, for the timeline. Times are milliseconds on the run's own
+/// clock (since its stage started); [`SceneTimeline::relative_ms`] puts them against the fault.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SceneTimeline {
+    /// The panel's name: the scene's (`1`, `4b`), or `5 (probing off)` for scene 5's second run.
+    pub label: String,
+    pub title: String,
+    /// The candidate URLs in directory order: host A's two, then host B's.
+    pub urls: Vec<String>,
+    /// The first relay stop of the run; `None` if the run never got that far.
+    pub fault_ms: Option<u64>,
+    pub end_ms: u64,
+    pub relays: Vec<RelayMark>,
+    pub lines: Vec<TimedLine>,
+    /// When a switch judged against `DEADLINE_MS` (FO-X1) was due.
+    pub deadlines_ms: Vec<u64>,
+}
+
+impl SceneTimeline {
+    /// `at_ms` against the fault, negative before it; a run without a fault counts from its
+    /// start.
+    pub fn relative_ms(&self, at_ms: u64) -> i64 {
+        relative_ms(at_ms, self.fault_ms)
+    }
+}
+
+fn relative_ms(at_ms: u64, fault_ms: Option<u64>) -> i64 {
+    let signed = |ms: u64| i64::try_from(ms).unwrap_or(i64::MAX);
+    signed(at_ms).saturating_sub(signed(fault_ms.unwrap_or(0)))
+}
+
+/// A streamed line inside a scene: the time against the fault, then the text.
+fn timed(relative_ms: i64, prefix: &str, text: &str) -> String {
+    format!("{relative_ms:>+8} ms  {prefix}{text}")
+}
+
+/// The live record of one run: what the timeline keeps, and the stream. Shared by the stage
+/// and the task that forwards the client's lines, so each line is printed when it happens
+/// rather than when the scene next polls.
+struct Tape {
+    timeline: SceneTimeline,
+    origin: Instant,
+    sink: Sink,
+    /// Marks the lines of scene 5's second run in the stream.
+    prefix: &'static str,
+    /// Lines before the fault: their time against it is not known yet.
+    held: Vec<(u64, String)>,
+}
+
+#[derive(Clone)]
+struct TapeHandle(Arc<Mutex<Tape>>);
+
+impl TapeHandle {
+    fn new(label: String, title: &str, prefix: &'static str, sink: Sink) -> TapeHandle {
+        TapeHandle(Arc::new(Mutex::new(Tape {
+            timeline: SceneTimeline {
+                label,
+                title: title.to_owned(),
+                ..SceneTimeline::default()
+            },
+            origin: Instant::now(),
+            sink,
+            prefix,
+            held: Vec::new(),
+        })))
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Tape) -> R) -> R {
+        // A panic elsewhere while printing must not take the drill's record with it.
+        let mut tape = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut tape)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.with(|t| t.now_ms())
+    }
+
+    fn line(&self, at_ms: u64, line: String) {
+        self.with(|t| {
+            t.emit(at_ms, &line);
+            t.timeline.lines.push(TimedLine { at_ms, line });
+        });
+    }
+
+    fn relay(&self, host: Host, up: bool) {
+        self.with(|t| {
+            let at_ms = t.now_ms();
+            t.relay_at(at_ms, host, up);
+        });
+    }
+
+    /// A switch is now due within `deadline_ms` (FO-X1).
+    fn deadline(&self, deadline_ms: u64) {
+        self.with(|t| {
+            let due_ms = t.now_ms().saturating_add(deadline_ms);
+            t.timeline.deadlines_ms.push(due_ms);
+            let due = relative_ms(due_ms, t.timeline.fault_ms);
+            let text =
+                format!("-- a switch is due within DEADLINE_MS = {deadline_ms} ms: by {due:+} ms");
+            t.emit(t.now_ms(), &text);
+        });
+    }
+
+    fn step(&self, step: &StepResult) {
+        self.with(|t| {
+            let text = format!("{} {} {}", step.verdict.as_str(), step.id, step.detail);
+            t.emit(t.now_ms(), &text);
+        });
+    }
+
+    fn set_urls(&self, urls: &[RelayUrl]) {
+        self.with(|t| t.timeline.urls = urls.iter().map(ToString::to_string).collect());
+    }
+
+    fn finish(&self) -> SceneTimeline {
+        self.with(|t| {
+            t.timeline.end_ms = t.now_ms();
+            if t.timeline.fault_ms.is_none() && !t.held.is_empty() {
+                (t.sink)(&format!(
+                    "{}(no fault in this run: times are since it started)",
+                    t.prefix
+                ));
+                t.flush_held();
+            }
+            t.timeline.clone()
+        })
+    }
+}
+
+impl Tape {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn emit(&mut self, at_ms: u64, text: &str) {
+        match self.timeline.fault_ms {
+            Some(fault) => (self.sink)(&timed(relative_ms(at_ms, Some(fault)), self.prefix, text)),
+            None => self.held.push((at_ms, text.to_owned())),
+        }
+    }
+
+    fn flush_held(&mut self) {
+        for (at_ms, text) in std::mem::take(&mut self.held) {
+            let line = timed(
+                relative_ms(at_ms, self.timeline.fault_ms),
+                self.prefix,
+                &text,
+            );
+            (self.sink)(&line);
+        }
+    }
+
+    fn relay_at(&mut self, at_ms: u64, host: Host, up: bool) {
+        self.timeline.relays.push(RelayMark { at_ms, host, up });
+        let state = if up {
+            "up (relay started)"
+        } else {
+            "down (relay stopped)"
+        };
+        let mut text = format!("-- host {} {state}", host.name());
+        if !up && self.timeline.fault_ms.is_none() {
+            // The first stop is the fault every time in the run is measured against.
+            self.timeline.fault_ms = Some(at_ms);
+            text = format!("-- fault: host {} {state}", host.name());
+            self.flush_held();
+        }
+        self.emit(at_ms, &text);
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -182,14 +410,26 @@ impl DrillReport {
         self.count(Verdict::Fail) > 0
     }
 
+    /// The last line of every drill: the step counts.
+    pub fn summary(&self) -> String {
+        format!(
+            "# {} PASS / {} FAIL / {} SKIP",
+            self.count(Verdict::Pass),
+            self.count(Verdict::Fail),
+            self.count(Verdict::Skip)
+        )
+    }
+
+    /// Every run's timeline, in order.
+    pub fn timelines(&self) -> Vec<&SceneTimeline> {
+        self.scenes.iter().flat_map(|s| &s.timelines).collect()
+    }
+
+    /// The whole report at once (steps, then raw lines per scene), for callers that did not
+    /// stream it.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let t = drill_thresholds();
-        let _ = writeln!(
-            out,
-            "# drill thresholds (production / 10): CHECK_MS={} GRACE_MS={} MIN_ATTEMPTS={} UP_TIMEOUT_MS={} DEADLINE_MS={} COOLDOWN_MS={} EXEMPT={} PROBE_MIN_MS={} PROBE_MAX_MS={}",
-            t.check_ms, t.grace_ms, t.min_attempts, t.up_timeout_ms, t.deadline_ms, t.cooldown_ms, u8::from(t.exempt), t.probe_min_ms, t.probe_max_ms
-        );
+        let _ = writeln!(out, "{}", thresholds_line());
         for scene in &self.scenes {
             let _ = writeln!(
                 out,
@@ -205,23 +445,37 @@ impl DrillReport {
                 let _ = writeln!(out, "  {line}");
             }
         }
-        let _ = writeln!(
-            out,
-            "\n# {} PASS / {} FAIL / {} SKIP",
-            self.count(Verdict::Pass),
-            self.count(Verdict::Fail),
-            self.count(Verdict::Skip)
-        );
+        let _ = writeln!(out, "\n{}", self.summary());
         out
     }
 }
 
+/// The first line of every drill: the scaled thresholds.
+pub fn thresholds_line() -> String {
+    let t = drill_thresholds();
+    format!(
+        "# drill thresholds (production / 10): CHECK_MS={} GRACE_MS={} MIN_ATTEMPTS={} UP_TIMEOUT_MS={} DEADLINE_MS={} COOLDOWN_MS={} EXEMPT={} PROBE_MIN_MS={} PROBE_MAX_MS={}",
+        t.check_ms, t.grace_ms, t.min_attempts, t.up_timeout_ms, t.deadline_ms, t.cooldown_ms, u8::from(t.exempt), t.probe_min_ms, t.probe_max_ms
+    )
+}
+
 /// Runs `scenes` one after another, each from a clean start.
 pub async fn run(scenes: &[Scene]) -> DrillReport {
+    run_streaming(scenes, no_sink()).await
+}
+
+/// Runs `scenes` like [`run`], printing each to `sink` as it happens: the thresholds, then per
+/// scene its header, its timed lines and its verdict, then the summary.
+pub async fn run_streaming(scenes: &[Scene], sink: Sink) -> DrillReport {
+    sink(&thresholds_line());
     let mut report = DrillReport::default();
     for scene in scenes {
-        report.scenes.push(run_scene(*scene).await);
+        report
+            .scenes
+            .push(run_scene_streaming(*scene, sink.clone()).await);
     }
+    sink("");
+    sink(&report.summary());
     report
 }
 
@@ -236,12 +490,19 @@ struct Stage {
     b_addr: SocketAddr,
     urls: [RelayUrl; 3],
     client: ClientHandle,
-    lines: broadcast::Receiver<super::driver::LogLine>,
+    /// The client's lines, as the forwarder put them on the tape (so a step judged on a line
+    /// is never printed before it).
+    lines: mpsc::UnboundedReceiver<LogLine>,
+    forwarder: JoinHandle<()>,
+    tape: TapeHandle,
+    sink: Sink,
     seen: Vec<String>,
     _dir: tempfile::TempDir,
     steps: Vec<StepResult>,
     timings: Vec<SwitchTiming>,
     thresholds: Thresholds,
+    /// Scene 5's second run.
+    more_timelines: Vec<SceneTimeline>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -253,21 +514,29 @@ enum StageError {
 }
 
 impl Stage {
-    async fn new(thresholds: Thresholds, refresh_after_seconds: u64) -> Result<Stage, StageError> {
+    async fn new(
+        thresholds: Thresholds,
+        refresh_after_seconds: u64,
+        tape: TapeHandle,
+        sink: Sink,
+    ) -> Result<Stage, StageError> {
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
         let a = RelayHandle::start(RelayConfig::new(
             loopback,
             HOST_A_PATHS.iter().map(|p| (*p).to_owned()).collect(),
         ))
         .await?;
+        tape.relay(Host::A, true);
         let b =
             RelayHandle::start(RelayConfig::new(loopback, vec![HOST_B_PATH.to_owned()])).await?;
+        tape.relay(Host::B, true);
         let (a_addr, b_addr) = (a.local_addr(), b.local_addr());
         let urls = [
             RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[0])),
             RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[1])),
             RelayUrl::new(format!("ws://{b_addr}{HOST_B_PATH}")),
         ];
+        tape.set_urls(&urls);
         let dir = tempfile::tempdir().map_err(|e| StageError::Setup(e.to_string()))?;
         let (secret, public) =
             directory::generate_key_pair().map_err(|e| StageError::Setup(e.to_string()))?;
@@ -295,7 +564,7 @@ impl Stage {
             channel: drill_channel(),
             directory: DirectoryConfig::Signed { path, key: public },
         });
-        let lines = client.subscribe_lines();
+        let (forwarder, lines) = forward_lines(&client, tape.clone());
         Ok(Stage {
             a: Some(a),
             b: Some(b),
@@ -304,20 +573,26 @@ impl Stage {
             urls,
             client,
             lines,
+            forwarder,
+            tape,
+            sink,
             seen: Vec::new(),
             _dir: dir,
             steps: Vec::new(),
             timings: Vec::new(),
             thresholds,
+            more_timelines: Vec::new(),
         })
     }
 
     fn step(&mut self, id: &str, verdict: Verdict, detail: impl Into<String>) {
-        self.steps.push(StepResult {
+        let step = StepResult {
             id: id.to_owned(),
             verdict,
             detail: detail.into(),
-        });
+        };
+        self.tape.step(&step);
+        self.steps.push(step);
     }
 
     fn current(&self) -> Option<RelayUrl> {
@@ -339,15 +614,9 @@ impl Stage {
 
     fn collect(&mut self) -> Vec<LogLine> {
         let mut fresh = Vec::new();
-        loop {
-            match self.lines.try_recv() {
-                Ok(line) => {
-                    self.seen.push(line.line.clone());
-                    fresh.push(line);
-                }
-                Err(broadcast::error::TryRecvError::Lagged(_)) => continue,
-                Err(_) => break,
-            }
+        while let Ok(line) = self.lines.try_recv() {
+            self.seen.push(line.line.clone());
+            fresh.push(line);
         }
         fresh
     }
@@ -386,15 +655,19 @@ impl Stage {
             .map(|(line, took, _)| (line, took))
     }
 
+    // A stop is marked once it has returned: the relay is down and its channels are closed,
+    // the same instant the switch measurements start from.
     async fn stop_a(&mut self) {
         if let Some(a) = self.a.take() {
             a.stop().await;
+            self.tape.relay(Host::A, false);
         }
     }
 
     async fn stop_b(&mut self) {
         if let Some(b) = self.b.take() {
             b.stop().await;
+            self.tape.relay(Host::B, false);
         }
     }
 
@@ -406,6 +679,7 @@ impl Stage {
             ))
             .await?,
         );
+        self.tape.relay(Host::A, true);
         Ok(())
     }
 
@@ -413,6 +687,7 @@ impl Stage {
         self.b = Some(
             RelayHandle::start(RelayConfig::new(self.b_addr, vec![HOST_B_PATH.to_owned()])).await?,
         );
+        self.tape.relay(Host::B, true);
         Ok(())
     }
 
@@ -462,6 +737,7 @@ impl Stage {
     async fn kill_a_expect_switch_to_b(&mut self, id: &str) -> bool {
         self.stop_a().await;
         let deadline_ms = self.thresholds.deadline_ms;
+        self.tape.deadline(deadline_ms);
         let lower_bound_ms = self.thresholds.grace_ms;
         // Watch past the deadline so a late switch is measured rather than missed.
         match self.wait_switch(self.deadline() * 3).await {
@@ -500,19 +776,58 @@ impl Stage {
             timings,
             a,
             b,
+            forwarder,
+            tape,
+            mut more_timelines,
             ..
         } = self;
         client.stop().await;
+        // The client's line senders are gone with it: the forwarder drains what is left.
+        let _ = forwarder.await;
+        // Clean-up stops are not part of the scene: the timeline ends before them.
+        let timeline = tape.finish();
         for relay in [a, b].into_iter().flatten() {
             relay.stop().await;
         }
+        more_timelines.insert(0, timeline);
         SceneReport {
             scene,
             steps,
             lines: seen,
             timings,
+            timelines: more_timelines,
         }
     }
+}
+
+/// Puts each client line on the tape the moment it is logged, then hands it to the stage.
+fn forward_lines(
+    client: &ClientHandle,
+    tape: TapeHandle,
+) -> (JoinHandle<()>, mpsc::UnboundedReceiver<LogLine>) {
+    let mut lines = client.subscribe_lines();
+    // The client's clock starts at its own start; the tape's earlier, with the stage.
+    let offset_ms = tape.now_ms().saturating_sub(client.now().0);
+    let (to_stage, from_forwarder) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        loop {
+            match lines.recv().await {
+                Ok(line) => {
+                    tape.line(offset_ms.saturating_add(line.at.0), line.line.clone());
+                    let _ = to_stage.send(line);
+                }
+                Err(broadcast::error::RecvError::Lagged(lost)) => {
+                    let at = tape.now_ms();
+                    tape.line(
+                        at,
+                        format!("(drill: {lost} client lines lost: too many at once)"),
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    (task, from_forwarder)
 }
 
 fn switch_and_skip_lines(lines: &[String]) -> (usize, usize) {
@@ -526,22 +841,53 @@ fn switch_and_skip_lines(lines: &[String]) -> (usize, usize) {
 
 /// Runs one scene from a clean start.
 pub async fn run_scene(scene: Scene) -> SceneReport {
+    run_scene_streaming(scene, no_sink()).await
+}
+
+/// Runs one scene from a clean start, streaming it to `sink`: its header now, its lines as they
+/// happen, its verdict at the end.
+pub async fn run_scene_streaming(scene: Scene, sink: Sink) -> SceneReport {
+    let started = Instant::now();
+    sink("");
+    sink(&format!("== scene {}: {} ==", scene.name(), scene.title()));
+    let report = scene_body(scene, sink.clone()).await;
+    sink(&format!(
+        "== scene {} {} ({} PASS / {} FAIL / {} SKIP, {:.1} s) ==",
+        scene.name(),
+        report.verdict().as_str(),
+        count(&report.steps, Verdict::Pass),
+        count(&report.steps, Verdict::Fail),
+        count(&report.steps, Verdict::Skip),
+        started.elapsed().as_secs_f64()
+    ));
+    report
+}
+
+fn count(steps: &[StepResult], verdict: Verdict) -> usize {
+    steps.iter().filter(|s| s.verdict == verdict).count()
+}
+
+async fn scene_body(scene: Scene, sink: Sink) -> SceneReport {
     // Scene 3 refreshes the directory every second so the directory path is seen to be held
     // back by the cooldown (FO-D1); elsewhere a refresh never lands inside a scene.
     let refresh = if scene == Scene::S3 { 1 } else { 600 };
-    let mut stage = match Stage::new(scene.thresholds(), refresh).await {
+    let tape = TapeHandle::new(scene.name().to_owned(), scene.title(), "", sink.clone());
+    let mut stage = match Stage::new(scene.thresholds(), refresh, tape.clone(), sink).await {
         Ok(stage) => stage,
         Err(error) => {
+            let step = StepResult {
+                id: format!("{}-setup", scene.name()),
+                verdict: Verdict::Fail,
+                detail: error.to_string(),
+            };
+            tape.step(&step);
             return SceneReport {
                 scene,
-                steps: vec![StepResult {
-                    id: format!("{}-setup", scene.name()),
-                    verdict: Verdict::Fail,
-                    detail: error.to_string(),
-                }],
+                steps: vec![step],
                 lines: Vec::new(),
                 timings: Vec::new(),
-            }
+                timelines: vec![tape.finish()],
+            };
         }
     };
     let id = |step: &str| format!("{}-{step}", scene.name());
@@ -666,6 +1012,9 @@ async fn script(
             stage.restore_a().await?;
             tokio::time::sleep(Duration::from_millis(500)).await;
             stage.stop_b().await;
+            if scene == Scene::S4 {
+                stage.tape.deadline(stage.thresholds.deadline_ms);
+            }
             // When the first of A's URLs stops cooling, on the client's clock.
             let cooled_at = stage
                 .client
@@ -751,7 +1100,13 @@ async fn script(
                 probe_max_ms: 0,
                 ..t
             };
-            let mut off = Stage::new(off_thresholds, 600).await?;
+            let off_tape = TapeHandle::new(
+                format!("{} (probing off)", scene.name()),
+                scene.title(),
+                "(probing off) ",
+                stage.sink.clone(),
+            );
+            let mut off = Stage::new(off_thresholds, 600, off_tape, stage.sink.clone()).await?;
             let first = off.urls[0].clone();
             let off_result = if off.wait_current(&first, Duration::from_secs(5)).await {
                 off.everything_down_then_b_back().await?
@@ -764,6 +1119,7 @@ async fn script(
                 .seen
                 .extend(off_lines.into_iter().map(|l| format!("(probing off) {l}")));
             stage.steps.extend(off_report.steps);
+            stage.more_timelines.extend(off_report.timelines);
             let stall_bound_ms = t.cooldown_ms + t.deadline_ms;
             match (&on, &off_result) {
                 (Ok(on_ms), Ok(off_ms)) => {
@@ -795,5 +1151,76 @@ fn verdict(ok: bool) -> Verdict {
         Verdict::Pass
     } else {
         Verdict::Fail
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture() -> (Sink, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&lines);
+        let sink: Sink = Arc::new(move |line: &str| {
+            kept.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(line.to_owned());
+        });
+        (sink, lines)
+    }
+
+    fn taken(lines: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        std::mem::take(&mut *lines.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    #[tokio::test]
+    async fn drill_times_are_relative_to_the_first_relay_stop() {
+        let (sink, out) = capture();
+        let tape = TapeHandle::new("1".to_owned(), "t", "", sink);
+        tape.with(|t| t.relay_at(5, Host::A, true));
+        tape.line(800, "[relay-attach] before".to_owned());
+        // Before the fault nothing can be timed against it: held.
+        assert!(taken(&out).is_empty());
+        tape.with(|t| t.relay_at(1_000, Host::A, false));
+        assert_eq!(
+            taken(&out),
+            [
+                "    -995 ms  -- host A up (relay started)",
+                "    -200 ms  [relay-attach] before",
+                "      +0 ms  -- fault: host A down (relay stopped)",
+            ]
+        );
+        tape.line(1_350, "[relay-switch] after".to_owned());
+        // A second stop is not a new fault.
+        tape.with(|t| t.relay_at(2_000, Host::B, false));
+        assert_eq!(
+            taken(&out),
+            [
+                "    +350 ms  [relay-switch] after",
+                "   +1000 ms  -- host B down (relay stopped)",
+            ]
+        );
+        let timeline = tape.finish();
+        assert_eq!(timeline.fault_ms, Some(1_000));
+        assert_eq!(timeline.relative_ms(800), -200);
+        assert_eq!(timeline.lines.len(), 2);
+        assert_eq!(timeline.relays.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn drill_run_without_a_fault_prints_its_lines_at_the_end_from_its_start() {
+        let (sink, out) = capture();
+        let tape = TapeHandle::new("1".to_owned(), "t", "(probing off) ", sink);
+        tape.line(40, "[relay-attach] x".to_owned());
+        assert!(taken(&out).is_empty());
+        let timeline = tape.finish();
+        assert_eq!(timeline.fault_ms, None);
+        assert_eq!(
+            taken(&out),
+            [
+                "(probing off) (no fault in this run: times are since it started)",
+                "     +40 ms  (probing off) [relay-attach] x",
+            ]
+        );
     }
 }

@@ -7,6 +7,7 @@ pub mod directory;
 pub mod drill;
 pub mod driver;
 pub mod relay;
+pub mod timeline;
 
 /// Resolves once `stop` says stopped (or its sender is gone). The borrow of the watched value
 /// ends here, so callers can `select!` on it across awaits.
