@@ -2,107 +2,18 @@
 //! within the bound, with its final counters in the log, exit 0. A relay closes its channels
 //! with a reason; a cell releases its identity lease (a successor starts at once).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod support_bin;
+
+use std::time::Duration;
 
 use futures_util::StreamExt;
+use support_bin::{Process, WAIT};
 use tokio_tungstenite::tungstenite::Message;
-
-const WAIT: Duration = Duration::from_secs(15);
-const SECRET: &str = "ops-test-secret-0123456789abcdef";
-
-/// A `switchyard` process, its stderr collected, and the first value after `key=` it logged.
-struct Process {
-    child: Child,
-    log: Arc<Mutex<String>>,
-    found: mpsc::Receiver<String>,
-}
-
-impl Process {
-    fn start(args: &[&str], key: &'static str) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .env("SWITCHYARD_HANDOFF_SECRET", SECRET)
-            .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn switchyard");
-        let stderr = child.stderr.take().expect("stderr");
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = log.clone();
-        let (tx, found) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(v) = line
-                    .split(key)
-                    .nth(1)
-                    .and_then(|rest| rest.split_whitespace().next())
-                {
-                    let _ = tx.send(v.to_owned());
-                }
-                let mut log = sink.lock().expect("log");
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        Process { child, log, found }
-    }
-
-    fn found(&self) -> String {
-        self.found
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|_| panic!("never logged the value; log:\n{}", self.log()))
-    }
-
-    fn signal(&self, name: &str) {
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-    }
-
-    /// Exit code, waiting at most `within`.
-    fn exit_within(&mut self, within: Duration) -> Option<i32> {
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status.code();
-            }
-            assert!(
-                started.elapsed() < within,
-                "still running {within:?} after the signal; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().expect("log").clone()
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_1_sigterm_stops_a_relay_gracefully_closing_its_channels_with_a_reason() {
-    let mut relay = Process::start(
-        &["relay", "--listen", "127.0.0.1:0", "--path", "/r"],
-        "local_addr=",
-    );
-    let addr = relay.found();
+    let mut relay = Process::start(&["relay", "--listen", "127.0.0.1:0", "--path", "/r"]);
+    let addr = relay.value("local_addr=");
     let (mut channel, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/r"))
         .await
         .expect("channel");
@@ -159,16 +70,16 @@ fn ops_1_sigterm_stops_a_cell_and_releases_its_lease_for_a_successor() {
         "--cell-lease-ms",
         "60000",
     ];
-    let mut cell = Process::start(&args, "url=");
-    let _url = cell.found();
+    let mut cell = Process::start(&args);
+    let _url = cell.value("url=");
     cell.signal("TERM");
     assert_eq!(cell.exit_within(WAIT), Some(0), "{}", cell.log());
     let log = cell.log();
     assert!(log.contains("cell stopped"), "{log}");
     assert!(log.contains("its lease is released"), "{log}");
     // The lease (a minute) was released: a successor starts at once.
-    let successor = Process::start(&args, "url=");
-    let _ = successor.found();
+    let successor = Process::start(&args);
+    let _ = successor.value("url=");
     assert!(
         !successor.log().contains("held by a live process"),
         "{}",
@@ -180,19 +91,16 @@ fn ops_1_sigterm_stops_a_cell_and_releases_its_lease_for_a_successor() {
 fn ops_1_sigint_stops_a_director_with_its_totals() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("d.db").display());
-    let mut director = Process::start(
-        &[
-            "director",
-            "--db",
-            db.as_str(),
-            "--interval-ms",
-            "100",
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ],
-        "examined=",
-    );
-    let _ = director.found();
+    let mut director = Process::start(&[
+        "director",
+        "--db",
+        db.as_str(),
+        "--interval-ms",
+        "100",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let _ = director.value("examined=");
     director.signal("INT");
     assert_eq!(director.exit_within(WAIT), Some(0), "{}", director.log());
     let log = director.log();

@@ -1,64 +1,14 @@
 //! OPS-2 over the real binary: /healthz, /readyz and Prometheus /metrics on the relay, the cell
 //! and the director; the failover client only behind --metrics-listen (FO-D11).
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support_bin;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
-const SECRET: &str = "ops-test-secret-0123456789abcdef";
-
-struct Process {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Process {
-    fn start(args: &[&str]) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(args)
-            .env("RUST_LOG", "info")
-            .env("SWITCHYARD_HANDOFF_SECRET", SECRET)
-            .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn");
-        let stderr = child.stderr.take().expect("stderr");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        Process { child, lines }
-    }
-
-    /// The value after `key=` in the first line holding it (lines before it are kept).
-    fn value(&self, key: &str, seen: &mut Vec<String>) -> Option<String> {
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(10)) {
-            let found = line
-                .split(key)
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-                .map(str::to_owned);
-            seen.push(line);
-            if found.is_some() {
-                return found;
-            }
-        }
-        None
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use support_bin::Process;
 
 /// `GET path` → (status, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
@@ -85,9 +35,7 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 #[test]
 fn ops_2_the_relay_serves_health_readiness_and_metrics() {
     let relay = Process::start(&["relay", "--listen", "127.0.0.1:0", "--path", "/r"]);
-    let addr = relay
-        .value("local_addr=", &mut Vec::new())
-        .expect("address");
+    let addr = relay.value("local_addr=");
     assert_eq!(get(&addr, "/healthz"), (200, "ok\n".to_owned()));
     assert_eq!(get(&addr, "/readyz").0, 200);
     let (status, metrics) = get(&addr, "/metrics");
@@ -125,7 +73,7 @@ fn ops_2_the_cell_serves_probes_and_its_counters() {
         "--listen",
         "127.0.0.1:0",
     ]);
-    let url = cell.value("url=", &mut Vec::new()).expect("url");
+    let url = cell.value("url=");
     assert_eq!(get(&url, "/healthz").0, 200);
     assert_eq!(get(&url, "/readyz"), (200, "ready\n".to_owned()));
     let (_, metrics) = get(&url, "/metrics");
@@ -152,9 +100,7 @@ fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
         "--metrics-listen",
         "127.0.0.1:0",
     ]);
-    let addr = director
-        .value("metrics_addr=", &mut Vec::new())
-        .expect("probes");
+    let addr = director.value("metrics_addr=");
     assert_eq!(get(&addr, "/readyz").0, 200);
     let (_, metrics) = get(&addr, "/metrics");
     assert!(
@@ -168,16 +114,9 @@ fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
 
     // FO-D11: nothing listens unless asked.
     let quiet = Process::start(&["client", "--url", "ws://127.0.0.1:9/r"]);
-    let mut seen = Vec::new();
-    let _ = quiet.value("client starting", &mut seen);
+    let _ = quiet.value("client starting");
     std::thread::sleep(Duration::from_millis(300));
-    while let Ok(line) = quiet.lines.try_recv() {
-        seen.push(line);
-    }
-    assert!(
-        !seen.iter().any(|l| l.contains("probes listening")),
-        "{seen:?}"
-    );
+    assert!(!quiet.log().contains("probes listening"), "{}", quiet.log());
     let asked = Process::start(&[
         "client",
         "--url",
@@ -185,9 +124,7 @@ fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
         "--metrics-listen",
         "127.0.0.1:0",
     ]);
-    let addr = asked
-        .value("metrics_addr=", &mut Vec::new())
-        .expect("probes");
+    let addr = asked.value("metrics_addr=");
     let (status, body) = get(&addr, "/readyz");
     assert_eq!(status, 503, "no relay is reachable: {body}");
     assert!(body.contains("no relay channel"), "{body}");

@@ -340,6 +340,28 @@ pub struct Received<'a> {
     pub body: &'a [u8],
 }
 
+impl<'a> Received<'a> {
+    /// A request as received, the five SEC-2 headers read through `header` (absent or not
+    /// text: `None`).
+    pub fn from_headers(
+        method: &'a str,
+        path: &'a str,
+        body: &'a [u8],
+        header: impl Fn(&'static str) -> Option<&'a str>,
+    ) -> Received<'a> {
+        Received {
+            method,
+            path,
+            cell: header(CELL_HEADER),
+            timestamp: header(TIMESTAMP_HEADER),
+            nonce: header(NONCE_HEADER),
+            key: header(KEY_HEADER),
+            signature: header(SIGNATURE_HEADER),
+            body,
+        }
+    }
+}
+
 /// A request whose signature verified: what the replay cache records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Verified {
@@ -600,11 +622,11 @@ fn parse_decimal<T: std::str::FromStr>(s: &str, max_len: usize) -> Option<T> {
     }
 }
 
-fn is_lower_hex(s: &str) -> bool {
+pub(crate) fn is_lower_hex(s: &str) -> bool {
     s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -614,7 +636,7 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
+pub(crate) fn unhex(s: &str) -> Option<Vec<u8>> {
     if s.len() % 2 != 0 || s.len() > 256 {
         return None;
     }
@@ -661,16 +683,7 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.as_str())
         };
-        Received {
-            method,
-            path,
-            cell: h(CELL_HEADER),
-            timestamp: h(TIMESTAMP_HEADER),
-            nonce: h(NONCE_HEADER),
-            key: h(KEY_HEADER),
-            signature: h(SIGNATURE_HEADER),
-            body,
-        }
+        Received::from_headers(method, path, body, h)
     }
 
     fn ring() -> KeyRing {

@@ -14,7 +14,7 @@
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use super::auth::Secret;
+use super::auth::{hex, is_lower_hex, unhex, Secret};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -65,8 +65,7 @@ fn mac(desktop_token: &str, host: u64, expires_ms: u64) -> HmacSha256 {
 #[must_use]
 pub fn mint_client_token(desktop_token: &str, host: u64, expires_ms: u64) -> String {
     let tag = mac(desktop_token, host, expires_ms).finalize().into_bytes();
-    let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{VERSION}.{expires_ms}.{hex}")
+    format!("{VERSION}.{expires_ms}.{}", hex(&tag))
 }
 
 /// The cell's check of a client's `Authorization` header for `host` at `now_ms`: a token of
@@ -102,7 +101,7 @@ pub fn verify_client(
         return Err(ClientAuthError::Malformed);
     }
     let expires_ms: u64 = expires.parse().map_err(|_| ClientAuthError::Malformed)?;
-    let tag = unhex(tag).ok_or(ClientAuthError::Malformed)?;
+    let tag = tag_bytes(tag).ok_or(ClientAuthError::Malformed)?;
     mac(&desktop_secret.desktop_token(host), host, expires_ms)
         .verify_slice(&tag)
         .map_err(|_| ClientAuthError::Bad)?;
@@ -118,14 +117,11 @@ pub fn verify_client(
 
 /// Exactly 64 lowercase hex digits: one spelling per token (the fuzz target found that
 /// `u8::from_str_radix` also takes upper case, a second spelling of the same credential).
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() != 64 || !s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+fn tag_bytes(s: &str) -> Option<Vec<u8>> {
+    if s.len() != 64 || !is_lower_hex(s) {
         return None;
     }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    unhex(s)
 }
 
 #[cfg(test)]

@@ -16,9 +16,7 @@ use tracing::{debug, info};
 
 use super::pump::wait_for;
 use super::Shared;
-use crate::handoff::auth::{
-    Received, Refusal, CELL_HEADER, KEY_HEADER, NONCE_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER,
-};
+use crate::handoff::auth::{Received, Refusal, CELL_HEADER, KEY_HEADER};
 use crate::handoff::proto::{
     DrainAnswer, DrainRequest, HandoffAnswer, RefusedAnswer, UndrainAnswer, UndrainRequest,
 };
@@ -37,16 +35,7 @@ fn authenticate(
 ) -> Option<Response> {
     let h = |k: &str| headers.get(k).and_then(|v| v.to_str().ok());
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let received = Received {
-        method: method.as_str(),
-        path,
-        cell: h(CELL_HEADER),
-        timestamp: h(TIMESTAMP_HEADER),
-        nonce: h(NONCE_HEADER),
-        key: h(KEY_HEADER),
-        signature: h(SIGNATURE_HEADER),
-        body,
-    };
+    let received = Received::from_headers(method.as_str(), path, body, h);
     let window = super::ms(sh.cfg.auth_window);
     let verdict = sh
         .cfg

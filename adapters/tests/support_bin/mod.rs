@@ -1,0 +1,104 @@
+//! A `switchyard` process for tests over the real binary: its stderr collected line by line
+//! (searchable while it runs), signals by name, a bounded wait for its exit. Killed on drop.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const WAIT: Duration = Duration::from_secs(15);
+/// The secrets every process here gets from its environment.
+pub const SECRET: &str = "ops-test-secret-0123456789abcdef";
+
+pub struct Process {
+    child: Child,
+    log: Arc<Mutex<String>>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Process {
+    /// `switchyard ARGS` with `RUST_LOG=info` and the test secrets in its environment.
+    pub fn start(args: &[&str]) -> Process {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .env("RUST_LOG", "info")
+            .env("SWITCHYARD_HANDOFF_SECRET", SECRET)
+            .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn switchyard");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                {
+                    let mut log = sink.lock().expect("log");
+                    log.push_str(&line);
+                    log.push('\n');
+                }
+                let _ = tx.send(line);
+            }
+        });
+        Process { child, log, lines }
+    }
+
+    /// The word after `key` in the next line that holds it (within [`WAIT`]).
+    pub fn value(&self, key: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                break;
+            };
+            if let Some(v) = line
+                .split(key)
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+            {
+                return v.to_owned();
+            }
+        }
+        panic!("never logged {key:?}; log:\n{}", self.log())
+    }
+
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Its exit code, waiting at most `within`; `None` when a signal ended it.
+    pub fn exit_within(&mut self, within: Duration) -> Option<i32> {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(
+                started.elapsed() < within,
+                "still running after {within:?}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Everything it logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log").clone()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
