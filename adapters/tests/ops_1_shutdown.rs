@@ -127,3 +127,43 @@ async fn ops_1_a_graceful_cell_stop_closes_clients_with_a_reason() {
     assert_eq!(client.expect("client").closed(WAIT).await, Some(1001));
     desk.stop().await;
 }
+
+/// OPS-1: the drill (a minute at `--scene 5`) stops on SIGTERM between two lines, exit 0, its
+/// last line saying the run was cut and has no verdict.
+#[test]
+fn ops_1_sigterm_interrupts_a_drill_with_a_last_line_saying_so() {
+    use std::io::Read;
+    let mut drill = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["drill", "--scene", "5"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("drill");
+    std::thread::sleep(Duration::from_secs(2));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &drill.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = drill.try_wait().expect("wait") {
+            break s;
+        }
+        assert!(started.elapsed() < WAIT, "the drill did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    drill
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read");
+    assert_eq!(status.code(), Some(0), "{out}");
+    assert!(
+        out.trim_end()
+            .ends_with("== drill INTERRUPTED by SIGTERM (no verdict) =="),
+        "{out}"
+    );
+}

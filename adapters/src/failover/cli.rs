@@ -350,6 +350,9 @@ async fn client(args: ClientArgs) -> Result<(), String> {
 }
 
 async fn drill(args: DrillArgs) -> ExitCode {
+    // OPS-1: a signal ends the drill between two lines: its relays and clients are dropped
+    // with the run, what was streamed stays on stdout, and the last line says it was cut.
+    let signals = lifecycle::Signals::listen();
     let scenes: Vec<Scene> = match args.scene {
         SceneArg::S1 => vec![Scene::S1],
         SceneArg::S2 => vec![Scene::S2],
@@ -382,7 +385,15 @@ async fn drill(args: DrillArgs) -> ExitCode {
             kept.push('\n');
         })
     };
-    let report = drill::run_streaming(&scenes, sink).await;
+    let report = tokio::select! {
+        report = drill::run_streaming(&scenes, sink) => report,
+        signal = signals.stopped() => {
+            use std::io::Write;
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "== drill INTERRUPTED by {} (no verdict) ==", signal.name());
+            return ExitCode::SUCCESS;
+        }
+    };
     let text = std::mem::take(&mut *kept.lock().unwrap_or_else(PoisonError::into_inner));
     if let Some(path) = &args.timeline {
         let written = timeline::render_svg(&report.timelines())
