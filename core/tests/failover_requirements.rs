@@ -842,3 +842,37 @@ fn fo_d2_a_supervisor_equals_its_clone_whatever_its_caches_hold() {
     };
     assert_ne!(hash(&pending), hash(&drained));
 }
+
+/// OPS-2: a failed open says "keeping the old channel" only when there is one. At start (the
+/// first open of the first directory) there is none: the line says so instead of implying a
+/// working channel.
+#[test]
+fn ops_2_a_failed_first_open_does_not_claim_an_old_channel() {
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&["a", "b"]);
+    assert_eq!(rig.opening(), Some("a"));
+    assert!(rig.open_fail("a"));
+    let line = rig
+        .skip_lines()
+        .last()
+        .map(|l| l.to_string())
+        .unwrap_or_default();
+    assert!(line.contains("did not come up"), "{line}");
+    assert!(!line.contains("keeping the old channel"), "{line}");
+    assert!(line.contains("no channel yet"), "{line}");
+    // With a channel, the line keeps saying it is kept.
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&["a", "b"]);
+    assert!(rig.open_ok("a"));
+    rig.current_dies();
+    rig.advance(60_000).tick();
+    if let Some(target) = rig.opening().map(str::to_owned) {
+        assert!(rig.open_fail(&target));
+        let line = rig
+            .skip_lines()
+            .last()
+            .map(|l| l.to_string())
+            .unwrap_or_default();
+        assert!(line.contains("keeping the old channel"), "{line}");
+    }
+}

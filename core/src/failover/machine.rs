@@ -366,10 +366,12 @@ impl Supervisor {
             // FO-X2: with cooldown 0 the entry above cools nothing; this moves the chain on.
             self.pass_over(open_id, &open.url);
         }
+        let kept_channel = self.current.is_some();
         self.emit(Event::Skipped(Skip::OpenFailed {
             url: open.url,
             failure,
             exempt,
+            kept_channel,
             probe: open.probe,
             cooldown_ms: self.thresholds.cooldown_ms,
         }));

@@ -138,6 +138,7 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
             url,
             failure,
             exempt,
+            kept_channel,
             probe,
             cooldown_ms,
         } => {
@@ -145,16 +146,21 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
                 OpenFailure::Failed => "failed",
                 OpenFailure::TimedOut => "timed out",
             };
+            let kept = if *kept_channel {
+                "keeping the old channel"
+            } else {
+                "no channel yet"
+            };
             if *probe {
                 return write!(
                     out,
-                    "probe did not come up ({url}, {how}): keeping the old channel; {url} keeps its cooldown"
+                    "probe did not come up ({url}, {how}): {kept}; {url} keeps its cooldown"
                 );
             }
             let what = if *exempt { "exempt open" } else { "new channel" };
             write!(
                 out,
-                "{what} did not come up ({url}, {how}): keeping the old channel; {url} cools {cooldown_ms} ms"
+                "{what} did not come up ({url}, {how}): {kept}; {url} cools {cooldown_ms} ms"
             )?;
             if *exempt {
                 out.push_str(" and gets no further exemption this cycle");

@@ -218,11 +218,13 @@ pub enum Skip {
         /// FO-X3: when the next probe round is due (`None`: probing off or not yet scheduled).
         next_probe_in_ms: Option<u64>,
     },
-    /// The new channel did not come up; the old one is kept and the target cools.
+    /// The new channel did not come up; the old one (if any) is kept and the target cools.
     OpenFailed {
         url: RelayUrl,
         failure: OpenFailure,
         exempt: bool,
+        /// OPS-2: there is an old channel to keep (not at start, before the first attach).
+        kept_channel: bool,
         /// FO-X3: a failed probe changes only the probe schedule, not the cooldown table.
         probe: bool,
         cooldown_ms: u64,
