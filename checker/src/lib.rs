@@ -516,12 +516,12 @@ where
 /// each discovered property is found again, visits states strictly in order of depth, so each
 /// path it keeps is a shortest one. Depth-first and simulated reports are left as they are (a
 /// breadth-first re-check is what their memory could not afford) and stay marked not shortest.
-/// Returns how long the re-check took, if one ran.
+/// Returns what the re-check cost, if one ran.
 pub fn shorten_discoveries<M>(
     model: &M,
     options: &RunOptions,
     report: &mut ModelReport<M>,
-) -> Option<Duration>
+) -> Option<Recheck>
 where
     M: CheckedModel + Clone,
     M::State: Clone + Debug + Hash + Eq + Send + Sync + 'static,
@@ -560,7 +560,20 @@ where
             }
         }
     }
-    Some(again.elapsed)
+    Some(Recheck {
+        elapsed: again.elapsed,
+        depth_bound: deepest,
+        unique_states: again.unique_states,
+    })
+}
+
+/// The single-threaded re-check behind shortest paths: what it cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Recheck {
+    pub elapsed: Duration,
+    /// It judged states up to this depth (the deepest discovery of the first search).
+    pub depth_bound: usize,
+    pub unique_states: usize,
 }
 
 /// What one model's run found, without its paths: what the final line of a check is made of.

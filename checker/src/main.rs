@@ -309,22 +309,31 @@ where
     M::Action: Clone + std::fmt::Debug + std::fmt::Display + PartialEq + Send + Sync + Serialize,
 {
     let mut report = run(model.clone(), options);
+    let mut recheck = None;
     if report.strategy == Strategy::Bfs && report.properties.iter().any(|p| p.path.is_some()) {
         if options.progress {
             eprint!(
                 "re-checking with one thread for the shortest witnesses and counterexamples ..."
             );
         }
-        let took = shorten_discoveries(&model, options, &mut report);
+        recheck = shorten_discoveries(&model, options, &mut report);
         if options.progress {
             eprint!("\r{:90}\r", "");
         }
-        if let Some(took) = took {
+        if let Some(recheck) = recheck {
             // The table's time is the whole check's, the re-check included.
-            report.elapsed += took;
+            report.elapsed += recheck.elapsed;
         }
     }
     print!("{}", render_table(&report));
+    if let Some(r) = recheck {
+        println!(
+            "  shortest paths: one-thread breadth-first re-check to depth {}, {} unique states, {:.2} s (included above)",
+            r.depth_bound,
+            r.unique_states,
+            r.elapsed.as_secs_f64()
+        );
+    }
     let mut violated = false;
     for p in &report.properties {
         if let (Verdict::Violated, Some(path)) = (p.verdict, &p.path) {
