@@ -9,10 +9,18 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model, Property, UniformChooser};
-use switchyard_spec::failover::{FailoverModel, FailoverParams, FoAction, FoProjection, FoState};
+use switchyard_spec::failover::{
+    FailoverModel, FailoverParams, FoAction, FoProjection, FoState, Variant,
+};
 use switchyard_spec::halt::Halt;
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
+
+pub mod by_index;
+pub mod explorer;
+pub mod first_hit;
+
+use first_hit::FirstHits;
 
 /// A model the checker can run: names, parameters and the projection its traces record.
 pub trait CheckedModel: Model + Send + Sync + Sized + 'static {
@@ -28,6 +36,10 @@ pub trait CheckedModel: Model + Send + Sync + Sized + 'static {
     fn project(state: &Self::State) -> Self::Projection;
     /// One readable line for a counterexample step.
     fn summary(state: &Self::State) -> String;
+    /// A few short lines for the Explorer's state pane: what an operator looks at first.
+    fn card(state: &Self::State) -> String;
+    /// The name of an initial state of this model (what the Explorer's first step offers).
+    fn init_name(&self, state: &Self::State) -> String;
     /// The signal that stops a search in flight (the memory budget raises it).
     fn halt(&self) -> &Halt;
 }
@@ -47,6 +59,66 @@ impl CheckedModel for FailoverModel {
 
     fn halt(&self) -> &Halt {
         &self.halt
+    }
+
+    fn init_name(&self, state: &FoState) -> String {
+        format!("variant {}", variant_name(state.variant))
+    }
+
+    fn card(state: &FoState) -> String {
+        let p = state.project();
+        // Hosts are named a, b, … as the model's actions name them ("host a goes down").
+        let hosts: Vec<String> = p
+            .host_up
+            .iter()
+            .zip('a'..='z')
+            .map(|(up, name)| format!("{name} {}", if *up { "up" } else { "DOWN" }))
+            .collect();
+        let list: Vec<&str> = state.sup.candidates().iter().map(|u| u.as_str()).collect();
+        let mut card = format!(
+            "{} at t={}ms, hosts {}\nlist {}\ncurrent {}",
+            variant_name(state.variant),
+            p.now_ms,
+            hosts.join(", "),
+            list.join(" "),
+            p.current.as_deref().unwrap_or("-")
+        );
+        if let Some(open) = state.sup.open_in_flight() {
+            let kind = if open.exemption.is_some() {
+                " (exempt)"
+            } else if open.probe {
+                " (probe)"
+            } else {
+                ""
+            };
+            let _ = write!(card, ", opening {}{kind}", open.url);
+        }
+        let cooling: Vec<String> = p
+            .cooldown
+            .iter()
+            .map(|(url, kind, until)| format!("{url} {} until {until}", kind.as_str()))
+            .collect();
+        let _ = write!(
+            card,
+            "\ncooling {}",
+            if cooling.is_empty() {
+                "-".to_owned()
+            } else {
+                cooling.join(", ")
+            }
+        );
+        let c = p.counters;
+        let _ = write!(
+            card,
+            "\nswitches {} (exempt {}, probe {}), open failed {}, no-candidate {}, probe opens {}",
+            c.switches,
+            c.exempt_switches,
+            c.probe_switches,
+            c.open_failed,
+            c.no_candidate_checks,
+            c.probe_opens
+        );
+        card
     }
 
     fn summary(state: &FoState) -> String {
@@ -127,6 +199,55 @@ impl CheckedModel for HandoffModel {
         &self.halt
     }
 
+    fn init_name(&self, _state: &HoState) -> String {
+        match self.scenario {
+            None => "handoff".to_owned(),
+            Some(s) => format!("scenario {}", s.name()),
+        }
+    }
+
+    fn card(state: &HoState) -> String {
+        let p = state.project();
+        let mut card = format!(
+            "t={}ms, host on cell {} (epoch {}, incarnation {}, generation {}), db {}",
+            p.now_ms,
+            p.assigned_cell,
+            p.epoch,
+            p.incarnation,
+            p.generation,
+            if p.db_up { "up" } else { "DOWN" }
+        );
+        for (label, source) in [("source", &p.source), ("old source", &p.old_source)] {
+            if let Some(s) = source {
+                let _ = write!(
+                    card,
+                    "\n{label}: gate {:?}{}{}, phase {}, last outcome {}",
+                    s.gate,
+                    if s.drained { ", drained" } else { "" },
+                    if s.enabled { "" } else { ", disabled" },
+                    s.phase.map_or("-".to_owned(), |k| format!("{k:?}")),
+                    s.last_outcome.map_or("-".to_owned(), |k| format!("{k:?}")),
+                );
+            }
+        }
+        let _ = write!(
+            card,
+            "\nclients {:?}, splices {}, pending connection {}",
+            p.clients, p.splices, p.pending_conn
+        );
+        let _ = write!(
+            card,
+            "\ndirector holds a request {}, control op in flight {}",
+            p.director_holds_request, p.control_op_in_flight
+        );
+        let _ = write!(
+            card,
+            "\nstore: reservations {}, committed {}, fenced {}, db jobs {:?}",
+            p.reservations, p.committed_ops, p.fenced_ops, p.db_jobs
+        );
+        card
+    }
+
     fn summary(state: &HoState) -> String {
         let p = state.project();
         let mut line = format!(
@@ -158,6 +279,17 @@ impl CheckedModel for HandoffModel {
             p.db_jobs
         );
         line
+    }
+}
+
+/// A failover variant as the command line spells it (`--variants`).
+pub fn variant_name(variant: Variant) -> &'static str {
+    match variant {
+        Variant::Production => "production",
+        Variant::ExemptOff => "exempt-off",
+        Variant::CooldownZero => "cooldown-zero",
+        Variant::SupervisorOff => "supervisor-off",
+        Variant::ProbeJitter => "probe-jitter",
     }
 }
 
@@ -227,6 +359,10 @@ pub struct RunOptions {
     /// Stop once an `always` property is violated (`switchyard-check check`): a core that
     /// leaks could otherwise grow the explored space until memory runs out.
     pub stop_at_first_violation: bool,
+    /// Keep stateright's own choice of path, the one to the *last* state that discovers each
+    /// property (cut at its first discovering state), instead of the first found: only the
+    /// trace corpus wants it (see `corpus_options`).
+    pub keep_last_discovery: bool,
 }
 
 /// The verdict on one property.
@@ -287,6 +423,9 @@ pub struct PropertyResult<M: Model> {
     pub expectation: Expectation,
     pub verdict: Verdict,
     pub path: Option<Steps<M>>,
+    /// `path` is a shortest path to a state that discovers the property (found by a
+    /// single-threaded breadth-first search, where states are visited in order of depth).
+    pub shortest: bool,
 }
 
 impl<M: Model> Debug for PropertyResult<M> {
@@ -294,7 +433,11 @@ impl<M: Model> Debug for PropertyResult<M> {
         f.debug_struct("PropertyResult")
             .field("name", &self.name)
             .field("verdict", &self.verdict)
-            .field("steps", &self.path.as_ref().map(Vec::len))
+            .field(
+                "steps",
+                &self.path.as_ref().map(|p| p.len().saturating_sub(1)),
+            )
+            .field("shortest", &self.shortest)
             .finish()
     }
 }
@@ -366,6 +509,212 @@ where
     report
 }
 
+/// Makes every discovery of a breadth-first `report` a shortest one. A search on several
+/// threads is breadth-first only roughly (each thread works through its own share of the
+/// frontier), so its first discoveries may be a few steps longer than need be; a second search
+/// on one thread, bounded by the deepest discovery the first one found and stopping as soon as
+/// each discovered property is found again, visits states strictly in order of depth, so each
+/// path it keeps is a shortest one. Depth-first and simulated reports are left as they are (a
+/// breadth-first re-check is what their memory could not afford) and stay marked not shortest.
+/// Returns what the re-check cost, if one ran.
+pub fn shorten_discoveries<M>(
+    model: &M,
+    options: &RunOptions,
+    report: &mut ModelReport<M>,
+) -> Option<Recheck>
+where
+    M: CheckedModel + Clone,
+    M::State: Clone + Debug + Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
+{
+    if report.strategy != Strategy::Bfs || options.keep_last_discovery {
+        return None;
+    }
+    let pending: std::collections::BTreeSet<&'static str> = report
+        .properties
+        .iter()
+        .filter(|p| p.path.is_some() && !p.shortest)
+        .map(|p| p.name)
+        .collect();
+    // A path of n states ends at depth n; the search must still judge states at that depth.
+    let deepest = report
+        .properties
+        .iter()
+        .filter(|p| pending.contains(p.name))
+        .filter_map(|p| p.path.as_ref().map(Vec::len))
+        .max()?;
+    let single = RunOptions {
+        strategy: Strategy::Bfs,
+        threads: 1,
+        max_depth: Some(deepest + 1),
+        timeout: None,
+        stop_when_found: Some(pending.clone()),
+        ..options.clone()
+    };
+    let again = run_once(model.clone(), &single);
+    for found in again.properties {
+        if let (true, Some(path)) = (pending.contains(found.name), found.path) {
+            if let Some(p) = report.properties.iter_mut().find(|p| p.name == found.name) {
+                p.path = Some(path);
+                p.shortest = true;
+            }
+        }
+    }
+    Some(Recheck {
+        elapsed: again.elapsed,
+        depth_bound: deepest,
+        unique_states: again.unique_states,
+    })
+}
+
+/// The single-threaded re-check behind shortest paths: what it cost.
+#[derive(Debug, Clone, Copy)]
+pub struct Recheck {
+    pub elapsed: Duration,
+    /// It judged states up to this depth (the deepest discovery of the first search).
+    pub depth_bound: usize,
+    pub unique_states: usize,
+}
+
+/// What one model's run found, without its paths: what the final line of a check is made of.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub model: String,
+    pub ending: Ending,
+    pub memory_budget_bytes: Option<u64>,
+    pub properties: Vec<(&'static str, Expectation, Verdict)>,
+}
+
+impl<M: Model> ModelReport<M> {
+    pub fn summary(&self) -> RunSummary {
+        RunSummary {
+            model: self.model.clone(),
+            ending: self.ending,
+            memory_budget_bytes: self.memory_budget_bytes,
+            properties: self
+                .properties
+                .iter()
+                .map(|p| (p.name, p.expectation.clone(), p.verdict))
+                .collect(),
+        }
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The exit status of a check over `runs` and the last line it prints, which says why:
+/// 0 every property holds and every witness is reached; 1 a property is violated or a witness
+/// is not reached; 3 no violation found but a search ended at its memory budget (no verdict).
+pub fn exit_line(runs: &[RunSummary]) -> (u8, String) {
+    let named = |verdict: Verdict| -> Vec<String> {
+        runs.iter()
+            .flat_map(|r| {
+                r.properties
+                    .iter()
+                    .filter(move |p| p.2 == verdict)
+                    .map(move |p| format!("\"{}\" ({})", p.0, r.model))
+            })
+            .collect()
+    };
+    let violated = named(Verdict::Violated);
+    let unreached = named(Verdict::NotReached);
+    let incomplete: Vec<String> = runs
+        .iter()
+        .filter_map(|r| match r.ending {
+            Ending::MemoryBudget { .. } if !r.properties.iter().any(|p| p.2.is_failure()) => {
+                Some(format!(
+                    "{} (memory budget of {} MiB reached)",
+                    r.model,
+                    r.memory_budget_bytes.unwrap_or(0) >> 20
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    let not_judged: usize = runs
+        .iter()
+        .filter(|r| r.ending == Ending::Violation)
+        .map(|r| {
+            r.properties
+                .iter()
+                .filter(|p| p.2 == Verdict::NotJudged)
+                .count()
+        })
+        .sum();
+    let models: Vec<&str> = runs.iter().map(|r| r.model.as_str()).collect();
+    let mut reasons = Vec::new();
+    if !violated.is_empty() {
+        reasons.push(format!(
+            "{} violated: {}",
+            plural(violated.len(), "property", "properties"),
+            violated.join(", ")
+        ));
+    }
+    if !unreached.is_empty() {
+        reasons.push(format!(
+            "{} never reached: {}",
+            plural(unreached.len(), "witness", "witnesses"),
+            unreached.join(", ")
+        ));
+    }
+    if !reasons.is_empty() {
+        if not_judged > 0 {
+            reasons.push(format!(
+                "{} not judged (a search stops at its first violation)",
+                plural(not_judged, "property", "properties")
+            ));
+        }
+        if !incomplete.is_empty() {
+            reasons.push(format!("no verdict for {}", incomplete.join(", ")));
+        }
+        return (1, format!("exit 1: {}", reasons.join("; ")));
+    }
+    if !incomplete.is_empty() {
+        return (
+            3,
+            format!(
+                "exit 3: INCOMPLETE: no violation found, but no verdict for {}: raise --memory-budget-mib or lower the bounds",
+                incomplete.join(", ")
+            ),
+        );
+    }
+    let count = |expectation: Expectation| -> usize {
+        runs.iter()
+            .flat_map(|r| r.properties.iter())
+            .filter(|p| p.1 == expectation)
+            .count()
+    };
+    let (always, sometimes) = (count(Expectation::Always), count(Expectation::Sometimes));
+    let mut line = if always == 1 {
+        "exit 0: 1 property holds".to_owned()
+    } else {
+        format!("exit 0: all {always} properties hold")
+    };
+    match sometimes {
+        0 => {}
+        1 => line.push_str(" and 1 witness is reached"),
+        n => {
+            let _ = write!(line, " and all {n} witnesses are reached");
+        }
+    }
+    let _ = write!(line, " in {}", models.join(", "));
+    let limited: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.ending == Ending::Limited)
+        .map(|r| r.model.as_str())
+        .collect();
+    if !limited.is_empty() {
+        let _ = write!(
+            line,
+            ", but the search of {} was NOT exhaustive (simulation, depth cap or timeout)",
+            limited.join(", ")
+        );
+    }
+    (0, line)
+}
+
 fn run_once<M>(model: M, options: &RunOptions) -> ModelReport<M>
 where
     M: CheckedModel,
@@ -376,7 +725,11 @@ where
     let model_label = model.label();
     let halt = model.halt().clone();
     halt.lower();
-    let mut builder = model.checker().threads(options.threads.max(1));
+    let threads = options.threads.max(1);
+    // Each property reported at its first discovery, so the path kept is the first found.
+    let mut builder = FirstHits::new(model, !options.keep_last_discovery)
+        .checker()
+        .threads(threads);
     if let Some(depth) = options.max_depth {
         builder = builder.target_max_depth(depth);
     }
@@ -438,6 +791,10 @@ where
                 name: property.name,
                 expectation: property.expectation,
                 verdict,
+                shortest: path.is_some()
+                    && options.strategy == Strategy::Bfs
+                    && threads == 1
+                    && !options.keep_last_discovery,
                 path,
             }
         })
@@ -457,6 +814,7 @@ where
     }
 }
 
+/// Only for `RunOptions::keep_last_discovery` (the trace corpus).
 /// stateright 0.31 keeps evaluating an `always` or `sometimes` property after its first
 /// discovery and overwrites the path with each later one, so the path it returns ends at the
 /// last violating (or witnessing) state it visited, not the first: a reviewer would read a
@@ -500,7 +858,7 @@ where
     M: CheckedModel,
     M::State: Clone + Debug + Hash + PartialEq,
     M::Action: Clone + Debug + PartialEq,
-    C: Checker<M>,
+    C: Checker<FirstHits<M>>,
 {
     let mut last_print = Instant::now();
     let mut budget_reached = None;
@@ -541,16 +899,21 @@ where
     if options.progress {
         eprint!("\r{:90}\r", "");
     }
-    let model = checker.model();
-    let properties = model.properties();
+    // `FirstHits` kept each property's first discovery: no later state on the path discovers it
+    // again, and no earlier one does (it would have been visited, and reported, first). Only a
+    // run that keeps the last discovery needs its path cut.
+    let wrapped = checker.model();
+    let properties = wrapped.inner.properties();
     let discoveries = checker
         .discoveries()
         .into_iter()
         .map(|(name, path)| {
             let path = path.into_vec();
             let path = match properties.iter().find(|p| p.name == name) {
-                Some(property) => first_discovery_on(model, property, path),
-                None => path,
+                Some(property) if !wrapped.first_only => {
+                    first_discovery_on(&wrapped.inner, property, path)
+                }
+                _ => path,
             };
             (name, path)
         })
@@ -617,7 +980,7 @@ pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
         let steps = p
             .path
             .as_ref()
-            .map(|path| format!(" ({} steps)", path.len().saturating_sub(1)))
+            .map(|_| format!(" ({})", steps_of(p)))
             .unwrap_or_default();
         let _ = writeln!(
             out,
@@ -629,6 +992,21 @@ pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
         );
     }
     out
+}
+
+/// A discovery's length: "3 steps, shortest", or "27 steps, not the shortest" after a
+/// depth-first search or a simulation.
+pub fn steps_of<M: Model>(p: &PropertyResult<M>) -> String {
+    let steps = p
+        .path
+        .as_ref()
+        .map_or(0, |path| path.len().saturating_sub(1));
+    let steps = plural(steps, "step", "steps");
+    if p.shortest {
+        format!("{steps}, shortest")
+    } else {
+        format!("{steps}, not the shortest")
+    }
 }
 
 /// A numbered, readable counterexample.
@@ -749,7 +1127,10 @@ pub fn corpus_handoff_params() -> HandoffParams {
     HandoffParams::small()
 }
 
-/// Options for corpus generation: deterministic.
+/// Options for corpus generation: deterministic (one thread). The corpus keeps the last
+/// discovery of each witness, not the shortest: its traces are replayed against real relays
+/// and both SQL stores (`adapters/tests/failover_replay.rs`, `handoff_store_diff.rs`), where a
+/// 15–25-step run exercises far more of an adapter than the 2–11-step shortest one.
 pub fn corpus_options() -> RunOptions {
     RunOptions {
         strategy: Strategy::Bfs,
@@ -760,6 +1141,7 @@ pub fn corpus_options() -> RunOptions {
         progress: false,
         stop_when_found: None,
         stop_at_first_violation: false,
+        keep_last_discovery: true,
     }
 }
 
@@ -822,5 +1204,78 @@ impl switchyard_spec::trace::Replayer for HandoffCoreReplayer {
 
     fn project(&self) -> HoProjection {
         self.state.project()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(
+        model: &str,
+        ending: Ending,
+        properties: &[(&'static str, Expectation, Verdict)],
+    ) -> RunSummary {
+        RunSummary {
+            model: model.to_owned(),
+            ending,
+            memory_budget_bytes: Some(1 << 20),
+            properties: properties.to_vec(),
+        }
+    }
+
+    #[test]
+    fn exit_line_names_violations_unreached_witnesses_and_what_was_not_judged() {
+        let failover = summary(
+            "failover",
+            Ending::Violation,
+            &[
+                ("FO-D4 x", Expectation::Always, Verdict::Violated),
+                ("FO-D5 y", Expectation::Always, Verdict::NotJudged),
+                ("witness: z", Expectation::Sometimes, Verdict::NotJudged),
+            ],
+        );
+        let handoff = summary(
+            "handoff-review",
+            Ending::Exhausted,
+            &[
+                ("HO-1 a", Expectation::Always, Verdict::Holds),
+                (
+                    "HO-1 witness: b",
+                    Expectation::Sometimes,
+                    Verdict::NotReached,
+                ),
+            ],
+        );
+        let (code, line) = exit_line(&[failover, handoff]);
+        assert_eq!(code, 1);
+        assert_eq!(
+            line,
+            "exit 1: 1 property violated: \"FO-D4 x\" (failover); 1 witness never reached: \"HO-1 witness: b\" (handoff-review); 2 properties not judged (a search stops at its first violation)"
+        );
+    }
+
+    #[test]
+    fn exit_line_passes_only_an_exhaustive_clean_run_without_a_caveat() {
+        let clean = [
+            ("FO-D4 x", Expectation::Always, Verdict::Holds),
+            ("witness: z", Expectation::Sometimes, Verdict::Witnessed),
+        ];
+        let (code, line) = exit_line(&[summary("failover", Ending::Exhausted, &clean)]);
+        assert_eq!(
+            (code, line.as_str()),
+            (
+                0,
+                "exit 0: 1 property holds and 1 witness is reached in failover"
+            )
+        );
+        let (code, line) = exit_line(&[summary("failover", Ending::Limited, &clean)]);
+        assert_eq!(code, 0);
+        assert!(
+            line.ends_with(
+                "but the search of failover was NOT exhaustive (simulation, depth cap or timeout)"
+            ),
+            "{line}"
+        );
     }
 }

@@ -7,7 +7,6 @@
 //! reaches the memory budget with no violation found exits 3.
 #![allow(clippy::print_stdout)]
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,6 +15,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 use stateright::Model;
+use switchyard_checker::explorer::Explorable;
 use switchyard_checker::*;
 use switchyard_spec::failover::{FailoverModel, FailoverParams, Variant};
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, Scenario};
@@ -190,29 +190,32 @@ impl From<VariantArg> for Variant {
 }
 
 fn main() -> ExitCode {
-    let Cli {
-        command: Command::Check(args),
-    } = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version are "errors" clap prints to stdout and exits 0 on.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let _ = e.print();
+            eprintln!("exit 2: bad arguments (switchyard-check check --help lists them)");
+            return ExitCode::from(2);
+        }
+    };
+    let Command::Check(args) = cli.command;
     match check(&args) {
-        Ok(Outcome::Pass) => ExitCode::SUCCESS,
-        Ok(Outcome::Fail) => ExitCode::from(1),
-        Ok(Outcome::Incomplete) => ExitCode::from(3),
+        Ok(runs) => {
+            let (code, line) = exit_line(&runs);
+            println!("{line}");
+            ExitCode::from(code)
+        }
         Err(message) => {
             eprintln!("switchyard-check: {message}");
+            eprintln!("exit 2: bad arguments: {message}");
             ExitCode::from(2)
         }
     }
 }
 
-/// What a check found, worst of all models.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Outcome {
-    Pass,
-    Incomplete,
-    Fail,
-}
-
-fn check(args: &CheckArgs) -> Result<Outcome, String> {
+fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     let failover = FailoverModel::new(FailoverParams {
         urls_per_host: args.urls_per_host.clone(),
         cycles: args.cycles,
@@ -240,12 +243,6 @@ fn check(args: &CheckArgs) -> Result<Outcome, String> {
         .map(|s| HandoffModel::in_scenario(s, handoff_params(args, s.params())))
         .collect();
     if let Some(address) = args.explore {
-        let Some(handoff) = handoff.into_iter().next() else {
-            return Err("no handoff scenario".to_owned());
-        };
-        if args.scenario == ScenarioArg::All && args.model == Which::Handoff {
-            println!("(exploring the review scenario; --scenario picks another)");
-        }
         return explore(args.model, failover, handoff, address);
     }
     let options = RunOptions {
@@ -264,22 +261,23 @@ fn check(args: &CheckArgs) -> Result<Outcome, String> {
         progress: true,
         stop_when_found: None,
         stop_at_first_violation: true,
+        keep_last_discovery: false,
     };
     if options.memory_budget.is_some() && resident_bytes().is_none() {
         eprintln!(
             "switchyard-check: warning: this platform does not report resident memory; --memory-budget-mib is not enforced"
         );
     }
-    let mut outcome = Outcome::Pass;
+    let mut runs = Vec::new();
     if matches!(args.model, Which::Failover | Which::All) {
-        outcome = outcome.max(check_one(failover, &options, args.traces.as_deref())?);
+        runs.push(check_one(failover, &options, args.traces.as_deref())?);
     }
     if matches!(args.model, Which::Handoff | Which::All) {
         for model in handoff {
-            outcome = outcome.max(check_one(model, &options, args.traces.as_deref())?);
+            runs.push(check_one(model, &options, args.traces.as_deref())?);
         }
     }
-    Ok(outcome)
+    Ok(runs)
 }
 
 /// A scenario's bounds with the bounds given on the command line in their place.
@@ -304,26 +302,43 @@ fn check_one<M>(
     model: M,
     options: &RunOptions,
     traces: Option<&std::path::Path>,
-) -> Result<Outcome, String>
+) -> Result<RunSummary, String>
 where
     M: CheckedModel + Clone,
     M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
     M::Action: Clone + std::fmt::Debug + std::fmt::Display + PartialEq + Send + Sync + Serialize,
 {
     let mut report = run(model.clone(), options);
+    let mut recheck = None;
+    if report.strategy == Strategy::Bfs && report.properties.iter().any(|p| p.path.is_some()) {
+        if options.progress {
+            eprint!(
+                "re-checking with one thread for the shortest witnesses and counterexamples ..."
+            );
+        }
+        recheck = shorten_discoveries(&model, options, &mut report);
+        if options.progress {
+            eprint!("\r{:90}\r", "");
+        }
+        if let Some(recheck) = recheck {
+            // The table's time is the whole check's, the re-check included.
+            report.elapsed += recheck.elapsed;
+        }
+    }
     print!("{}", render_table(&report));
-    let violated_any = report
-        .properties
-        .iter()
-        .any(|p| p.verdict == Verdict::Violated);
-    if violated_any && options.strategy == Strategy::Bfs {
-        shorten_counterexamples(&model, options, &mut report);
+    if let Some(r) = recheck {
+        println!(
+            "  shortest paths: one-thread breadth-first re-check to depth {}, {} unique states, {:.2} s (included above)",
+            r.depth_bound,
+            r.unique_states,
+            r.elapsed.as_secs_f64()
+        );
     }
     let mut violated = false;
     for p in &report.properties {
         if let (Verdict::Violated, Some(path)) = (p.verdict, &p.path) {
             violated = true;
-            println!("\ncounterexample to \"{}\":", p.name);
+            println!("\ncounterexample to \"{}\" ({}):", p.name, steps_of(p));
             print!("{}", render_path::<M>(path));
         }
     }
@@ -344,74 +359,15 @@ where
         );
     }
     println!();
-    Ok(if report.failed() {
-        Outcome::Fail
-    } else if report.incomplete() {
-        Outcome::Incomplete
-    } else {
-        Outcome::Pass
-    })
-}
-
-/// The checker keeps the *last* violating state it visits for a property, so a run that goes
-/// on past the first one reports a long path. Re-check with one thread: depth by depth while
-/// the paths are short (each property keeps the path of the first depth that violates it: the
-/// shortest), else once, stopping as soon as every violated property has a path.
-fn shorten_counterexamples<M>(model: &M, options: &RunOptions, report: &mut ModelReport<M>)
-where
-    M: CheckedModel + Clone,
-    M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
-    M::Action: Clone + std::fmt::Debug + PartialEq + Send + Sync,
-{
-    const DEPTH_BY_DEPTH_UP_TO: usize = 12;
-    let violated: BTreeMap<&'static str, usize> = report
-        .properties
-        .iter()
-        .filter(|p| p.verdict == Verdict::Violated)
-        .map(|p| (p.name, p.path.as_ref().map_or(0, Vec::len)))
-        .collect();
-    let longest = violated.values().copied().max().unwrap_or(0);
-    println!("re-checking with one thread for the shortest counterexamples ...");
-    let mut shortest: BTreeMap<&'static str, Steps<M>> = BTreeMap::new();
-    let depths: Vec<Option<usize>> = if longest <= DEPTH_BY_DEPTH_UP_TO {
-        (1..=longest + 1).map(Some).collect()
-    } else {
-        vec![None]
-    };
-    for depth in depths {
-        let remaining: BTreeSet<&'static str> = violated
-            .keys()
-            .filter(|name| !shortest.contains_key(*name))
-            .copied()
-            .collect();
-        if remaining.is_empty() {
-            break;
-        }
-        let single = RunOptions {
-            threads: 1,
-            max_depth: depth,
-            stop_when_found: Some(remaining),
-            ..options.clone()
-        };
-        for p in run(model.clone(), &single).properties {
-            if let (Verdict::Violated, Some(path)) = (p.verdict, p.path) {
-                shortest.entry(p.name).or_insert(path);
-            }
-        }
-    }
-    for p in &mut report.properties {
-        if let Some(path) = shortest.remove(p.name) {
-            p.path = Some(path);
-        }
-    }
+    Ok(report.summary())
 }
 
 fn explore(
     which: Which,
     failover: FailoverModel,
-    handoff: HandoffModel,
+    handoff: Vec<HandoffModel>,
     address: SocketAddr,
-) -> Result<Outcome, String> {
+) -> Result<Vec<RunSummary>, String> {
     if !address.ip().is_loopback() {
         return Err(format!(
             "--explore {address}: the Explorer serves only on a loopback address (127.0.0.1 or [::1])"
@@ -419,19 +375,39 @@ fn explore(
     }
     // The Explorer's own server panics on a bind error; find out first and say so.
     TcpListener::bind(address).map_err(|e| format!("--explore {address}: cannot listen: {e}"))?;
-    match which {
-        Which::All => Err("--explore needs one model: failover or handoff".to_owned()),
-        Which::Failover => {
-            println!("Explorer for the failover model on http://{address}/ (Ctrl-C to stop)");
-            let _checker = failover.checker().serve(address);
-            park_forever()
-        }
-        Which::Handoff => {
-            println!("Explorer for the handoff model on http://{address}/ (Ctrl-C to stop)");
-            let _checker = handoff.checker().serve(address);
-            park_forever()
-        }
+    // The Explorer walks one kind of model; with none named, the failover model rather than an
+    // error, so `check --explore ADDR` as the README writes it works.
+    if which == Which::All {
+        println!(
+            "--explore walks one model: the failover model (`check handoff --explore {address}` for the handoff model)"
+        );
     }
+    match which {
+        Which::All | Which::Failover => serve("failover", Explorable::new(vec![failover]), address),
+        Which::Handoff => serve("handoff", Explorable::new(handoff), address),
+    }
+}
+
+/// Serves the Explorer until the process is stopped (stateright's server blocks the caller).
+fn serve<M>(
+    kind: &str,
+    explorable: Option<Explorable<M>>,
+    address: SocketAddr,
+) -> Result<Vec<RunSummary>, String>
+where
+    M: CheckedModel,
+    M::State: Clone + std::fmt::Debug + std::hash::Hash + Eq + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + std::fmt::Display + PartialEq + Send + Sync + 'static,
+{
+    let Some(explorable) = explorable else {
+        return Err(format!("--explore: no {kind} model to explore"));
+    };
+    println!(
+        "Explorer for the {kind} model on http://{address}/ (initial states: {}; Ctrl-C to stop)",
+        explorable.entry_names().join(", ")
+    );
+    let _checker = explorable.checker().serve(address);
+    park_forever()
 }
 
 /// The Explorer serves from its own threads until the process is stopped.

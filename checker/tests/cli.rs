@@ -123,3 +123,130 @@ fn checker_runs_one_handoff_scenario_alone_and_names_it() {
         "{out}"
     );
 }
+
+/// A failover bound every witness is reached at, in a fraction of a second (21,668 states).
+const TINY_FAILOVER: [&str; 12] = [
+    "failover",
+    "--host-events",
+    "2",
+    "--directory-updates",
+    "1",
+    "--channel-reports",
+    "0",
+    "--odd-time-steps",
+    "0",
+    "--transient-failures",
+    "0",
+    "--variants=production,cooldown-zero",
+];
+
+fn last_line(out: &str) -> &str {
+    out.lines().last().unwrap_or_default()
+}
+
+#[test]
+fn checker_exit_0_last_line_says_every_property_holds_and_every_witness_is_reached() {
+    let (code, out, err) = check(&TINY_FAILOVER);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(
+        last_line(&out),
+        "exit 0: all 22 properties hold and all 10 witnesses are reached in failover",
+        "{out}"
+    );
+}
+
+#[test]
+fn checker_exit_1_for_an_unreached_witness_names_it_on_the_last_line() {
+    // No host events: nothing goes wrong, so the exemption and probe witnesses are unreachable.
+    let (code, out, err) = check(&["failover", "--host-events", "0", "--variants=production"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let last = last_line(&out);
+    assert!(
+        last.starts_with(
+            "exit 1: 6 witnesses never reached: \"witness: exempt switch (FO-D6)\" (failover), "
+        ),
+        "{out}"
+    );
+    assert!(!last.contains("violated"), "{last}");
+}
+
+#[test]
+fn checker_exit_3_last_line_says_incomplete_and_names_the_model() {
+    // At this bound even the depth-first retry outgrows 1 MiB (the tiny bound does not).
+    let mut args = SMALL_FAILOVER.to_vec();
+    args.extend(["--memory-budget-mib", "1"]);
+    let (code, out, err) = check(&args);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert!(
+        last_line(&out).starts_with("exit 3: INCOMPLETE: no violation found, but no verdict for failover (memory budget of 1 MiB reached)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn checker_exit_2_last_line_says_bad_arguments() {
+    let (code, out, err) = check(&["failover", "--cycles", "0"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        last_line(&err).starts_with("exit 2: bad arguments"),
+        "{err}"
+    );
+    let (code, _, err) = check(&["failover", "--explore", "10.1.2.3:3000"]);
+    assert_eq!(code, 2);
+    assert!(
+        last_line(&err).starts_with("exit 2: bad arguments: --explore 10.1.2.3:3000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn checker_table_gives_each_witness_its_step_count_and_says_it_is_the_shortest() {
+    let (code, out, err) = check(&TINY_FAILOVER);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // Shortest paths at this bound (an independent breadth-first search in
+    // tests/shortest.rs checks the lengths themselves).
+    assert!(
+        out.contains("witness: directory switch (FO-D1)")
+            && out.contains("witnessed (2 steps, shortest)")
+            && out.contains("witnessed (7 steps, shortest)"),
+        "{out}"
+    );
+    assert!(!out.contains("not the shortest"), "{out}");
+}
+
+#[test]
+fn checker_explore_as_the_readme_writes_it_serves_the_failover_model_with_named_initial_states() {
+    use std::io::{BufRead, BufReader};
+    // Port 0: the Explorer binds any free port; only the announcement is read here.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard-check"))
+        .args(["check", "--explore", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run switchyard-check");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let mut seen = Vec::new();
+    let announced = loop {
+        match lines.next() {
+            Some(Ok(line)) if line.starts_with("Explorer for") => break Some(line),
+            Some(Ok(line)) => seen.push(line),
+            _ => break None,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let announced = announced.unwrap_or_else(|| panic!("no Explorer: {seen:?}"));
+    assert!(
+        announced.starts_with("Explorer for the failover model on http://127.0.0.1:0/"),
+        "{announced}"
+    );
+    assert!(
+        announced.contains("initial states: variant production, variant exempt-off, variant cooldown-zero, variant supervisor-off, variant probe-jitter"),
+        "{announced}"
+    );
+    assert!(
+        seen.iter().any(|l| l.contains("the failover model")),
+        "the default is said: {seen:?}"
+    );
+}
