@@ -169,3 +169,51 @@ fn sec_4_every_command_builds_its_flags_without_panicking() {
         );
     }
 }
+
+/// SEC-4 / OPS-2: a handoff command that refuses a value before starting exits 2 (as a usage
+/// error), naming the flag; a failure while running is 1 (a store it cannot reach).
+#[test]
+fn sec_4_handoff_values_refused_before_start_exit_2_failures_while_running_exit_1() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let secret = "a-long-enough-secret-0123456789";
+    let (code, err) = run(
+        &["cell", "--cell-id", "1", "--listen", "127.0.0.1:0"],
+        &[
+            ("SWITCHYARD_HANDOFF_SECRET", secret),
+            ("SWITCHYARD_DESKTOP_SECRET", "short"),
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.starts_with("switchyard: ") && err.contains("--desktop-secret"),
+        "{err}"
+    );
+    let (code, err) = run(
+        &["director", "--once", "--cohort-percent", "101"],
+        &[("SWITCHYARD_HANDOFF_SECRET", secret)],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--cohort-percent"), "{err}");
+    let (code, err) = run(
+        &[
+            "director",
+            "--once",
+            "--db",
+            "postgres://nobody@127.0.0.1:1/none",
+        ],
+        &[("SWITCHYARD_HANDOFF_SECRET", secret)],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.starts_with("switchyard: "), "{err}");
+}

@@ -60,10 +60,10 @@ pub struct ClientArgs {
     #[arg(long, env = "DSHS_RELAY_URL", conflicts_with = "directory")]
     url: Option<String>,
     /// The signed directory file (re-read every `refresh_after_seconds`).
-    #[arg(long, requires = "public_key")]
+    #[arg(long, env = "SWITCHYARD_DIRECTORY", requires = "public_key")]
     directory: Option<PathBuf>,
     /// The directory signer's public key (base64), or `@FILE` to read it from a file.
-    #[arg(long)]
+    #[arg(long, env = "SWITCHYARD_PUBLIC_KEY")]
     public_key: Option<String>,
     /// Overrides RELAY_FAILOVER_COOLDOWN_MS (digits only, like the variable).
     #[arg(long)]

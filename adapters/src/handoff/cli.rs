@@ -509,28 +509,49 @@ fn print_json<T: serde::Serialize>(v: &T) {
     }
 }
 
+/// Why a handoff command ended unsuccessfully: a value it refused before starting (exit 2, as
+/// clap's own usage errors), or a failure while it ran (exit 1). See the exit-code table in
+/// `docs/OPERATIONS.md`.
+#[derive(Debug)]
+enum Failure {
+    Refused(String),
+    Failed(String),
+}
+
+/// Anything not marked refused is a failure while running.
+impl From<String> for Failure {
+    fn from(s: String) -> Failure {
+        Failure::Failed(s)
+    }
+}
+
+/// A value refused before anything started.
+fn refused(s: String) -> Failure {
+    Failure::Refused(s)
+}
+
 pub async fn run(command: HandoffCommand) -> ExitCode {
     let result = match command {
         HandoffCommand::Cell(a) => run_cell(*a).await,
         HandoffCommand::Director(a) => run_director(a).await,
         HandoffCommand::Desktop(a) => run_desktop(a).await,
         HandoffCommand::Mobile(a) => run_mobile_cmd(a).await,
-        HandoffCommand::DesktopToken(a) => secret(&a.desktop_secret, "--desktop-secret").map(|s| {
-            print_json(&s.desktop_token(a.host));
-        }),
+        HandoffCommand::DesktopToken(a) => secret(&a.desktop_secret, "--desktop-secret")
+            .map(|s| print_json(&s.desktop_token(a.host)))
+            .map_err(refused),
         // Raw, not JSON: `TOKEN=$(switchyard client-token …)` is how it is used.
-        HandoffCommand::ClientToken(a) => a.mint().map(|token| print_line(&token)),
+        HandoffCommand::ClientToken(a) => a.mint().map(|token| print_line(&token)).map_err(refused),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            // One error format for every command: `switchyard: <why>` on stderr.
-            let line = e.replace(['\n', '\r'], " ");
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "switchyard: {line}");
-            ExitCode::from(1)
-        }
-    }
+    let (line, code) = match result {
+        Ok(()) => return ExitCode::SUCCESS,
+        Err(Failure::Refused(e)) => (e, 2),
+        Err(Failure::Failed(e)) => (e, 1),
+    };
+    // One error format for every command: `switchyard: <why>` on stderr.
+    let line = line.replace(['\n', '\r'], " ");
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "switchyard: {line}");
+    ExitCode::from(code)
 }
 
 /// Run an operator command. Exit 0 on success; otherwise 1 and one line on stderr saying why.
@@ -641,14 +662,15 @@ async fn undrain(a: UndrainArgs) -> Result<(), String> {
     }
 }
 
-async fn run_cell(a: CellArgs) -> Result<(), String> {
+async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     // OPS-1: registered first, so a signal during start-up is a graceful stop too.
     let signals = lifecycle::Signals::listen();
-    let internal = cell_keys(&a)?;
+    let internal = cell_keys(&a).map_err(refused)?;
     let desktop = secret(
         &a.desktop_secret,
         "--desktop-secret / SWITCHYARD_DESKTOP_SECRET",
-    )?;
+    )
+    .map_err(refused)?;
     let store = open_store(&a.db).await?;
     let mut cfg = CellConfig::new(CellId(a.cell_id), a.listen, internal, desktop);
     cfg.public_url = a.public_url;
@@ -659,7 +681,7 @@ async fn run_cell(a: CellArgs) -> Result<(), String> {
     cfg.quarantine_retry = Duration::from_millis(a.quarantine_retry_ms);
     cfg.cell_lease = Duration::from_millis(a.cell_lease_ms);
     cfg.client_token_max_lifetime = Duration::from_millis(a.client_token_max_lifetime_ms);
-    cfg.limits = a.limits.limits(DEFAULT_LIMITS)?;
+    cfg.limits = a.limits.limits(DEFAULT_LIMITS).map_err(refused)?;
     let cell = start_cell(cfg, store, Clock::default())
         .await
         .map_err(|e| e.to_string())?;
@@ -720,20 +742,22 @@ async fn reload_keys_on_sighup(cell: &CellHandle, keys_file: Option<&Path>) {
     std::future::pending::<()>().await;
 }
 
-async fn run_director(a: DirectorArgs) -> Result<(), String> {
-    let secret = secret(&a.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
-    let store = open_store(&a.db).await?;
+async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
+    let secret = secret(&a.secret, "--secret / SWITCHYARD_HANDOFF_SECRET").map_err(refused)?;
     let limits = ScanLimits {
         page_size: a.page_size,
         max_pages: a.max_pages,
         max_dispatch: a.max_dispatch,
     };
     limits.validate().map_err(|e| {
-        format!("invalid scan limits ({e:?}): --page-size/--max-pages/--max-dispatch")
+        refused(format!(
+            "invalid scan limits ({e:?}): --page-size/--max-pages/--max-dispatch"
+        ))
     })?;
     if a.cohort_percent > 100 {
-        return Err("--cohort-percent must be 0..=100".into());
+        return Err(refused("--cohort-percent must be 0..=100".into()));
     }
+    let store = open_store(&a.db).await?;
     let cfg = DirectorConfig {
         id: a.id,
         policy: DirectorPolicy {
@@ -831,15 +855,22 @@ fn parse_measure(m: &str) -> Result<(u32, u32, u32), String> {
     }
 }
 
-async fn run_desktop(a: DesktopArgs) -> Result<(), String> {
+async fn run_desktop(a: DesktopArgs) -> Result<(), Failure> {
     // OPS-1: registered first, so a signal during start-up is a graceful stop too.
     let signals = lifecycle::Signals::listen();
     let token = match (a.token, a.desktop_secret) {
         (Some(t), _) => t,
-        (None, Some(s)) => secret(&s, "--desktop-secret")?.desktop_token(a.host),
-        (None, None) => return Err("give --token or --desktop-secret".into()),
+        (None, Some(s)) => secret(&s, "--desktop-secret")
+            .map_err(refused)?
+            .desktop_token(a.host),
+        (None, None) => return Err(refused("give --token or --desktop-secret".into())),
     };
-    let measure = a.measure.as_deref().map(parse_measure).transpose()?;
+    let measure = a
+        .measure
+        .as_deref()
+        .map(parse_measure)
+        .transpose()
+        .map_err(refused)?;
     let handle = spawn_desktop(DesktopConfig {
         resolvers: a.resolvers,
         host: a.host,
@@ -859,7 +890,7 @@ async fn run_desktop(a: DesktopArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
+async fn run_mobile_cmd(a: MobileArgs) -> Result<(), Failure> {
     // OPS-1: registered first, so a signal during start-up is a graceful stop too.
     let signals = lifecycle::Signals::listen();
     let mutations = (0..a.mutations)
@@ -873,8 +904,11 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
             desktop_secret: Some(s),
             ttl_ms: 3_600_000,
         }
-        .mint()?,
-        (None, None) => return Err("give --client-token or --desktop-secret".into()),
+        .mint()
+        .map_err(refused)?,
+        (None, None) => {
+            return Err(refused("give --client-token or --desktop-secret".into()));
+        }
     };
     let mut cfg = MobileConfig::new(a.resolvers, a.host, token, mutations);
     cfg.hold = Duration::from_millis(a.hold_ms);
@@ -895,12 +929,12 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), String> {
     if done {
         Ok(())
     } else if refused {
-        Err("the cell refused the client credential (close 4401): mint a new one with `switchyard client-token`".into())
+        Err(Failure::Failed("the cell refused the client credential (close 4401): mint a new one with `switchyard client-token`".into()))
     } else {
-        Err(format!(
+        Err(Failure::Failed(format!(
             "mobile did not finish its mutations: {}",
             last_failure.as_deref().unwrap_or("stopped before it could")
-        ))
+        )))
     }
 }
 
