@@ -84,13 +84,7 @@ impl CheckedModel for FailoverModel {
             p.current.as_deref().unwrap_or("-")
         );
         if let Some(open) = state.sup.open_in_flight() {
-            let kind = if open.exemption.is_some() {
-                " (exempt)"
-            } else if open.probe {
-                " (probe)"
-            } else {
-                ""
-            };
+            let kind = open_kind(open);
             let _ = write!(card, ", opening {}{kind}", open.url);
         }
         let cooling: Vec<String> = p
@@ -132,13 +126,7 @@ impl CheckedModel for FailoverModel {
             p.current.as_deref().unwrap_or("-")
         );
         if let Some(open) = state.sup.open_in_flight() {
-            let kind = if open.exemption.is_some() {
-                " (exempt)"
-            } else if open.probe {
-                " (probe)"
-            } else {
-                ""
-            };
+            let kind = open_kind(open);
             let _ = write!(line, "opening={}{kind} ", open.url);
         }
         let c = p.counters;
@@ -279,6 +267,17 @@ impl CheckedModel for HandoffModel {
             p.db_jobs
         );
         line
+    }
+}
+
+/// How an open in flight is marked in a state's card and summary.
+fn open_kind(open: &switchyard_core::failover::PendingOpen) -> &'static str {
+    if open.exemption.is_some() {
+        " (exempt)"
+    } else if open.probe {
+        " (probe)"
+    } else {
+        ""
     }
 }
 

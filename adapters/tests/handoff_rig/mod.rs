@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use hyper::Method;
-use switchyard_adapters::handoff::auth::{fresh_nonce, KeyRing, Secret, SignedParts};
+use switchyard_adapters::handoff::auth::{sign_request, KeyRing, Secret};
 use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellError, CellHandle, HostView};
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
 use switchyard_adapters::handoff::client_auth::mint_client_token;
@@ -270,17 +270,15 @@ impl Rig {
         timestamp_ms: u64,
         body: &[u8],
     ) -> Vec<(&'static str, String)> {
-        let nonce = fresh_nonce().expect("nonce");
-        Self::internal_secret()
-            .cell_key(cell)
-            .signed_headers(&SignedParts {
-                method,
-                path,
-                cell,
-                timestamp_ms,
-                nonce: &nonce,
-                body,
-            })
+        sign_request(
+            &Self::internal_secret(),
+            method,
+            path,
+            cell,
+            timestamp_ms,
+            body,
+        )
+        .expect("nonce")
     }
 
     /// POST `body` with exactly `headers` to `to`'s `path`.
