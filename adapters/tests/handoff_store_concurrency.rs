@@ -51,8 +51,12 @@ fn cell(capacity: u32) -> CellRow {
 /// Which row the plain connection holds while the store transactions queue.
 #[derive(Debug, Clone, Copy)]
 enum Hold {
-    /// `ho_limits`: every host asks once; they queue on the global lock.
+    /// Every limit shard (what the exact path takes): every host asks once; they queue on
+    /// the shards.
     Limits,
+    /// Nothing held: every host asks once, all at once (the token path runs concurrently once
+    /// a first exact path dealt the tokens out).
+    Nothing,
     /// The row of host 0: the same request `n` times (duplicate workers); they queue on the
     /// host lock.
     Host0Duplicates(usize),
@@ -104,13 +108,28 @@ async fn race(
     }
 
     let (lock, requests) = match hold {
-        Hold::Limits => ("SELECT 1 FROM ho_limits WHERE id = 1 FOR UPDATE", requests),
+        Hold::Limits => ("SELECT 1 FROM ho_limit_shards FOR UPDATE", requests),
+        Hold::Nothing => ("SELECT 1", requests),
         Hold::Host0Duplicates(n) => (
             "SELECT 1 FROM ho_assignments WHERE host = 0 FOR UPDATE",
             vec![requests[0]; n],
         ),
     };
-    let waiters = requests.len();
+    let waiters = if matches!(hold, Hold::Nothing) {
+        0
+    } else {
+        requests.len()
+    };
+    // Nothing held: one commit first, alone; its exact path deals the tokens out, so the race
+    // below runs on the token path until they run short.
+    let mut first = None;
+    let requests = if matches!(hold, Hold::Nothing) {
+        let out = store.run_transaction(NOW, &requests[0]).await;
+        first = Some((requests[0], out, tokio::time::Instant::now()));
+        requests[1..].to_vec()
+    } else {
+        requests
+    };
     let mut holder = PgConnection::connect(&url).await.expect("holder");
     holder.execute("BEGIN").await.expect("begin");
     holder.execute(lock).await.expect("hold the lock");
@@ -140,7 +159,7 @@ async fn race(
         .fetch_one(&mut monitor)
         .await
         .expect("pg_stat_activity");
-        if waiting == i64::try_from(waiters).expect("waiters") {
+        if waiters == 0 || waiting == i64::try_from(waiters).expect("waiters") {
             break;
         }
         assert!(
@@ -154,6 +173,9 @@ async fn race(
     monitor.close().await.expect("close");
 
     let mut results = Vec::new();
+    if let Some((req, out, done)) = first {
+        results.push((req, out.expect("store answered"), done));
+    }
     for t in tasks {
         let (req, out, done) = t.await.expect("task");
         results.push((req, out.expect("store answered"), done));
@@ -177,6 +199,7 @@ async fn race(
         "rows equal the reference run in commit order"
     );
     assert_eq!(reference.check_invariants(), Ok(()));
+    assert_eq!(store.audit_limits().await.expect("audit"), Ok(()));
     store.close().await;
     (results, reference)
 }
@@ -231,6 +254,42 @@ fn ho_s4_rate_limit_holds_for_commits_queued_on_the_limits_lock() {
                 reason: AbortReason::RateLimited
             }),
         2
+    );
+}
+
+/// HO-S4 with the limits in escrow: 60 hosts race for a target with room for 20 (8 pool
+/// connections, nothing held; a first commit deals the tokens out, later ones spend them on
+/// whichever shard is free, then the exact path decides). Exactly 20 commit: no token stands for room that is not there, and
+/// no refusal happens while there is room.
+#[test]
+fn ho_s4_capacity_is_exact_for_commits_racing_on_the_limit_shards() {
+    let (results, reference) =
+        runtime().block_on(race("racecap", config(100, 100), 20, 60, Hold::Nothing));
+    assert_eq!(count(&results, TxnOutcome::is_committed), 20, "{results:?}");
+    assert_eq!(
+        count(&results, |o| *o
+            == TxnOutcome::RolledBack {
+                reason: AbortReason::Policy(Ineligible::TargetAtCapacity)
+            }),
+        40
+    );
+    assert_eq!(reference.cell_load(TARGET), 20);
+}
+
+#[test]
+fn ho_s4_in_flight_and_rate_limits_are_exact_for_commits_racing_on_the_limit_shards() {
+    let (results, _) =
+        runtime().block_on(race("raceflight", config(20, 100), 100, 60, Hold::Nothing));
+    assert_eq!(count(&results, TxnOutcome::is_committed), 20, "{results:?}");
+    let (results, _) =
+        runtime().block_on(race("racerate", config(100, 20), 100, 60, Hold::Nothing));
+    assert_eq!(count(&results, TxnOutcome::is_committed), 20, "{results:?}");
+    assert_eq!(
+        count(&results, |o| *o
+            == TxnOutcome::RolledBack {
+                reason: AbortReason::RateLimited
+            }),
+        40
     );
 }
 

@@ -511,14 +511,18 @@ async fn wipe(url: &str) {
         "ho_cells",
         "ho_activity",
         "ho_measurements",
+        "ho_cell_load",
     ] {
         pool.execute(format!("DELETE FROM {t}").as_str())
             .await
             .expect("reset");
     }
-    pool.execute("UPDATE ho_limits SET window_start_ms = 0, commits = 0, attempt_rows = 0")
-        .await
-        .expect("reset limits");
+    pool.execute(
+        "UPDATE ho_limit_shards SET window_start_ms = 0, commits = 0, in_flight = 0, \
+         attempt_rows = 0, commit_tokens = 0, in_flight_tokens = 0, attempt_tokens = 0",
+    )
+    .await
+    .expect("reset limits");
     pool.close().await;
 }
 
@@ -633,6 +637,16 @@ async fn run_case(
                 &got_rows,
                 &rows,
                 "{:?} rows differ at step {} ({:?})",
+                store.dialect(),
+                n,
+                op
+            );
+            // HO-S4: the limit shards count exactly these rows and no token outruns its room.
+            let audit = store.audit_limits().await.expect("audit");
+            prop_assert_eq!(
+                audit,
+                Ok(()),
+                "{:?} limit shards at step {} ({:?})",
                 store.dialect(),
                 n,
                 op

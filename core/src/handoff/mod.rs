@@ -20,6 +20,7 @@ pub mod admission;
 pub mod attempt;
 pub mod cell;
 pub mod director;
+pub mod escrow;
 pub mod ids;
 pub mod policy;
 pub mod store;

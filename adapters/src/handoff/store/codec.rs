@@ -120,14 +120,6 @@ impl AttemptBinds {
     }
 }
 
-pub(super) fn counts_of(row: &AnyRow) -> Result<(u32, u64), StoreFailure> {
-    let load: i64 = get(row, "target_load")?;
-    Ok((
-        u32::try_from(u(load, "target_load")?).unwrap_or(u32::MAX),
-        u(get(row, "in_flight")?, "in_flight")?,
-    ))
-}
-
 pub(super) fn no_settings() -> StoreFailure {
     StoreFailure::BadRow("ho_settings has no row (put_settings)".into())
 }

@@ -1,20 +1,27 @@
 //! HO-S4: the bounded assignment transaction, and HO-A1 / HO-A2: the locked reconciliation.
 
+use std::sync::LazyLock;
+
 use switchyard_core::handoff::attempt::Ambiguity;
+use switchyard_core::handoff::escrow::{
+    after_commit, after_fence, exact_limits, fast_commit, load_split, rebalance,
+    shard_covers_commit, spend_commit, Rebalance, ShardRow, Split,
+};
 use switchyard_core::handoff::ids::{AuthorityCheck, AuthorityField, CellId, OpId};
 use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::{
     authority_of, claim_check, commit_precheck, commit_writes, decide_commit, decide_reconcile,
     reconcile_precheck, recorded_outcome, AbortReason, AssignmentRow, AttemptRow, CellRow,
-    CommitFacts, CommitWrites, FenceWrites, HostFacts, LimitFacts, RateRow, ReconcileDecision,
-    StoreConfig, TxnOutcome,
+    CommitFacts, CommitWrites, FenceWrites, HostFacts, RateRow, ReconcileDecision, StoreConfig,
+    TxnOutcome,
 };
 use switchyard_core::MonoMs;
 
 use super::codec::{
-    attempt_of, cell_row_of, config_of, counts_of, flag, get, i, no_settings, op_text, u, u32_of,
-    AnyQuery, AttemptBinds,
+    attempt_of, cell_row_of, config_of, flag, get, i, no_settings, op_text, u, AnyQuery,
+    AttemptBinds,
 };
+use super::shards::{bind_rebalance, bind_split, load_rebalance_set, rebalance_set};
 use super::{in_txn, Dialect, SqlStore, StoreFailure, Txn};
 
 /// What `run_transaction` read in its facts statement.
@@ -41,44 +48,37 @@ fn one_row(rows: u64, what: &str) -> Result<(), StoreFailure> {
     }
 }
 
+/// HO-S4: how a commit counts against the global limits (`switchyard_core::handoff::escrow`).
+#[derive(Debug, Clone, Copy)]
+enum LimitWrites {
+    /// Token path: the locked shard's row after the commit (`spend_commit`).
+    Spend { shard: u32, row: ShardRow },
+    /// Exact path (every shard locked): every shard's row from the totals after the commit,
+    /// and the target's hosts and tokens re-dealt over its load rows.
+    Rebalance {
+        rebalance: Rebalance,
+        target_hosts: u32,
+        target_tokens: Split,
+    },
+}
+
+/// Which path a transaction attempt takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    Tokens,
+    Exact,
+}
+
+/// What one transaction attempt ended with.
+#[derive(Debug, Clone, Copy)]
+enum Attempt {
+    Answer(TxnOutcome),
+    /// The token path found no token: nothing was written (the transaction rolled back);
+    /// run the exact path.
+    NeedExact,
+}
+
 impl SqlStore {
-    /// HO-S4: the global limits lock, the last lock of a commit or a fence. Returns the row
-    /// as locked (PostgreSQL returns the newest version of a row it waited for).
-    async fn lock_limits(tx: &mut Txn, dialect: Dialect) -> Result<(RateRow, u64), StoreFailure> {
-        let sql = format!(
-            "SELECT window_start_ms, commits, attempt_rows FROM ho_limits WHERE id = 1{}",
-            dialect.for_update()
-        );
-        let row = sqlx::query(&sql)
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(in_txn)?;
-        Ok((
-            RateRow {
-                window_start: MonoMs(u(get(&row, "window_start_ms")?, "window_start_ms")?),
-                commits: u32_of(get(&row, "commits")?, "commits")?,
-            },
-            u(get(&row, "attempt_rows")?, "attempt_rows")?,
-        ))
-    }
-
-    /// HO-S4: the counts every commit changes (hosts on the target, live reservations). Only
-    /// under the limits lock, in a statement that started after the lock was granted: under
-    /// READ COMMITTED a statement that waited for a row lock reads everything but that row
-    /// with the snapshot it started with, so counting in the locking statement would miss the
-    /// commit it waited for.
-    async fn limit_counts_in(tx: &mut Txn, target: CellId) -> Result<(u32, u64), StoreFailure> {
-        let row = sqlx::query(
-            "SELECT (SELECT COUNT(*) FROM ho_assignments WHERE cell = $1) AS target_load, \
-             (SELECT COUNT(*) FROM ho_reservations) AS in_flight",
-        )
-        .bind(i64::from(target.0))
-        .fetch_one(&mut **tx)
-        .await
-        .map_err(in_txn)?;
-        counts_of(&row)
-    }
-
     async fn attempt_in(tx: &mut Txn, op: OpId) -> Result<Option<AttemptRow>, StoreFailure> {
         let row = sqlx::query(
             "SELECT host, src_cell, src_epoch, src_incarnation, src_generation, target, outcome, \
@@ -152,18 +152,16 @@ impl SqlStore {
     }
 
     /// HO-A1 / HO-A2: write a reconciliation's fence ([`FenceWrites`]: the attempt record and,
-    /// if the fence changes it, the host's assignment) and count the record (`attempt_rows` is
-    /// the new count): one statement on PostgreSQL, a statement per table on SQLite. Under the
-    /// host lock and the limits lock.
+    /// if the fence changes it, the host's assignment) and the shards' rows after it (`r`:
+    /// every shard is locked): one statement on PostgreSQL, a statement per table on SQLite.
     async fn write_fence(
+        &self,
         tx: &mut Txn,
-        dialect: Dialect,
         op: OpId,
         w: &FenceWrites,
-        attempt_rows: u64,
+        r: &Rebalance,
     ) -> Result<(), StoreFailure> {
         let a = AttemptBinds::of(op, &w.attempt)?;
-        let n = i(attempt_rows, "attempt_rows")?;
         let host = i(w.attempt.source.host.0, "host")?;
         let assignment = |q: AnyQuery<'static>, row: &AssignmentRow| {
             Ok::<_, StoreFailure>(
@@ -174,36 +172,20 @@ impl SqlStore {
                     .bind(i64::from(row.desktop_capable)),
             )
         };
-        match (dialect, &w.assignment) {
+        let shards = u64::from(self.shards);
+        match (self.dialect, &w.assignment) {
             (Dialect::Postgres, None) => {
-                let q = sqlx::query(
-                    "WITH recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
-                     src_incarnation, src_generation, target, outcome, new_epoch, registration, \
-                     recorded_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                     RETURNING op_id) \
-                     UPDATE ho_limits SET attempt_rows = $12 WHERE id = 1 \
-                     AND EXISTS (SELECT 1 FROM recorded)",
-                );
-                let done = a.bind(q).bind(n).execute(&mut **tx).await.map_err(in_txn)?;
-                one_row(done.rows_affected(), "fence write")
+                let q = bind_rebalance(a.bind(sqlx::query(PG_FENCE.as_str())), r)?;
+                let done = q.execute(&mut **tx).await.map_err(in_txn)?;
+                rows_are(done.rows_affected(), shards, "fence write")
             }
             (Dialect::Postgres, Some(row)) => {
-                // Data-modifying CTEs always run to completion; the EXISTS tests make the one
-                // row the statement reports mean that every one of them wrote its row.
-                let q = sqlx::query(
-                    "WITH recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
-                     src_incarnation, src_generation, target, outcome, new_epoch, registration, \
-                     recorded_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-                     RETURNING op_id), \
-                     renewed AS (UPDATE ho_assignments SET cell = $13, epoch = $14, \
-                     incarnation = $15, generation = $16, desktop_capable = $17 WHERE host = $2 \
-                     RETURNING host) \
-                     UPDATE ho_limits SET attempt_rows = $12 WHERE id = 1 \
-                     AND EXISTS (SELECT 1 FROM recorded) AND EXISTS (SELECT 1 FROM renewed)",
-                );
-                let q = assignment(a.bind(q).bind(n), row)?;
-                let done = q.execute(&mut **tx).await.map_err(in_txn)?;
-                one_row(done.rows_affected(), "fence write")
+                let q = assignment(a.bind(sqlx::query(PG_FENCE_RENEWED.as_str())), row)?;
+                let done = bind_rebalance(q, r)?
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(in_txn)?;
+                rows_are(done.rows_affected(), shards, "fence write")
             }
             (Dialect::Sqlite, _) => {
                 let q = sqlx::query(
@@ -222,34 +204,39 @@ impl SqlStore {
                     let done = q.execute(&mut **tx).await.map_err(in_txn)?;
                     one_row(done.rows_affected(), "fence assignment")?;
                 }
-                let done = sqlx::query("UPDATE ho_limits SET attempt_rows = $1 WHERE id = 1")
-                    .bind(n)
+                let done = bind_rebalance(sqlx::query(SQLITE_REBALANCE.as_str()), r)?
                     .execute(&mut **tx)
                     .await
                     .map_err(in_txn)?;
-                one_row(done.rows_affected(), "attempt count")
+                rows_are(done.rows_affected(), shards, "limit shards")
             }
         }
     }
 
-    /// HO-S4: write every row of a commit (`commit_writes`) and the attempt count, and return
-    /// the counts of [`Self::limit_counts_in`] as they were before these writes. PostgreSQL:
-    /// one data-modifying statement (the host and limits rows are locked already; its counting
-    /// subqueries share the statement's snapshot, which started after the limits lock and does
-    /// not see the statement's own writes). SQLite: the counts, then a statement per table
-    /// (embedded: no round trips). Only under the limits lock; the caller decides afterwards
-    /// and drops the transaction (rolls the writes back) if `decide_commit` refuses.
+    /// HO-S4: write every row of a commit (`commit_writes`) and its count against the limits
+    /// (`limits`). Token path: returns the host tokens the target cell had on the locked shard
+    /// before this write (read in the same statement on PostgreSQL, whose snapshot started
+    /// after the shard lock; `0` if it has no row): the caller decides with `fast_commit` and
+    /// drops the transaction (rolls the writes back) if there was none. PostgreSQL: one
+    /// data-modifying statement. SQLite: a statement per table (embedded: no round trips).
     async fn write_commit(
+        &self,
         tx: &mut Txn,
-        dialect: Dialect,
         op: OpId,
         w: &CommitWrites,
-        attempt_rows: u64,
-    ) -> Result<(u32, u64), StoreFailure> {
+        source: CellId,
+        limits: &LimitWrites,
+    ) -> Result<u64, StoreFailure> {
         let host = i(w.reservation.host.0, "host")?;
+        let target = i64::from(w.assignment.cell.0);
+        let source = i64::from(source.0);
         let a = AttemptBinds::of(op, &w.attempt)?;
+        let counted_on = match limits {
+            LimitWrites::Spend { shard, .. } => i64::from(*shard),
+            LimitWrites::Rebalance { .. } => 0,
+        };
         let assignment = |q: AnyQuery<'static>| -> Result<AnyQuery<'static>, StoreFailure> {
-            Ok(q.bind(i64::from(w.assignment.cell.0))
+            Ok(q.bind(target)
                 .bind(i(w.assignment.epoch.0, "epoch")?)
                 .bind(i(w.assignment.incarnation.0, "incarnation")?)
                 .bind(i(w.assignment.generation.0, "generation")?)
@@ -260,65 +247,93 @@ impl SqlStore {
             Ok(q.bind(op_text(op))
                 .bind(host)
                 .bind(i64::from(w.reservation.cell.0))
-                .bind(i(w.reservation.expires_at.0, "expires_at")?))
+                .bind(i(w.reservation.expires_at.0, "expires_at")?)
+                .bind(counted_on))
         };
         let cooldown = i(w.cooldown_until.0, "cooldown")?;
-        let limits = |q: AnyQuery<'static>| -> Result<AnyQuery<'static>, StoreFailure> {
-            Ok(q.bind(i(w.rate.window_start.0, "window_start")?)
-                .bind(i64::from(w.rate.commits))
-                .bind(i(attempt_rows, "attempt_rows")?))
-        };
-        match dialect {
+        let spent =
+            |q: AnyQuery<'static>, row: &ShardRow| -> Result<AnyQuery<'static>, StoreFailure> {
+                Ok(q.bind(row.commits)
+                    .bind(row.in_flight)
+                    .bind(row.attempt_rows)
+                    .bind(i(row.commit_tokens, "commit_tokens")?)
+                    .bind(i(row.in_flight_tokens, "in_flight_tokens")?)
+                    .bind(i(row.attempt_tokens, "attempt_tokens")?))
+            };
+        let shards = i64::from(self.shards);
+        match self.dialect {
             Dialect::Postgres => {
-                let q = sqlx::query(
-                    "WITH moved AS (UPDATE ho_assignments SET cell = $1, epoch = $2, \
-                     incarnation = $3, generation = $4, desktop_capable = $5 WHERE host = $6 \
-                     RETURNING host), \
-                     reserved AS (INSERT INTO ho_reservations (op_id, host, cell, expires_at_ms) \
-                     VALUES ($7, $8, $9, $10) RETURNING op_id), \
-                     recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, \
-                     src_incarnation, src_generation, target, outcome, new_epoch, registration, \
-                     recorded_at_ms) VALUES ($11, $12, $13, $14, $15, $16, $17, $18, $19, $20, \
-                     $21) RETURNING op_id), \
-                     cooled AS (INSERT INTO ho_cooldowns (host, until_ms) VALUES ($22, $23) \
-                     ON CONFLICT (host) DO UPDATE SET until_ms = excluded.until_ms \
-                     RETURNING host), \
-                     limited AS (UPDATE ho_limits SET window_start_ms = $24, commits = $25, \
-                     attempt_rows = $26 WHERE id = 1 RETURNING id) \
-                     SELECT (SELECT COUNT(*) FROM ho_assignments WHERE cell = $27) AS target_load, \
-                     (SELECT COUNT(*) FROM ho_reservations) AS in_flight, \
-                     (SELECT COUNT(*) FROM moved) + (SELECT COUNT(*) FROM reserved) \
-                     + (SELECT COUNT(*) FROM recorded) + (SELECT COUNT(*) FROM cooled) \
-                     + (SELECT COUNT(*) FROM limited) AS written",
-                );
-                let q = a.bind(reservation(assignment(q)?)?);
-                let q = limits(q.bind(host).bind(cooldown))?.bind(i64::from(w.assignment.cell.0));
+                let (sql, expected) = match limits {
+                    LimitWrites::Spend { .. } => (PG_COMMIT_SPEND.as_str(), 7),
+                    LimitWrites::Rebalance { .. } => (PG_COMMIT_REBALANCE.as_str(), 5 + 2 * shards),
+                };
+                let q = a.bind(reservation(assignment(sqlx::query(sql))?)?);
+                let q = q.bind(host).bind(cooldown);
+                let q = match limits {
+                    LimitWrites::Spend { shard, row } => spent(q.bind(i64::from(*shard)), row)?
+                        .bind(target)
+                        .bind(source),
+                    LimitWrites::Rebalance {
+                        rebalance,
+                        target_hosts,
+                        target_tokens,
+                    } => {
+                        let q = bind_rebalance(q, rebalance)?
+                            .bind(target)
+                            .bind(i64::from(*target_hosts));
+                        bind_split(q, *target_tokens)?.bind(source)
+                    }
+                };
                 let row = q.fetch_one(&mut **tx).await.map_err(in_txn)?;
+                let tokens = get::<Option<i64>>(&row, "target_tokens")?;
+                if matches!(limits, LimitWrites::Spend { .. }) && tokens.unwrap_or(0) <= 0 {
+                    // No token: the caller rolls this back before looking at what it wrote.
+                    return Ok(0);
+                }
                 let written: i64 = get(&row, "written")?;
-                if written != 5 {
+                if written != expected {
                     return Err(StoreFailure::Ambiguous {
                         kind: Ambiguity::TransportError,
-                        detail: format!("commit wrote {written} of 5 rows"),
+                        detail: format!("commit wrote {written} of {expected} rows"),
                     });
                 }
-                counts_of(&row)
+                Ok(tokens.map_or(0, |t| u64::try_from(t).unwrap_or(0)))
             }
             Dialect::Sqlite => {
-                let counts = Self::limit_counts_in(tx, w.assignment.cell).await?;
-                let statements: [(&str, AnyQuery<'static>); 5] = [
+                let mut tokens = 0;
+                if let LimitWrites::Spend { shard, .. } = limits {
+                    let row = sqlx::query(
+                        "SELECT tokens FROM ho_cell_load WHERE cell = $1 AND shard = $2",
+                    )
+                    .bind(target)
+                    .bind(i64::from(*shard))
+                    .fetch_optional(&mut **tx)
+                    .await
+                    .map_err(in_txn)?;
+                    tokens = match row {
+                        Some(r) => u64::try_from(get::<i64>(&r, "tokens")?).unwrap_or(0),
+                        None => 0,
+                    };
+                    if tokens == 0 {
+                        return Ok(0);
+                    }
+                }
+                let mut statements: Vec<(&str, AnyQuery<'static>, i64)> = vec![
                     (
                         "assignment update",
                         assignment(sqlx::query(
                             "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3, \
                              generation = $4, desktop_capable = $5 WHERE host = $6",
                         ))?,
+                        1,
                     ),
                     (
                         "reservation insert",
                         reservation(sqlx::query(
-                            "INSERT INTO ho_reservations (op_id, host, cell, expires_at_ms) \
-                             VALUES ($1, $2, $3, $4)",
+                            "INSERT INTO ho_reservations (op_id, host, cell, expires_at_ms, shard) \
+                             VALUES ($1, $2, $3, $4, $5)",
                         ))?,
+                        1,
                     ),
                     (
                         "attempt insert",
@@ -328,6 +343,7 @@ impl SqlStore {
                              registration, recorded_at_ms) \
                              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                         )),
+                        1,
                     ),
                     (
                         "cooldown upsert",
@@ -337,27 +353,78 @@ impl SqlStore {
                         )
                         .bind(host)
                         .bind(cooldown),
+                        1,
                     ),
                     (
-                        "limits update",
-                        limits(sqlx::query(
-                            "UPDATE ho_limits SET window_start_ms = $1, commits = $2, \
-                             attempt_rows = $3 WHERE id = 1",
-                        ))?,
+                        "source load",
+                        sqlx::query(
+                            "UPDATE ho_cell_load SET hosts = hosts - 1 WHERE cell = $1 \
+                             AND shard = $2",
+                        )
+                        .bind(source)
+                        .bind(counted_on),
+                        1,
                     ),
                 ];
-                for (what, q) in statements {
-                    let done = q.execute(&mut **tx).await.map_err(in_txn)?;
-                    one_row(done.rows_affected(), what)?;
+                match limits {
+                    LimitWrites::Spend { shard, row } => {
+                        statements.push((
+                            "limit shard",
+                            spent(
+                                sqlx::query(
+                                    "UPDATE ho_limit_shards SET commits = $1, in_flight = $2, \
+                                     attempt_rows = $3, commit_tokens = $4, \
+                                     in_flight_tokens = $5, attempt_tokens = $6 WHERE shard = $7",
+                                ),
+                                row,
+                            )?
+                            .bind(i64::from(*shard)),
+                            1,
+                        ));
+                        statements.push((
+                            "target load",
+                            sqlx::query(
+                                "UPDATE ho_cell_load SET hosts = hosts + 1, tokens = tokens - 1 \
+                                 WHERE cell = $1 AND shard = $2",
+                            )
+                            .bind(target)
+                            .bind(i64::from(*shard)),
+                            1,
+                        ));
+                    }
+                    LimitWrites::Rebalance {
+                        rebalance,
+                        target_hosts,
+                        target_tokens,
+                    } => {
+                        statements.push((
+                            "limit shards",
+                            bind_rebalance(sqlx::query(SQLITE_REBALANCE.as_str()), rebalance)?,
+                            shards,
+                        ));
+                        let q = sqlx::query(SQLITE_LOAD_REBALANCE.as_str())
+                            .bind(target)
+                            .bind(i64::from(*target_hosts));
+                        statements.push(("target load", bind_split(q, *target_tokens)?, shards));
+                    }
                 }
-                Ok(counts)
+                for (what, q, expected) in statements {
+                    let done = q.execute(&mut **tx).await.map_err(in_txn)?;
+                    rows_are(
+                        done.rows_affected(),
+                        u64::try_from(expected).unwrap_or(0),
+                        what,
+                    )?;
+                }
+                Ok(tokens)
             }
         }
     }
 
     // ----- HO-S4: the bounded assignment transaction -----
 
-    /// HO-S4 / HO-A1: reference `run_transaction`, as one bounded SQL transaction.
+    /// HO-S4 / HO-A1: reference `run_transaction`, as one bounded SQL transaction (two when
+    /// the token path finds no token: the first wrote nothing).
     pub async fn run_transaction(
         &self,
         now: MonoMs,
@@ -373,7 +440,22 @@ impl SqlStore {
             return Err(StoreFailure::Unavailable("injected: begin failed".into()));
         }
         let lose = self.faults.take_lost_result();
-        let result = self.bounded(self.transaction_body(now, req)).await;
+        let result = self
+            .bounded(async {
+                match self.transaction_body(now, req, Path::Tokens).await? {
+                    Attempt::Answer(outcome) => Ok(outcome),
+                    Attempt::NeedExact => match self.transaction_body(now, req, Path::Exact).await?
+                    {
+                        Attempt::Answer(outcome) => Ok(outcome),
+                        // Unreachable: the exact path always answers.
+                        Attempt::NeedExact => Err(StoreFailure::Ambiguous {
+                            kind: Ambiguity::TransportError,
+                            detail: "the exact path asked for the exact path".into(),
+                        }),
+                    },
+                }
+            })
+            .await;
         match result {
             Ok(outcome) if lose => Err(StoreFailure::Ambiguous {
                 kind: Ambiguity::ResultLost,
@@ -383,25 +465,28 @@ impl SqlStore {
         }
     }
 
-    /// The statements of one assignment transaction, one round trip each on PostgreSQL:
+    /// One attempt at the assignment transaction, one round trip per statement on PostgreSQL:
     ///
     /// 1. BEGIN;
     /// 2. lock the host row (the first lock; alone in its statement);
     /// 3. the host's facts ([`Self::txn_facts_in`]) in a statement that starts after the host
     ///    lock. A recorded op id, a changed authority or a failed `commit_precheck` is answered
-    ///    here: nothing written, the global lock never taken;
-    /// 4. lock `ho_limits` (the rate window and the attempt count, newest version);
-    /// 5. write the commit's rows and read the counts as they were before them
-    ///    ([`Self::write_commit`]); `decide_commit` over all facts; a refusal drops the
-    ///    transaction (its writes roll back);
+    ///    here: nothing written, no limit shard locked;
+    /// 4. token path: lock one free limit shard; without a token of every global limit on it
+    ///    (`shard_covers_commit`), roll back and run the exact path. Else
+    /// 5. write the commit's rows and spend the tokens, reading the target cell's host token on
+    ///    that shard as it was before (`fast_commit`; none: roll back, exact path);
     /// 6. COMMIT.
     ///
-    /// Under the global lock: 4, 5 and 6.
+    /// Exact path (and any host with a pending migration): 4. lock every shard in order; 5. the
+    /// target's hosts summed; `decide_commit` on the exact totals (`exact_limits`) as in the
+    /// reference; 6. write the rows and deal the tokens out again (`rebalance`); 7. COMMIT.
     async fn transaction_body(
         &self,
         now: MonoMs,
         req: &HandoffRequest,
-    ) -> Result<TxnOutcome, StoreFailure> {
+        path: Path,
+    ) -> Result<Attempt, StoreFailure> {
         let d = self.dialect;
         let mut tx = self.begin().await?;
         let host = req.source.host;
@@ -413,16 +498,17 @@ impl SqlStore {
         }
         let facts = Self::txn_facts_in(&mut tx, req, i64::try_from(host.0).ok()).await?;
         let current = locked.map(|l| authority_of(host, &l.row));
+        let answer = |o| Ok(Attempt::Answer(o));
         // Every early answer below wrote nothing: dropping the transaction rolls it back.
         if let Some(row) = facts.recorded {
-            return Ok(recorded_outcome(req, current.as_ref(), &row));
+            return answer(recorded_outcome(req, current.as_ref(), &row));
         }
         let check = claim_check(&req.source, current.as_ref());
         if check != AuthorityCheck::Exact {
-            return Ok(TxnOutcome::AuthorityChanged { check });
+            return answer(TxnOutcome::AuthorityChanged { check });
         }
         let Some(locked) = locked else {
-            return Ok(TxnOutcome::AuthorityChanged {
+            return answer(TxnOutcome::AuthorityChanged {
                 check: AuthorityCheck::Mismatch(AuthorityField::Host),
             });
         };
@@ -433,56 +519,78 @@ impl SqlStore {
             cooldown_until: facts.cooldown_until,
             migration_pending: facts.migration_pending,
         };
-        if let Err(reason) = commit_precheck(now, req, &host_facts, &facts.config) {
-            return Ok(TxnOutcome::RolledBack { reason });
+        let config = facts.config;
+        if let Err(reason) = commit_precheck(now, req, &host_facts, &config) {
+            return answer(TxnOutcome::RolledBack { reason });
         }
-        let (rate, attempt_rows) = Self::lock_limits(&mut tx, d).await?;
-        // The commit's rows do not depend on the counts: write them in the statement that
-        // reads the counts (as they were before these writes), then decide. A refusal drops
-        // the transaction, so what it wrote is rolled back and never seen. With a pending
-        // migration the reservation cannot be written (one per host) and the decision is a
-        // refusal anyway (the capacity check or the pending move): only count.
-        let written = commit_writes(now, req, &host_facts, rate, &facts.config)
-            .filter(|_| !host_facts.migration_pending);
-        let (target_load, in_flight) = match &written {
-            Some(w) => {
-                Self::write_commit(&mut tx, d, req.op_id, w, attempt_rows.saturating_add(1)).await?
-            }
-            None => Self::limit_counts_in(&mut tx, req.target).await?,
-        };
-        let commit_facts = CommitFacts {
-            host: host_facts,
-            limits: LimitFacts {
-                target_load,
-                in_flight,
-                rate,
-                attempt_rows,
-            },
-        };
-        let writes = match decide_commit(now, req, &commit_facts, &facts.config) {
-            Ok(writes) => writes,
-            Err(reason) => return Ok(TxnOutcome::RolledBack { reason }),
-        };
-        if written != Some(writes) {
-            // Unreachable: `decide_commit` returns `commit_writes` of the same facts.
-            return Err(StoreFailure::Ambiguous {
-                kind: Ambiguity::TransportError,
-                detail: "commit decided other rows than were written".into(),
-            });
-        }
-        Self::commit(tx).await?;
-        Ok(TxnOutcome::Committed {
+        let committed = |writes: &CommitWrites| TxnOutcome::Committed {
             target: req.target,
             new_epoch: writes.assignment.epoch,
-        })
+        };
+        if path == Path::Tokens && !host_facts.migration_pending {
+            let hint = u32::try_from(host.0 % u64::from(self.shards)).unwrap_or(0);
+            let (shard, row) = Self::lock_any_shard(&mut tx, d, hint).await?;
+            if !shard_covers_commit(now, &config, &row) {
+                return Ok(Attempt::NeedExact);
+            }
+            // The rows do not depend on the counts; the rate row of `writes` is the exact
+            // path's (this path counts the commit on the shard instead).
+            let window = RateRow {
+                window_start: row.window_start,
+                commits: 0,
+            };
+            let Some(writes) = commit_writes(now, req, &host_facts, window, &config) else {
+                // Unreachable: the precheck refused an unknown target.
+                return Ok(Attempt::NeedExact);
+            };
+            let spend = LimitWrites::Spend {
+                shard,
+                row: spend_commit(&row),
+            };
+            let target_tokens = self
+                .write_commit(&mut tx, req.op_id, &writes, req.source.cell, &spend)
+                .await?;
+            if !fast_commit(now, &config, &row, target_tokens) {
+                return Ok(Attempt::NeedExact);
+            }
+            Self::commit(tx).await?;
+            return answer(committed(&writes));
+        }
+        let shards = self.lock_all_shards(&mut tx).await?;
+        // Read after every shard is locked: a settings change (which locks them all) either
+        // committed before, or waits for this transaction; the tokens dealt out below must
+        // follow the settings in force.
+        let config = Self::settings_in(&mut tx).await?;
+        let target_hosts = self.cell_hosts_in(&mut tx, req.target).await?;
+        let limits = exact_limits(&shards, target_hosts);
+        let commit_facts = CommitFacts {
+            host: host_facts,
+            limits,
+        };
+        let writes = match decide_commit(now, req, &commit_facts, &config) {
+            Ok(writes) => writes,
+            Err(reason) => return answer(TxnOutcome::RolledBack { reason }),
+        };
+        let after = after_commit(&limits, &writes);
+        let capacity = host_facts.target_cell.map_or(0, |c| c.capacity);
+        let rebalanced = LimitWrites::Rebalance {
+            rebalance: rebalance(&config, &after, self.shards),
+            target_hosts: after.target_load,
+            target_tokens: load_split(capacity, after.target_load, self.shards),
+        };
+        self.write_commit(&mut tx, req.op_id, &writes, req.source.cell, &rebalanced)
+            .await?;
+        Self::commit(tx).await?;
+        answer(committed(&writes))
     }
 
     // ----- HO-A1 / HO-A2: locked reconciliation -----
 
     /// Reference `reconcile`, under the host lock: the rows read, then `reconcile_precheck`
-    /// (a recorded op id is answered without the limits lock), then the limits lock and
-    /// `decide_reconcile`, whose fence rows are written. `Ok(None)`: the fence could not be
-    /// written (store full): stay quarantined.
+    /// (a recorded op id is answered without locking a limit shard), then every limit shard
+    /// and `decide_reconcile` on the exact attempt count, whose fence rows are written (with
+    /// the shards' tokens dealt out again). `Ok(None)`: the fence could not be written (store
+    /// full): stay quarantined.
     pub async fn reconcile(
         &self,
         now: MonoMs,
@@ -507,13 +615,16 @@ impl SqlStore {
             if let Some(answer) = reconcile_precheck(req, authority.as_ref(), recorded.as_ref()) {
                 return Ok(Some(answer));
             }
-            let (_, attempt_rows) = Self::lock_limits(&mut tx, d).await?;
-            match decide_reconcile(now, req, current, recorded.as_ref(), attempt_rows) {
+            let shards = self.lock_all_shards(&mut tx).await?;
+            // After the shard locks, as in the exact path of a commit.
+            let config = Self::settings_in(&mut tx).await?;
+            let limits = exact_limits(&shards, 0);
+            match decide_reconcile(now, req, current, recorded.as_ref(), limits.attempt_rows) {
                 ReconcileDecision::Answer(answer) => Ok(Some(answer)),
                 ReconcileDecision::StoreFull => Ok(None),
                 ReconcileDecision::Fence { writes, answer } => {
-                    let counted = attempt_rows.saturating_add(1);
-                    Self::write_fence(&mut tx, d, req.op_id, &writes, counted).await?;
+                    let r = rebalance(&config, &after_fence(&limits), self.shards);
+                    self.write_fence(&mut tx, req.op_id, &writes, &r).await?;
                     Self::commit(tx).await?;
                     Ok(Some(answer))
                 }
@@ -522,3 +633,89 @@ impl SqlStore {
         .await
     }
 }
+
+/// A write that must touch exactly `expected` rows.
+fn rows_are(rows: u64, expected: u64, what: &str) -> Result<(), StoreFailure> {
+    if rows == expected {
+        Ok(())
+    } else {
+        Err(StoreFailure::Ambiguous {
+            kind: Ambiguity::TransportError,
+            detail: format!("{what} touched {rows} rows, expected {expected}"),
+        })
+    }
+}
+
+static SQLITE_REBALANCE: LazyLock<String> = LazyLock::new(|| rebalance_set(1));
+static SQLITE_LOAD_REBALANCE: LazyLock<String> = LazyLock::new(|| load_rebalance_set(1));
+
+const PG_COMMIT_ROWS: &str = "WITH moved AS (UPDATE ho_assignments SET cell = $1, epoch = $2, \
+     incarnation = $3, generation = $4, desktop_capable = $5 WHERE host = $6 RETURNING host), \
+     reserved AS (INSERT INTO ho_reservations (op_id, host, cell, expires_at_ms, shard) \
+     VALUES ($7, $8, $9, $10, $11) RETURNING op_id), \
+     recorded AS (INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, src_incarnation, \
+     src_generation, target, outcome, new_epoch, registration, recorded_at_ms) \
+     VALUES ($12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) RETURNING op_id), \
+     cooled AS (INSERT INTO ho_cooldowns (host, until_ms) VALUES ($23, $24) \
+     ON CONFLICT (host) DO UPDATE SET until_ms = excluded.until_ms RETURNING host), ";
+
+const PG_COMMIT_WRITTEN: &str = "(SELECT COUNT(*) FROM moved) + (SELECT COUNT(*) FROM reserved) \
+     + (SELECT COUNT(*) FROM recorded) + (SELECT COUNT(*) FROM cooled) \
+     + (SELECT COUNT(*) FROM counted) + (SELECT COUNT(*) FROM arrived) \
+     + (SELECT COUNT(*) FROM departed) AS written";
+
+/// HO-S4 token path, PostgreSQL: the commit's rows, the locked shard's row after the commit
+/// ($25 the shard, $26..$31 its counts and tokens), the target's ($32) and the source's ($33)
+/// load rows on that shard; and the target's tokens there as they were before.
+static PG_COMMIT_SPEND: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{PG_COMMIT_ROWS}counted AS (UPDATE ho_limit_shards SET commits = $26, in_flight = $27, \
+         attempt_rows = $28, commit_tokens = $29, in_flight_tokens = $30, attempt_tokens = $31 \
+         WHERE shard = $25 RETURNING shard), \
+         arrived AS (UPDATE ho_cell_load SET hosts = hosts + 1, tokens = tokens - 1 \
+         WHERE cell = $32 AND shard = $25 RETURNING cell), \
+         departed AS (UPDATE ho_cell_load SET hosts = hosts - 1 WHERE cell = $33 AND shard = $25 \
+         RETURNING cell) \
+         SELECT (SELECT tokens FROM ho_cell_load WHERE cell = $32 AND shard = $25) \
+         AS target_tokens, {PG_COMMIT_WRITTEN}"
+    )
+});
+
+/// HO-S4 exact path, PostgreSQL: the commit's rows, every shard rebalanced ($25..$34), the
+/// target's load rows re-dealt ($35..$38) and the source's host subtracted on shard 0 ($39).
+static PG_COMMIT_REBALANCE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{PG_COMMIT_ROWS}counted AS ({} RETURNING shard), arrived AS ({} RETURNING cell), \
+         departed AS (UPDATE ho_cell_load SET hosts = hosts - 1 WHERE cell = $39 AND shard = 0 \
+         RETURNING cell) \
+         SELECT CAST(NULL AS BIGINT) AS target_tokens, {PG_COMMIT_WRITTEN}",
+        rebalance_set(25),
+        load_rebalance_set(35)
+    )
+});
+
+const PG_FENCE_RECORD: &str = "WITH recorded AS (INSERT INTO ho_attempts (op_id, host, \
+     src_cell, src_epoch, src_incarnation, src_generation, target, outcome, new_epoch, \
+     registration, recorded_at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+     RETURNING op_id)";
+
+/// HO-A1 / HO-A2, PostgreSQL: the fence record and every shard rebalanced ($12..$21).
+static PG_FENCE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{PG_FENCE_RECORD} {} WHERE EXISTS (SELECT 1 FROM recorded)",
+        rebalance_set(12)
+    )
+});
+
+/// HO-L1, PostgreSQL: the fence record, the renewed assignment ($12..$16) and every shard
+/// rebalanced ($17..$26). Data-modifying CTEs always run to completion; the EXISTS tests make
+/// the rows the statement reports mean that every one of them wrote its row.
+static PG_FENCE_RENEWED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{PG_FENCE_RECORD}, renewed AS (UPDATE ho_assignments SET cell = $12, epoch = $13, \
+         incarnation = $14, generation = $15, desktop_capable = $16 WHERE host = $2 \
+         RETURNING host) {} WHERE EXISTS (SELECT 1 FROM recorded) \
+         AND EXISTS (SELECT 1 FROM renewed)",
+        rebalance_set(17)
+    )
+});

@@ -40,6 +40,7 @@ mod codec;
 mod commit;
 mod reads;
 mod registry;
+mod shards;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -276,6 +277,11 @@ impl MigrationSource<'static> for Embedded {
                     "fenced renewed",
                     include_str!("../../../migrations/postgres/0003_fenced_renewed.sql"),
                 ),
+                migration(
+                    4,
+                    "limit shards",
+                    include_str!("../../../migrations/postgres/0004_limit_shards.sql"),
+                ),
             ],
             Dialect::Sqlite => vec![
                 migration(
@@ -293,6 +299,11 @@ impl MigrationSource<'static> for Embedded {
                     "fenced renewed",
                     include_str!("../../../migrations/sqlite/0003_fenced_renewed.sql"),
                 ),
+                migration(
+                    4,
+                    "limit shards",
+                    include_str!("../../../migrations/sqlite/0004_limit_shards.sql"),
+                ),
             ],
         };
         Box::pin(async move { Ok(migrations) })
@@ -306,6 +317,8 @@ pub struct SqlStore {
     dialect: Dialect,
     opts: StoreOptions,
     faults: Arc<super::hooks::Faults>,
+    /// HO-S4: the number of limit shards (`ho_limit_shards` rows 0..n), read at connect.
+    shards: u32,
 }
 
 type Txn = sqlx::Transaction<'static, sqlx::Any>;
@@ -374,11 +387,15 @@ impl SqlStore {
             .sleep(tokio::time::sleep)
             .notify(|e, d| tracing::debug!(error = %e, retry_in = ?d, "schema migration raced another process; re-running"))
             .await?;
+        let shards = Self::count_shards(&pool)
+            .await
+            .map_err(StoreSetupError::Refused)?;
         Ok(SqlStore {
             pool,
             dialect,
             opts,
             faults: Arc::new(super::hooks::Faults::default()),
+            shards,
         })
     }
 

@@ -86,10 +86,12 @@ impl SqlStore {
                     MonoMs(u(get(&r, "until_ms")?, "until_ms")?),
                 );
             }
-            let r = q("SELECT window_start_ms, commits FROM ho_limits WHERE id = 1")
-                .fetch_one(&mut *conn)
-                .await
-                .map_err(in_txn)?;
+            // HO-S4: the one window every shard carries, and the commits of all shards.
+            let r = q("SELECT MIN(window_start_ms) AS window_start_ms, \
+                       CAST(SUM(commits) AS BIGINT) AS commits FROM ho_limit_shards")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(in_txn)?;
             rows.rate = RateRow {
                 window_start: MonoMs(u(get(&r, "window_start_ms")?, "window_start")?),
                 commits: u32_of(get(&r, "commits")?, "commits")?,

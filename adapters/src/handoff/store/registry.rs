@@ -50,8 +50,19 @@ impl SqlStore {
                 config.registration_timeout_ms,
                 "registration_timeout_ms",
             )?);
-        self.bounded(async { q.execute(&self.pool).await.map_err(in_txn).map(|_| ()) })
-            .await
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            // HO-S4: a limit may have been lowered: revoke the rate and concurrency tokens
+            // (the next commit deals them out again under the new settings).
+            self.lock_all_shards(&mut tx).await?;
+            q.execute(&mut *tx).await.map_err(in_txn)?;
+            sqlx::query("UPDATE ho_limit_shards SET commit_tokens = 0, in_flight_tokens = 0")
+                .execute(&mut *tx)
+                .await
+                .map_err(in_txn)?;
+            Self::commit(tx).await
+        })
+        .await
     }
 
     /// HO-A5: the persistent enable switch.
@@ -120,10 +131,20 @@ impl SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(in_txn)?;
+            self.cell_changed(&mut tx, cell).await?;
             Self::commit(tx).await?;
             Ok(Ok(()))
         })
         .await
+    }
+
+    /// HO-S4: after a cell row was written (under its lock): the cell has its load rows, and
+    /// its host tokens are revoked (its capacity may have been lowered). Every shard locked
+    /// first, so no token commit is between reading and spending one.
+    async fn cell_changed(&self, tx: &mut Txn, cell: CellId) -> Result<(), StoreFailure> {
+        self.lock_all_shards(tx).await?;
+        Self::create_load_rows(tx, cell).await?;
+        Self::revoke_cell_tokens(tx, cell).await
     }
 
     /// A `SELECT COUNT(*) AS n` inside a transaction.
@@ -206,6 +227,7 @@ impl SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(in_txn)?;
+            self.cell_changed(&mut tx, cell).await?;
             Self::commit(tx).await?;
             Ok(Ok(next))
         })
@@ -304,6 +326,25 @@ impl SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(in_txn)?;
+            // HO-S4: the host counts on the cell, and the cell's host tokens are revoked (the
+            // room they stood for is one host smaller). Every shard locked first.
+            self.lock_all_shards(&mut tx).await?;
+            let done = sqlx::query(
+                "UPDATE ho_cell_load SET tokens = 0, \
+                 hosts = hosts + CASE WHEN shard = 0 THEN 1 ELSE 0 END WHERE cell = $1",
+            )
+            .bind(i64::from(row.cell.0))
+            .execute(&mut *tx)
+            .await
+            .map_err(in_txn)?;
+            if done.rows_affected() != u64::from(self.shards) {
+                return Err(StoreFailure::BadRow(format!(
+                    "cell {} has {} load rows, expected one per shard ({})",
+                    row.cell.0,
+                    done.rows_affected(),
+                    self.shards
+                )));
+            }
             Self::commit(tx).await?;
             Ok(Ok(authority_of(host, &row)))
         })
@@ -400,6 +441,16 @@ impl SqlStore {
         op: &str,
         registration: Registration,
     ) -> Result<(), StoreFailure> {
+        // HO-S4: the release is subtracted on the shard that counted the reservation (its
+        // tokens stay: the room it frees is dealt out by the next exact path).
+        sqlx::query(
+            "UPDATE ho_limit_shards SET in_flight = in_flight - 1 \
+             WHERE shard = (SELECT shard FROM ho_reservations WHERE op_id = $1)",
+        )
+        .bind(op.to_owned())
+        .execute(&mut **tx)
+        .await
+        .map_err(in_txn)?;
         sqlx::query("DELETE FROM ho_reservations WHERE op_id = $1")
             .bind(op.to_owned())
             .execute(&mut **tx)
