@@ -293,6 +293,84 @@ fn ho_s4_in_flight_and_rate_limits_are_exact_for_commits_racing_on_the_limit_sha
     );
 }
 
+/// HO-S4 / HO-A4, lock order: registrations at the target (each locks the target's cell row,
+/// then the limit shard of the reservation it completes) race commits onto the same target
+/// (each holds a limit shard, then its move's foreign-key check takes a key-share lock on the
+/// target's cell row). With the registration's cell lock `FOR UPDATE` the two wait for each
+/// other and PostgreSQL aborts one as a deadlock; every call here must answer.
+#[test]
+fn ho_s4_registrations_racing_commits_onto_their_cell_never_deadlock() {
+    runtime().block_on(async {
+        let url = support_pg::fresh_db("regrace").await;
+        let opts = StoreOptions {
+            max_connections: 16,
+            ..StoreOptions::default()
+        };
+        let store = SqlStore::connect(&url, opts).await.expect("store");
+        store
+            .put_settings(&config(1_000, 1_000), true)
+            .await
+            .expect("settings");
+        for c in [SOURCE, TARGET] {
+            store
+                .upsert_cell(c, cell(1_000))
+                .await
+                .expect("cell")
+                .expect("cell");
+        }
+        let measurement = Measurement {
+            measured_at: MonoMs(9_000),
+            current_rtt_ms: 120,
+            target_rtt_ms: 60,
+        };
+        let mut requests = Vec::new();
+        for h in 0..80 {
+            let authority = store
+                .insert_host(HostId(h), SOURCE, true)
+                .await
+                .expect("host")
+                .expect("host");
+            requests.push(HandoffRequest::new(authority, TARGET, 100, measurement));
+        }
+        // The first half moves now; their desktops register at the target while the second
+        // half commits.
+        for req in &requests[..40] {
+            let out = store.run_transaction(NOW, req).await.expect("commit");
+            assert!(out.is_committed(), "{out:?}");
+        }
+        let mut tasks = Vec::new();
+        for (k, req) in requests.iter().enumerate() {
+            let store = store.clone();
+            let req = *req;
+            tasks.push(tokio::spawn(async move {
+                if k < 40 {
+                    store
+                        .register_control(NOW, req.source.host, TARGET, Incarnation(1), true)
+                        .await
+                        .map(|r| format!("{r:?}"))
+                } else {
+                    store
+                        .run_transaction(NOW, &req)
+                        .await
+                        .map(|o| format!("{o:?}"))
+                }
+            }));
+        }
+        for t in tasks {
+            let answer = t.await.expect("task");
+            assert!(answer.is_ok(), "a store call failed: {answer:?}");
+        }
+        assert_eq!(store.audit_limits().await.expect("audit"), Ok(()));
+        let rows = store.rows().await.expect("rows");
+        assert!(
+            rows.reservations.len() == 40,
+            "{:?}",
+            rows.reservations.len()
+        );
+        store.close().await;
+    });
+}
+
 /// HO-A1: duplicate workers of one op id queue on the host lock; the first commits, and each
 /// later one must read the attempt row the one before it committed (a read in a statement that
 /// started before that commit would miss it and answer `AuthorityChanged`).

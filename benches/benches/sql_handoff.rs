@@ -13,8 +13,12 @@
 //! workers): `cargo bench -p switchyard-benches --bench sql_handoff`.
 //!
 //! Environment: `SWITCHYARD_TEST_PG_URL` (an admin URL) uses that server instead of starting
-//! one (e.g. a cluster with durable settings); `SWITCHYARD_BENCH_STORES` (`sqlite`, `pg` or
-//! `sqlite,pg`, the default) selects the stores.
+//! one; `SWITCHYARD_TEST_PG_DURABLE=1` starts the cluster with PostgreSQL's durable defaults
+//! (`fsync`, `synchronous_commit`, `full_page_writes` on) instead of the throwaway settings;
+//! `SWITCHYARD_BENCH_STORES` (`sqlite`, `pg` or `sqlite,pg`, the default) selects the stores;
+//! `SWITCHYARD_BENCH_WORKERS` (default `1,8,32`) the worker counts; `SWITCHYARD_BENCH_RESIDENTS`
+//! (default 0) seeds that many more hosts on the target cell, which stay there (the cost of a
+//! commit must not grow with the hosts a cell holds).
 #![allow(clippy::print_stdout)] // A bench main: its report is the table on stdout.
 
 #[path = "../../adapters/tests/support_pg/mod.rs"]
@@ -33,7 +37,20 @@ use switchyard_core::handoff::store::TxnOutcome;
 use switchyard_core::MonoMs;
 
 const HOSTS: u64 = 1_000;
-const WORKERS: [usize; 3] = [1, 8, 32];
+const WORKERS: &str = "1,8,32";
+
+/// A bench setting from the environment (`default` when unset); a value that does not parse
+/// stops the bench with the variable's name.
+fn setting<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
+    let text = std::env::var(name).unwrap_or_else(|_| default.to_owned());
+    text.split(',')
+        .map(|v| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{name}={text:?}: {v:?} is not a count"))
+        })
+        .collect()
+}
 const NOW: MonoMs = MonoMs(2_000);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,8 +105,14 @@ async fn run() {
         .prefix("switchyard-bench-sqlite-")
         .tempdir()
         .expect("temp dir for the SQLite stores");
+    let workers: Vec<usize> = setting("SWITCHYARD_BENCH_WORKERS", WORKERS);
+    let residents = setting::<u64>("SWITCHYARD_BENCH_RESIDENTS", "0")
+        .first()
+        .copied()
+        .unwrap_or(0);
     println!(
-        "sql_handoff: {HOSTS} hosts, one committed handoff transaction per host, {} cores",
+        "sql_handoff: {HOSTS} hosts, one committed handoff transaction per host, \
+         {residents} hosts resident on the target, {} cores",
         std::thread::available_parallelism().map_or(0, std::num::NonZero::get)
     );
     if kinds.contains(&Kind::Postgres) {
@@ -97,7 +120,7 @@ async fn run() {
     }
     let mut reports = Vec::new();
     for kind in kinds {
-        for (n, workers) in WORKERS.into_iter().enumerate() {
+        for (n, workers) in workers.iter().copied().enumerate() {
             let url = match kind {
                 Kind::Sqlite => format!(
                     "sqlite://{}",
@@ -105,7 +128,7 @@ async fn run() {
                 ),
                 Kind::Postgres => support_pg::fresh_db(&format!("bench{workers}")).await,
             };
-            reports.push(configuration(kind, &url, workers).await);
+            reports.push(configuration(kind, &url, workers, residents).await);
         }
     }
     println!();
@@ -169,7 +192,7 @@ async fn pg_settings() {
     pool.close().await;
 }
 
-async fn configuration(kind: Kind, url: &str, workers: usize) -> Report {
+async fn configuration(kind: Kind, url: &str, workers: usize, residents: u64) -> Report {
     let opts = StoreOptions {
         max_connections: u32::try_from(workers).expect("worker count"),
         ..StoreOptions::default()
@@ -177,7 +200,7 @@ async fn configuration(kind: Kind, url: &str, workers: usize) -> Report {
     let store = SqlStore::connect(url, opts)
         .await
         .expect("connect the SQL store");
-    let requests = seed(&store).await;
+    let requests = seed(&store, residents).await;
 
     let queue = Arc::new(Mutex::new(
         requests.iter().copied().collect::<VecDeque<_>>(),
@@ -226,6 +249,10 @@ async fn configuration(kind: Kind, url: &str, workers: usize) -> Report {
     let elapsed = start.elapsed();
     latencies.sort_unstable();
     let (lost, duplicated) = verify(url, &requests).await;
+    // HO-S4: the limit shards count exactly the rows, and no token outran its room.
+    if let Err(wrong) = store.audit_limits().await.expect("limit audit") {
+        panic!("limit shards disagree with the rows: {wrong}");
+    }
     store.close().await;
     let report = Report {
         kind,
@@ -264,14 +291,15 @@ fn percentile(sorted: &[Duration], p: usize) -> Duration {
     sorted[rank - 1]
 }
 
-/// Two capable cells with room for every host, limits that never throttle, and `HOSTS` hosts
-/// on the source cell; one request per host (the authority the store returned).
-async fn seed(store: &SqlStore) -> Vec<HandoffRequest> {
+/// Two capable cells with room for every host, limits that never throttle, `HOSTS` hosts on
+/// the source cell and `residents` on the target; one request per source host (the authority
+/// the store returned).
+async fn seed(store: &SqlStore, residents: u64) -> Vec<HandoffRequest> {
     store
         .put_settings(&store_config(), true)
         .await
         .expect("settings");
-    let capacity = u32::try_from(HOSTS * 2).expect("capacity");
+    let capacity = u32::try_from(HOSTS * 2 + residents).expect("capacity");
     for cell in [SOURCE, TARGET] {
         store
             .upsert_cell(cell, cell_row(capacity))
@@ -287,6 +315,13 @@ async fn seed(store: &SqlStore) -> Vec<HandoffRequest> {
             .expect("host write")
             .expect("host accepted");
         requests.push(HandoffRequest::new(authority, TARGET, 100, measurement()));
+    }
+    for h in 0..residents {
+        store
+            .insert_host(HostId(HOSTS + h), TARGET, true)
+            .await
+            .expect("host write")
+            .expect("host accepted");
     }
     requests
 }

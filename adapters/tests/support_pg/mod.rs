@@ -94,9 +94,15 @@ fn start_cluster() -> Result<String, String> {
     let mut last = String::new();
     for _ in 0..3 {
         let port = free_port()?;
+        // Throwaway by default (nothing here must survive a crash). The SQL bench measures
+        // durable commits with `SWITCHYARD_TEST_PG_DURABLE=1`: PostgreSQL's own defaults.
+        let durability = if std::env::var_os("SWITCHYARD_TEST_PG_DURABLE").is_some() {
+            "-c fsync=on -c synchronous_commit=on -c full_page_writes=on"
+        } else {
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        };
         let opts = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off -c max_connections=200",
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 {durability} -c max_connections=200",
             dir.display()
         );
         let out = pg_command(&pg_ctl, root)

@@ -14,27 +14,31 @@
 //! the host lock and on the limits lock.
 //!
 //! Serialisation: PostgreSQL takes `SELECT … FOR UPDATE` on the host's `ho_assignments` row
-//! first, then (where needed) the `ho_cells` row, then the global `ho_limits` row — one fixed
-//! order, so no deadlock; `statement_timeout`, `lock_timeout` and
+//! first, then (where needed) the `ho_cells` row (`FOR NO KEY UPDATE`), then limit shards — one
+//! free shard (`SKIP LOCKED`) on a commit's token path, every shard in shard order everywhere
+//! else ([`shards`]) — one fixed order, so no deadlock; `statement_timeout`, `lock_timeout` and
 //! `idle_in_transaction_session_timeout` bound the server side, a tokio timeout the client
 //! side. SQLite uses `BEGIN IMMEDIATE` (the single writer lock) with a busy timeout. No network
 //! call other than the transaction's own statements happens while a lock is held.
 //!
-//! A commit holds `ho_limits` (which every commit and fence takes, so commits serialise on it)
-//! for three round trips only: the lock, one statement that writes the commit's rows and
-//! counts the target's hosts and the live reservations, and COMMIT. Everything about the
-//! request's own host is read before, under the host lock alone; a request refused by those
-//! facts never takes the global lock. Values that other commits change are read only in a
-//! statement that started after `ho_limits` was granted: under READ COMMITTED a statement that
-//! waited for a row lock reads the rest of the database with the snapshot it started with.
-//! For the same reason the facts are read in a statement of their own after the host lock (a
-//! duplicate of the op id that held the host lock just before must be seen).
+//! HO-S4's global limits are held in escrow over the limit shards
+//! (`switchyard_core::handoff::escrow`): a commit that finds a token of every limit on the one
+//! shard it locked commits under that lock alone, so commits on different shards — and their
+//! durable flushes — overlap; without a token it rolls back and decides on the exact sums with
+//! every shard locked, as the reference does. Everything about the request's own host is read
+//! before, under the host lock alone; a request refused by those facts locks no shard. Values
+//! that other transactions change are read only in a statement that started after the lock
+//! that guards them was granted: under READ COMMITTED a statement that waited for a row lock
+//! reads the rest of the database with the snapshot it started with. For the same reason the
+//! facts are read in a statement of their own after the host lock (a duplicate of the op id
+//! that held the host lock just before must be seen).
 //!
 //! Layout: this file holds the store handle, its options, errors, dialects and migrations and
 //! the transaction helpers (`begin`, `bounded`, `commit`, the host lock); [`codec`] converts
 //! values and decodes rows; [`commit`] is the assignment transaction and the locked
 //! reconciliation; [`registry`] the settings, cells, cell lease, hosts, registration, drain
-//! fence and expiry; [`reads`] the unlocked queries.
+//! fence and expiry; [`shards`] the limit shards and their audit; [`reads`] the unlocked
+//! queries.
 
 mod codec;
 mod commit;

@@ -359,7 +359,15 @@ impl SqlStore {
     ) -> Result<Option<CellRow>, StoreFailure> {
         let sql = format!(
             "SELECT capacity, handoff_capable, incarnation FROM ho_cells WHERE cell = $1{}",
-            if lock { dialect.for_update() } else { "" }
+            // No key column changes under this lock, and it must not conflict with the key
+            // share that a commit's foreign-key check takes on its target's row: a commit holds
+            // a limit shard then, and a registration takes a shard after this lock (a
+            // release); `FOR UPDATE` here would close that cycle.
+            if lock {
+                dialect.for_no_key_update()
+            } else {
+                ""
+            }
         );
         let row = sqlx::query(&sql)
             .bind(i64::from(cell.0))
