@@ -1,13 +1,15 @@
 //! HO-S4 under real concurrency on PostgreSQL: the global limits (target capacity, in-flight
-//! reservations, the rate window) hold when commits queue on the `ho_limits` lock.
+//! reservations, the rate window) hold when commits queue on the limit shards and when they
+//! race on the token path.
 //!
 //! The differential test (`handoff_store_diff.rs`) runs one call at a time, so it cannot see
-//! what a commit reads while it waits for the global lock. Here a plain connection holds the
-//! `ho_limits` row lock while several store transactions queue behind it; once it lets go they
-//! commit one after the other, and each one that waited must count the commits it waited for
-//! (under READ COMMITTED a statement that waited for a row lock reads everything else with the
-//! snapshot it started with: counting in that statement would miss them). The outcomes and rows
-//! must equal the reference store running the same requests in the order they committed.
+//! what a commit reads while it waits for a lock. Here a plain connection holds every limit
+//! shard while several store transactions queue behind it; once it lets go they commit one
+//! after the other, and each one that waited must count the commits it waited for (under READ
+//! COMMITTED a statement that waited for a row lock reads everything else with the snapshot it
+//! started with: counting in that statement would miss them). Then nothing is held and 60
+//! hosts race on the token path for room for 20. The outcomes and rows must equal the
+//! reference store running the same requests in the order they committed.
 
 mod support_pg;
 
