@@ -479,7 +479,7 @@ impl SqlStore {
     /// 6. COMMIT.
     ///
     /// Exact path (and any host with a pending migration): 4. lock every shard in order; 5. the
-    /// target's hosts summed; `decide_commit` on the exact totals (`exact_limits`) as in the
+    /// settings, the target cell and its hosts summed, read after the locks; `decide_commit` on the exact totals (`exact_limits`) as in the
     /// reference; 6. write the rows and deal the tokens out again (`rebalance`); 7. COMMIT.
     async fn transaction_body(
         &self,
@@ -561,8 +561,14 @@ impl SqlStore {
         // committed before, or waits for this transaction; the tokens dealt out below must
         // follow the settings in force.
         let config = Self::settings_in(&mut tx).await?;
-        let target_hosts = self.cell_hosts_in(&mut tx, req.target).await?;
-        let limits = exact_limits(&shards, target_hosts);
+        // The target as it is now, for the same reason: a cell write (a lowered capacity)
+        // locks every shard after writing its row.
+        let target_now = self.cell_now_in(&mut tx, req.target).await?;
+        let host_facts = HostFacts {
+            target_cell: target_now.map(|(row, _)| row),
+            ..host_facts
+        };
+        let limits = exact_limits(&shards, target_now.map_or(0, |(_, hosts)| hosts));
         let commit_facts = CommitFacts {
             host: host_facts,
             limits,

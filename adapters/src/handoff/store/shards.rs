@@ -11,9 +11,10 @@
 
 use switchyard_core::handoff::escrow::{Rebalance, ShardRow, Split, MAX_LIMIT_SHARDS};
 use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::store::CellRow;
 use switchyard_core::MonoMs;
 
-use super::codec::{get, i, u, AnyQuery};
+use super::codec::{cell_row_of, get, i, u, AnyQuery};
 use super::{in_txn, Dialect, SqlStore, StoreFailure, Txn};
 
 const SHARD_COLUMNS: &str = "shard, window_start_ms, commits, in_flight, attempt_rows, \
@@ -184,21 +185,29 @@ impl SqlStore {
         Ok(shards)
     }
 
-    /// Exact path: a cell's hosts, summed over its shard rows (all shards locked; a statement
-    /// that started after the locks).
-    pub(super) async fn cell_hosts_in(
+    /// Exact path: a cell's row and its hosts, summed over its shard rows (all shards locked;
+    /// a statement that started after the locks, so a cell write — which locks every shard
+    /// after writing the row — is either seen here or waits for this transaction). `None`:
+    /// no such cell.
+    pub(super) async fn cell_now_in(
         &self,
         tx: &mut Txn,
         cell: CellId,
-    ) -> Result<i64, StoreFailure> {
+    ) -> Result<Option<(CellRow, i64)>, StoreFailure> {
         let row = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(hosts), 0) AS BIGINT) AS hosts, COUNT(*) AS n FROM ho_cell_load \
-             WHERE cell = $1",
+            "SELECT c.capacity, c.handoff_capable, c.incarnation, \
+             (SELECT CAST(COALESCE(SUM(l.hosts), 0) AS BIGINT) FROM ho_cell_load l \
+              WHERE l.cell = c.cell) AS hosts, \
+             (SELECT COUNT(*) FROM ho_cell_load l WHERE l.cell = c.cell) AS n \
+             FROM ho_cells c WHERE c.cell = $1",
         )
         .bind(i64::from(cell.0))
-        .fetch_one(&mut **tx)
+        .fetch_optional(&mut **tx)
         .await
         .map_err(in_txn)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
         let rows: i64 = get(&row, "n")?;
         if rows != i64::from(self.shards) {
             return Err(StoreFailure::BadRow(format!(
@@ -206,7 +215,7 @@ impl SqlStore {
                 cell.0, self.shards
             )));
         }
-        get(&row, "hosts")
+        Ok(Some((cell_row_of(&row)?, get(&row, "hosts")?)))
     }
 
     /// A new cell's load rows (one per shard, no hosts, no tokens); an existing cell's are kept.
