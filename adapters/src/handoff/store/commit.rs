@@ -62,22 +62,6 @@ enum LimitWrites {
     },
 }
 
-/// Which path a transaction attempt takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path {
-    Tokens,
-    Exact,
-}
-
-/// What one transaction attempt ended with.
-#[derive(Debug, Clone, Copy)]
-enum Attempt {
-    Answer(TxnOutcome),
-    /// The token path found no token: nothing was written (the transaction rolled back);
-    /// run the exact path.
-    NeedExact,
-}
-
 impl SqlStore {
     async fn attempt_in(tx: &mut Txn, op: OpId) -> Result<Option<AttemptRow>, StoreFailure> {
         let row = sqlx::query(
@@ -423,8 +407,7 @@ impl SqlStore {
 
     // ----- HO-S4: the bounded assignment transaction -----
 
-    /// HO-S4 / HO-A1: reference `run_transaction`, as one bounded SQL transaction (two when
-    /// the token path finds no token: the first wrote nothing).
+    /// HO-S4 / HO-A1: reference `run_transaction`, as one bounded SQL transaction.
     pub async fn run_transaction(
         &self,
         now: MonoMs,
@@ -440,22 +423,7 @@ impl SqlStore {
             return Err(StoreFailure::Unavailable("injected: begin failed".into()));
         }
         let lose = self.faults.take_lost_result();
-        let result = self
-            .bounded(async {
-                match self.transaction_body(now, req, Path::Tokens).await? {
-                    Attempt::Answer(outcome) => Ok(outcome),
-                    Attempt::NeedExact => match self.transaction_body(now, req, Path::Exact).await?
-                    {
-                        Attempt::Answer(outcome) => Ok(outcome),
-                        // Unreachable: the exact path always answers.
-                        Attempt::NeedExact => Err(StoreFailure::Ambiguous {
-                            kind: Ambiguity::TransportError,
-                            detail: "the exact path asked for the exact path".into(),
-                        }),
-                    },
-                }
-            })
-            .await;
+        let result = self.bounded(self.transaction_body(now, req)).await;
         match result {
             Ok(outcome) if lose => Err(StoreFailure::Ambiguous {
                 kind: Ambiguity::ResultLost,
@@ -465,7 +433,7 @@ impl SqlStore {
         }
     }
 
-    /// One attempt at the assignment transaction, one round trip per statement on PostgreSQL:
+    /// The assignment transaction, one round trip per statement on PostgreSQL:
     ///
     /// 1. BEGIN;
     /// 2. lock the host row (the first lock; alone in its statement);
@@ -485,8 +453,7 @@ impl SqlStore {
         &self,
         now: MonoMs,
         req: &HandoffRequest,
-        path: Path,
-    ) -> Result<Attempt, StoreFailure> {
+    ) -> Result<TxnOutcome, StoreFailure> {
         let d = self.dialect;
         let mut tx = self.begin().await?;
         let host = req.source.host;
@@ -498,17 +465,16 @@ impl SqlStore {
         }
         let facts = Self::txn_facts_in(&mut tx, req, i64::try_from(host.0).ok()).await?;
         let current = locked.map(|l| authority_of(host, &l.row));
-        let answer = |o| Ok(Attempt::Answer(o));
         // Every early answer below wrote nothing: dropping the transaction rolls it back.
         if let Some(row) = facts.recorded {
-            return answer(recorded_outcome(req, current.as_ref(), &row));
+            return Ok(recorded_outcome(req, current.as_ref(), &row));
         }
         let check = claim_check(&req.source, current.as_ref());
         if check != AuthorityCheck::Exact {
-            return answer(TxnOutcome::AuthorityChanged { check });
+            return Ok(TxnOutcome::AuthorityChanged { check });
         }
         let Some(locked) = locked else {
-            return answer(TxnOutcome::AuthorityChanged {
+            return Ok(TxnOutcome::AuthorityChanged {
                 check: AuthorityCheck::Mismatch(AuthorityField::Host),
             });
         };
@@ -521,40 +487,37 @@ impl SqlStore {
         };
         let config = facts.config;
         if let Err(reason) = commit_precheck(now, req, &host_facts, &config) {
-            return answer(TxnOutcome::RolledBack { reason });
+            return Ok(TxnOutcome::RolledBack { reason });
         }
         let committed = |writes: &CommitWrites| TxnOutcome::Committed {
             target: req.target,
             new_epoch: writes.assignment.epoch,
         };
-        if path == Path::Tokens && !host_facts.migration_pending {
+        if !host_facts.migration_pending {
             let hint = u32::try_from(host.0 % u64::from(self.shards)).unwrap_or(0);
             let (shard, row) = Self::lock_any_shard(&mut tx, d, hint).await?;
-            if !shard_covers_commit(now, &config, &row) {
-                return Ok(Attempt::NeedExact);
+            if shard_covers_commit(now, &config, &row) {
+                // The rows do not depend on the counts; the rate row of `writes` is the exact
+                // path's (this path counts the commit on the shard instead).
+                let window = RateRow {
+                    window_start: row.window_start,
+                    commits: 0,
+                };
+                if let Some(writes) = commit_writes(now, req, &host_facts, window, &config) {
+                    let spend = LimitWrites::Spend {
+                        shard,
+                        row: spend_commit(&row),
+                    };
+                    let target_tokens = self
+                        .write_commit(&mut tx, req.op_id, &writes, req.source.cell, &spend)
+                        .await?;
+                    if fast_commit(now, &config, &row, target_tokens) {
+                        Self::commit(tx).await?;
+                        return Ok(committed(&writes));
+                    }
+                }
             }
-            // The rows do not depend on the counts; the rate row of `writes` is the exact
-            // path's (this path counts the commit on the shard instead).
-            let window = RateRow {
-                window_start: row.window_start,
-                commits: 0,
-            };
-            let Some(writes) = commit_writes(now, req, &host_facts, window, &config) else {
-                // Unreachable: the precheck refused an unknown target.
-                return Ok(Attempt::NeedExact);
-            };
-            let spend = LimitWrites::Spend {
-                shard,
-                row: spend_commit(&row),
-            };
-            let target_tokens = self
-                .write_commit(&mut tx, req.op_id, &writes, req.source.cell, &spend)
-                .await?;
-            if !fast_commit(now, &config, &row, target_tokens) {
-                return Ok(Attempt::NeedExact);
-            }
-            Self::commit(tx).await?;
-            return answer(committed(&writes));
+            Self::leave_token_path(&mut tx).await?;
         }
         let shards = self.lock_all_shards(&mut tx).await?;
         // Read after every shard is locked: a settings change (which locks them all) either
@@ -575,7 +538,7 @@ impl SqlStore {
         };
         let writes = match decide_commit(now, req, &commit_facts, &config) {
             Ok(writes) => writes,
-            Err(reason) => return answer(TxnOutcome::RolledBack { reason }),
+            Err(reason) => return Ok(TxnOutcome::RolledBack { reason }),
         };
         let after = after_commit(&limits, &writes);
         let capacity = host_facts.target_cell.map_or(0, |c| c.capacity);
@@ -587,7 +550,7 @@ impl SqlStore {
         self.write_commit(&mut tx, req.op_id, &writes, req.source.cell, &rebalanced)
             .await?;
         Self::commit(tx).await?;
-        answer(committed(&writes))
+        Ok(committed(&writes))
     }
 
     // ----- HO-A1 / HO-A2: locked reconciliation -----

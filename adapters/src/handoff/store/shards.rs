@@ -9,6 +9,7 @@
 //! cell or settings change) first locks **every** shard row in shard order. Neither kind waits
 //! for anything while holding a shard except the shards after it in that order, so no cycle.
 
+use sqlx::Executor;
 use switchyard_core::handoff::escrow::{Rebalance, ShardRow, Split, MAX_LIMIT_SHARDS};
 use switchyard_core::handoff::ids::CellId;
 use switchyard_core::handoff::store::CellRow;
@@ -16,6 +17,9 @@ use switchyard_core::MonoMs;
 
 use super::codec::{cell_row_of, get, i, u, AnyQuery};
 use super::{in_txn, Dialect, SqlStore, StoreFailure, Txn};
+
+/// The savepoint before a commit's token path.
+const TOKEN_PATH: &str = "token_path";
 
 const SHARD_COLUMNS: &str = "shard, window_start_ms, commits, in_flight, attempt_rows, \
      commit_tokens, in_flight_tokens, attempt_tokens";
@@ -120,26 +124,40 @@ impl SqlStore {
         }
     }
 
-    /// Token path: lock one free shard, preferring `hint` and the shards after it (spreads the
-    /// writers); if every shard is locked (an exact path holds them all), wait for `hint`'s.
-    /// Returns the locked row as it is now.
+    /// Token path: set the savepoint [`TOKEN_PATH`] and lock one free shard, preferring
+    /// `hint` and the shards after it (spreads the writers); if every shard is locked (an exact
+    /// path holds them all), wait for `hint`'s. Returns the locked row as it is now. Rolling
+    /// back to the savepoint ([`Self::leave_token_path`]) releases the shard and undoes
+    /// whatever the token path wrote, while the host lock taken before stays.
     pub(super) async fn lock_any_shard(
         tx: &mut Txn,
         dialect: Dialect,
         hint: u32,
     ) -> Result<(u32, ShardRow), StoreFailure> {
         if dialect == Dialect::Postgres {
-            let free = sqlx::query(&format!(
-                "SELECT {SHARD_COLUMNS} FROM ho_limit_shards \
-                 ORDER BY shard >= $1 DESC, shard FOR UPDATE SKIP LOCKED LIMIT 1"
-            ))
-            .bind(i64::from(hint))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(in_txn)?;
-            if let Some(row) = free {
-                return shard_of(&row);
+            // One round trip for both (a simple query: the hint is an integer of ours).
+            let sql = format!(
+                "SAVEPOINT {TOKEN_PATH}; SELECT {SHARD_COLUMNS} FROM ho_limit_shards \
+                 ORDER BY shard >= {hint} DESC, shard FOR UPDATE SKIP LOCKED LIMIT 1"
+            );
+            // A plain string runs as a simple query, which may hold two statements. All rows of
+            // both are read: `fetch_optional` would stop at the savepoint's empty result and
+            // drop the row the SELECT locked (a shard held without knowing it).
+            let free = (&mut **tx).fetch_all(sql.as_str()).await.map_err(in_txn)?;
+            if free.len() > 1 {
+                return Err(StoreFailure::BadRow(format!(
+                    "locking one free limit shard returned {} rows",
+                    free.len()
+                )));
             }
+            if let Some(row) = free.first() {
+                return shard_of(row);
+            }
+        } else {
+            (&mut **tx)
+                .execute(format!("SAVEPOINT {TOKEN_PATH}").as_str())
+                .await
+                .map_err(in_txn)?;
         }
         let row = sqlx::query(&format!(
             "SELECT {SHARD_COLUMNS} FROM ho_limit_shards WHERE shard = $1{}",
@@ -151,6 +169,17 @@ impl SqlStore {
         .map_err(in_txn)?
         .ok_or_else(|| StoreFailure::BadRow(format!("limit shard {hint} missing")))?;
         shard_of(&row)
+    }
+
+    /// The token path found no token: back to [`TOKEN_PATH`] (the shard's lock and anything
+    /// written since are gone; the host lock stays), for the exact path in the same
+    /// transaction.
+    pub(super) async fn leave_token_path(tx: &mut Txn) -> Result<(), StoreFailure> {
+        (&mut **tx)
+            .execute(format!("ROLLBACK TO SAVEPOINT {TOKEN_PATH}").as_str())
+            .await
+            .map_err(in_txn)?;
+        Ok(())
     }
 
     /// Exact path: lock every shard row, in shard order. Returns them in that order.
