@@ -24,9 +24,9 @@
 //! HO-S4's global limits are held in escrow over the limit shards
 //! (`switchyard_core::handoff::escrow`): a commit that finds a token of every limit on the one
 //! shard it locked commits under that lock alone, so commits on different shards — and their
-//! durable flushes — overlap; without a token it rolls back and decides on the exact sums with
-//! every shard locked, as the reference does. Everything about the request's own host is read
-//! before, under the host lock alone; a request refused by those facts locks no shard. Values
+//! durable flushes — overlap; without a token it rolls back to a savepoint (keeping the host
+//! lock) and decides on the exact sums with every shard locked, as the reference does.
+//! Everything about the request's own host is read before, under the host lock alone; a request refused by those facts locks no shard. Values
 //! that other transactions change are read only in a statement that started after the lock
 //! that guards them was granted: under READ COMMITTED a statement that waited for a row lock
 //! reads the rest of the database with the snapshot it started with. For the same reason the
