@@ -34,7 +34,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
 
-use crate::failover_oracle::{core_decisions, core_view, FoOracle};
+use crate::failover_oracle::{core_decisions, core_view_agrees, FoOracle};
 use crate::halt::Halt;
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
@@ -457,7 +457,7 @@ impl FoState {
             outputs.push(output);
         }
         if core_decisions(&outputs, &self.sup) != oracle
-            || core_view(&self.sup, now) != self.oracle.view(now)
+            || !core_view_agrees(&self.sup, &self.oracle, now)
         {
             self.last.oracle_differs = true;
         }
