@@ -207,16 +207,19 @@ where
 
         let mut current_max_depth = global_max_depth.load(Ordering::Relaxed);
         let mut actions = Vec::new();
+        // Generated states are counted here and added to the shared count once per block: an
+        // atomic add per generated state on a cache line every thread writes.
+        let mut generated_here = 0;
         loop {
             // Done if reached max count.
             if max_count == 0 {
-                return;
+                break;
             }
             max_count -= 1;
 
             // Done if none pending.
             let (state, state_fp, mut ebits, max_depth, action_path) = match pending.pop_back() {
-                None => return,
+                None => break,
                 Some(pair) => pair,
             };
 
@@ -298,7 +301,7 @@ where
                 }
             }
             if !is_awaiting_discoveries {
-                return;
+                break;
             }
 
             // Otherwise enqueue newly generated states (with related metadata).
@@ -314,7 +317,7 @@ where
                 if !model.within_boundary(&next_state) {
                     continue;
                 }
-                state_count.fetch_add(1, Ordering::Relaxed);
+                generated_here += 1;
 
                 // Skip if already generated.
                 //
@@ -363,6 +366,7 @@ where
                 }
             }
         }
+        state_count.fetch_add(generated_here, Ordering::Relaxed);
     }
 }
 
