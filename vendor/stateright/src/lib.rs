@@ -346,7 +346,11 @@ type Fingerprint = std::num::NonZeroU64;
 /// Converts a state to a [`Fingerprint`].
 #[inline]
 fn fingerprint<T: Hash>(value: &T) -> Fingerprint {
-    let mut hasher = stable::hasher();
+    // Switchyard patch: foldhash (fixed seed, deterministic across runs and threads) instead
+    // of aHash's portable fallback: a state hashes as a few hundred small writes, and foldhash
+    // folds two of them per multiply. See PATCHES.md.
+    use std::hash::BuildHasher as _;
+    let mut hasher = foldhash::fast::FixedState::with_seed(0x5EED_F1A9_E2B1_7C03).build_hasher();
     value.hash(&mut hasher);
     Fingerprint::new(hasher.finish()).expect("hasher returned zero, an invalid fingerprint")
 }
