@@ -32,11 +32,14 @@ pub(crate) struct BfsChecker<M: Model> {
     // single fingerprint since the path could be reconstructed in reverse using the parent
     // relationships in `generated`. However, with action indices encoding, this is not possible,
     // so we must store a Vec (like in dfs.rs).
-    discoveries: Arc<DashMap<&'static str, Vec<usize>>>,
+    // Switchyard patch: a discovery is kept as the fingerprint of the state that made it, and
+    // its path is rebuilt at the end from the parent fingerprints `generated` already holds
+    // (see `action_indices_to`), so a queued job carries no path.
+    discoveries: Arc<DashMap<&'static str, Fingerprint>>,
 }
 // The state is boxed: a thread's queue holds up to millions of jobs, and growing it moves every
 // job to a fresh allocation (the kernel zeroes its pages first); a model state can be a kilobyte.
-type Job<State> = (Box<State>, Fingerprint, EventuallyBits, NonZeroUsize, Vec<usize>);
+type Job<State> = (Box<State>, Fingerprint, EventuallyBits, NonZeroUsize);
 
 impl<M> BfsChecker<M>
 where
@@ -85,10 +88,9 @@ where
         };
         let pending: VecDeque<_> = init_states
             .into_iter()
-            .enumerate()
-            .map(|(i, s)| {
+            .map(|s| {
                 let fp = fingerprint(&s);
-                (Box::new(s), fp, ebits.clone(), NonZeroUsize::new(1).unwrap(), vec![i])
+                (Box::new(s), fp, ebits.clone(), NonZeroUsize::new(1).unwrap())
             })
             .collect();
         let discoveries = Arc::new(DashMap::default());
@@ -194,7 +196,7 @@ where
             BuildHasherDefault<NoHashHasher<u64>>,
         >,
         pending: &mut VecDeque<Job<M::State>>,
-        discoveries: &DashMap<&'static str, Vec<usize>>,
+        discoveries: &DashMap<&'static str, Fingerprint>,
         visitor: &Option<Box<dyn CheckerVisitor<M> + Send + Sync>>,
         mut max_count: usize,
         target_max_depth: Option<NonZeroUsize>,
@@ -218,7 +220,7 @@ where
             max_count -= 1;
 
             // Done if none pending.
-            let (state, state_fp, mut ebits, max_depth, action_path) = match pending.pop_back() {
+            let (state, state_fp, mut ebits, max_depth) = match pending.pop_back() {
                 None => break,
                 Some(pair) => pair,
             };
@@ -243,7 +245,10 @@ where
             if let Some(visitor) = visitor {
                 visitor.visit(
                     model,
-                    Path::from_action_indices(model, VecDeque::from(action_path.clone())),
+                    Path::from_action_indices(
+                        model,
+                        VecDeque::from(action_indices_to(model, generated, state_fp)),
+                    ),
                 );
             }
 
@@ -266,7 +271,7 @@ where
                     } => {
                         if !always(model, &state) {
                             // Races other threads, but that's fine.
-                            discoveries.insert(property.name, action_path.clone());
+                            discoveries.insert(property.name, state_fp);
                         } else {
                             is_awaiting_discoveries = true;
                         }
@@ -278,7 +283,7 @@ where
                     } => {
                         if sometimes(model, &state) {
                             // Races other threads, but that's fine.
-                            discoveries.insert(property.name, action_path.clone());
+                            discoveries.insert(property.name, state_fp);
                         } else {
                             is_awaiting_discoveries = true;
                         }
@@ -307,7 +312,7 @@ where
             // Otherwise enqueue newly generated states (with related metadata).
             let mut is_terminal = true;
             model.actions(&state, &mut actions);
-            for (action_idx, action) in actions.drain(..).enumerate() {
+            for action in actions.drain(..) {
                 let next_state = model.next_state(&state, action);
                 if next_state.is_none() {
                     continue;
@@ -346,28 +351,73 @@ where
                 // Otherwise further checking is applicable. The path is copied only for a new
                 // state (most generated states have been seen before).
                 is_terminal = false;
-                let mut next_action_path = Vec::with_capacity(action_path.len() + 1);
-                next_action_path.extend_from_slice(&action_path);
-                next_action_path.push(action_idx);
                 pending.push_front((
                     Box::new(next_state),
                     next_fingerprint,
                     ebits.clone(),
                     NonZeroUsize::new(max_depth.get() + 1).unwrap(),
-                    next_action_path,
                 ));
             }
             if is_terminal {
                 for (i, property) in properties.iter().enumerate() {
                     if ebits.contains(i) {
                         // Races other threads, but that's fine.
-                        discoveries.insert(property.name, action_path.clone());
+                        discoveries.insert(property.name, state_fp);
                     }
                 }
             }
         }
         state_count.fetch_add(generated_here, Ordering::Relaxed);
     }
+}
+
+/// The action indices (the first one: the index of the initial state) of the path by which the
+/// search first reached the state with fingerprint `fp`: its parent fingerprints in `generated`
+/// back to an initial state, then forward, at each step the first action (in `actions` order)
+/// that leads to the next fingerprint. That is the action the search took: the first action of
+/// the parent to generate a new state inserts it with the parent's fingerprint, a later action
+/// finds it present. (Before the Switchyard patch every queued job carried this list.)
+fn action_indices_to<M>(
+    model: &M,
+    generated: &DashMap<Fingerprint, Option<Fingerprint>, BuildHasherDefault<NoHashHasher<u64>>>,
+    fp: Fingerprint,
+) -> Vec<usize>
+where
+    M: Model,
+    M::State: Hash,
+{
+    let mut fingerprints = vec![fp];
+    let mut at = fp;
+    while let Some(Some(parent)) = generated.get(&at).map(|r| *r.value()) {
+        fingerprints.push(parent);
+        at = parent;
+    }
+    fingerprints.reverse();
+    let init_states = model.init_states();
+    let init_index = init_states
+        .iter()
+        .position(|s| fingerprint(s) == fingerprints[0])
+        .expect("the path starts at an initial state");
+    let mut indices = vec![init_index];
+    let mut state = init_states.into_iter().nth(init_index).unwrap();
+    let mut actions = Vec::new();
+    for next_fp in &fingerprints[1..] {
+        model.actions(&state, &mut actions);
+        let (index, next) = actions
+            .drain(..)
+            .enumerate()
+            .find_map(|(i, action)| {
+                model
+                    .next_state(&state, action)
+                    .filter(|next| fingerprint(next) == *next_fp)
+                    .map(|next| (i, next))
+            })
+            .expect("a step of the path is an action of the model");
+        actions.clear();
+        indices.push(index);
+        state = next;
+    }
+    indices
 }
 
 impl<M> Checker<M> for BfsChecker<M>
@@ -401,7 +451,14 @@ where
             .map(|mapref| {
                 (
                     <&'static str>::clone(mapref.key()),
-                    Path::from_action_indices(self.model(), VecDeque::from(mapref.value().clone())),
+                    Path::from_action_indices(
+                        self.model(),
+                        VecDeque::from(action_indices_to(
+                            self.model(),
+                            &self.generated,
+                            *mapref.value(),
+                        )),
+                    ),
                 )
             })
             .collect()
