@@ -10,8 +10,7 @@ use switchyard_core::failover::{
 };
 use switchyard_core::MonoMs;
 use switchyard_spec::failover_oracle::{
-    core_decisions, core_view, core_view_agrees, Decision, FoOracle, OpenKind, OracleView,
-    SkipKind,
+    core_decisions, core_view, core_view_agrees, Decision, FoOracle, OpenKind, OracleView, SkipKind,
 };
 
 // ----- the harness: one input to both, compared after every step -----
