@@ -96,10 +96,10 @@ struct CheckArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
     channel_reports: u8,
     /// Failover: steps of time to 1 ms around a threshold per run.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
     odd_time_steps: u8,
     /// Failover: opens of a live relay that fail anyway, per run.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
     transient_failures: u8,
     /// Failover: threshold variants explored (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]

@@ -713,3 +713,41 @@ pub fn core_view(sup: &Supervisor, now: MonoMs) -> OracleView {
         counters: sup.counters(),
     }
 }
+
+/// `core_view(sup, now) == oracle.view(now)`, decided on borrowed rows: the same comparison,
+/// field by field and row by row in the same (stable, by URL) order, without building either
+/// view. The step asks it after every input, and the two views cost a clone of every URL in
+/// them (a reference count shared by the checker's threads) and two vectors each time.
+pub fn core_view_agrees(sup: &Supervisor, oracle: &FoOracle, now: MonoMs) -> bool {
+    if sup.current() != oracle.current.as_ref() {
+        return false;
+    }
+    let core_open = sup
+        .open_in_flight()
+        .map(|p| (&p.url, p.origin, open_kind(p.exemption.is_some(), p.probe)));
+    let oracle_open = oracle
+        .opening
+        .as_ref()
+        .map(|op| (&op.url, op.origin, op.kind));
+    if core_open != oracle_open {
+        return false;
+    }
+    let mut core_rows: Vec<(&RelayUrl, CooldownKind, MonoMs, MonoMs, bool)> = Vec::new();
+    for (url, e) in sup.cooldown_rows() {
+        if e.is_cooling(now) {
+            core_rows.push((url, e.kind, e.since, e.until, e.exempted_this_cycle()));
+        }
+    }
+    let mut oracle_rows: Vec<(&RelayUrl, CooldownKind, MonoMs, MonoMs, bool)> = Vec::new();
+    for e in &oracle.cooldown {
+        if e.until > now {
+            oracle_rows.push((&e.url, e.kind, e.since, e.until, e.exempted_this_cycle));
+        }
+    }
+    if core_rows.len() != oracle_rows.len() {
+        return false;
+    }
+    core_rows.sort_by(|a, b| a.0.cmp(b.0));
+    oracle_rows.sort_by(|a, b| a.0.cmp(b.0));
+    core_rows == oracle_rows && sup.counters() == oracle.counters
+}

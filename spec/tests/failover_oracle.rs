@@ -10,7 +10,7 @@ use switchyard_core::failover::{
 };
 use switchyard_core::MonoMs;
 use switchyard_spec::failover_oracle::{
-    core_decisions, core_view, Decision, FoOracle, OpenKind, OracleView, SkipKind,
+    core_decisions, core_view, core_view_agrees, Decision, FoOracle, OpenKind, OracleView, SkipKind,
 };
 
 // ----- the harness: one input to both, compared after every step -----
@@ -50,6 +50,11 @@ impl Both {
         let core = core_decisions(&outputs, &self.core);
         let core_v: OracleView = core_view(&self.core, self.now);
         let oracle_v = self.oracle.view(self.now);
+        // The model's borrowed comparison answers exactly as the views compare.
+        assert_eq!(
+            core_view_agrees(&self.core, &self.oracle, self.now),
+            core_v == oracle_v
+        );
         // FO-D7: the core's `stats(now)` tells the same story as its table and counters.
         let stats = self.core.stats(self.now);
         let from_stats: Vec<_> = stats

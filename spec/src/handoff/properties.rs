@@ -220,7 +220,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
                     && s
                         .store
                         .attempts()
-                        .all(|(op, r)| *op == OpId::derive(&r.source, r.target))
+                        .all(|(op, r)| *op == derived_op_id(&r.source, r.target))
             },
         ),
         Property::always(
@@ -643,7 +643,7 @@ impl HandoffModel {
 
     pub(super) fn judge_request(state: &mut HoState, req: &HandoffRequest, fresh_pick: bool) {
         state.last.anomalies.op_id_inconsistent = req.op_id
-            != OpId::derive(&req.source, req.target)
+            != derived_op_id(&req.source, req.target)
             || (fresh_pick && state.store.authority(HOST) != Some(req.source));
         state.last.anomalies.op_id_shared = Self::op_id_shared(state, req, fresh_pick);
     }
@@ -699,7 +699,7 @@ impl HandoffModel {
         ];
         let by_field = variants
             .iter()
-            .any(|(source, target)| OpId::derive(source, *target) == req.op_id);
+            .any(|(source, target)| derived_op_id(source, *target) == req.op_id);
         let other_host =
             Self::pick_second_host(state).is_some_and(|other| other.op_id == req.op_id);
         by_field || other_host || recorded
@@ -1143,4 +1143,27 @@ pub fn stranded(s: &HoState) -> bool {
         cell.begin_handoff(s.now, &req),
         Begin::Started(_) | Begin::Answered(HandoffReply::Busy { .. })
     )
+}
+
+/// `OpId::derive`, remembered per thread. The derivation is a pure function of its inputs (a
+/// SHA-1 over them); the model asks it for every recorded attempt at every state and for six
+/// variants at every fresh pick, over a few dozen distinct inputs, so a lookup replaces the
+/// hash. The core's own derivations (in the cell and the store) are untouched.
+pub(super) fn derived_op_id(source: &SourceAuthority, target: CellId) -> OpId {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static DERIVED: RefCell<HashMap<(SourceAuthority, CellId), OpId>> =
+            RefCell::new(HashMap::new());
+    }
+    DERIVED.with(|derived| {
+        let mut derived = derived.borrow_mut();
+        // Bounded: the review bounds reach far fewer inputs, a wider run may not.
+        if derived.len() >= 4096 {
+            derived.clear();
+        }
+        *derived
+            .entry((*source, target))
+            .or_insert_with(|| OpId::derive(source, target))
+    })
 }
