@@ -304,6 +304,10 @@ mod tests {
             "clock stepped back"
         );
         assert!(!fast_commit(MonoMs(1_000), &c, &shard, 0), "no host token");
+        assert!(
+            fast_commit(MonoMs(1_000), &c, &shard, 1),
+            "a token of every limit: the token path (never the exact path for nothing)"
+        );
         for empty in [
             ShardRow {
                 commit_tokens: 0,
@@ -348,5 +352,25 @@ mod tests {
         let r = rebalance(&c, &over, 4);
         assert_eq!((0..4).map(|j| r.row(j).in_flight_tokens).sum::<u64>(), 0);
         assert_eq!(load_split(5, 9, 4), Split::even(0, 4));
+    }
+
+    #[test]
+    fn ho_s4_a_fence_counts_one_attempt_row_and_nothing_else() {
+        let before = LimitFacts {
+            target_load: 3,
+            in_flight: 4,
+            rate: RateRow {
+                window_start: MonoMs(50),
+                commits: 5,
+            },
+            attempt_rows: 9,
+        };
+        assert_eq!(
+            after_fence(&before),
+            LimitFacts {
+                attempt_rows: 10,
+                ..before
+            }
+        );
     }
 }
