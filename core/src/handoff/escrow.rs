@@ -326,10 +326,10 @@ mod tests {
         }
     }
 
-    #[test]
-    fn ho_s4_rebalance_gathers_the_counts_and_keeps_the_window() {
-        let c = config(10, 7, 100);
-        let after = LimitFacts {
+    /// Three hosts on the target, four reservations, five commits in the window that started at
+    /// 50 ms, nine attempt rows.
+    fn facts() -> LimitFacts {
+        LimitFacts {
             target_load: 3,
             in_flight: 4,
             rate: RateRow {
@@ -337,7 +337,13 @@ mod tests {
                 commits: 5,
             },
             attempt_rows: 9,
-        };
+        }
+    }
+
+    #[test]
+    fn ho_s4_rebalance_gathers_the_counts_and_keeps_the_window() {
+        let c = config(10, 7, 100);
+        let after = facts();
         let r = rebalance(&c, &after, 4);
         let rows: Vec<ShardRow> = (0..4).map(|j| r.row(j)).collect();
         assert_eq!(exact_limits(&rows, 3), after);
@@ -356,15 +362,7 @@ mod tests {
 
     #[test]
     fn ho_s4_a_fence_counts_one_attempt_row_and_nothing_else() {
-        let before = LimitFacts {
-            target_load: 3,
-            in_flight: 4,
-            rate: RateRow {
-                window_start: MonoMs(50),
-                commits: 5,
-            },
-            attempt_rows: 9,
-        };
+        let before = facts();
         assert_eq!(
             after_fence(&before),
             LimitFacts {
