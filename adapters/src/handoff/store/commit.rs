@@ -440,15 +440,17 @@ impl SqlStore {
     /// 3. the host's facts ([`Self::txn_facts_in`]) in a statement that starts after the host
     ///    lock. A recorded op id, a changed authority or a failed `commit_precheck` is answered
     ///    here: nothing written, no limit shard locked;
-    /// 4. token path: lock one free limit shard; without a token of every global limit on it
-    ///    (`shard_covers_commit`), roll back and run the exact path. Else
+    /// 4. token path: a savepoint and one free limit shard locked, in one round trip
+    ///    ([`Self::lock_any_shard`]); without a token of every global limit on it
+    ///    (`shard_covers_commit`), back to the savepoint and on to the exact path. Else
     /// 5. write the commit's rows and spend the tokens, reading the target cell's host token on
-    ///    that shard as it was before (`fast_commit`; none: roll back, exact path);
+    ///    that shard as it was before (`fast_commit`; none: back to the savepoint, exact path);
     /// 6. COMMIT.
     ///
-    /// Exact path (and any host with a pending migration): 4. lock every shard in order; 5. the
-    /// settings, the target cell and its hosts summed, read after the locks; `decide_commit` on the exact totals (`exact_limits`) as in the
-    /// reference; 6. write the rows and deal the tokens out again (`rebalance`); 7. COMMIT.
+    /// Exact path (and any host with a pending migration), still under the host lock: every
+    /// shard locked in order; the settings, the target cell and its hosts summed, read after
+    /// the locks; `decide_commit` on the exact totals (`exact_limits`) as in the reference; the
+    /// rows written and the tokens dealt out again (`rebalance`, `load_split`); COMMIT.
     async fn transaction_body(
         &self,
         now: MonoMs,
