@@ -192,8 +192,19 @@ impl World {
                 }) => opens.push((url, exempt, probe)),
                 Output::Action(Action::Close { .. }) => {}
                 Output::Event(event) => {
-                    if render(&event).starts_with(SWITCH_PREFIX) {
+                    let line = render(&event);
+                    if line.starts_with(SWITCH_PREFIX) {
                         self.switch_lines += 1;
+                    }
+                    // FO-D7: the model checker counts lines with the allocation-free check.
+                    for prefix in prefixes_of(&line) {
+                        prop_assert_eq!(
+                            renders_with_prefix(&event, &prefix),
+                            line.starts_with(prefix.as_str()),
+                            "prefix {:?} of {:?}",
+                            prefix,
+                            line
+                        );
                     }
                 }
             }
@@ -266,6 +277,22 @@ impl World {
         }
         Ok(())
     }
+}
+
+/// Prefixes to ask of a rendered line: the four markers, the empty one, the whole line and
+/// the line one byte longer, and a cut of it at every char boundary with its last char changed.
+fn prefixes_of(line: &str) -> Vec<String> {
+    let mut out: Vec<String> = [SWITCH_PREFIX, SKIP_PREFIX, ATTACH_PREFIX, EXEMPT_MARKER, ""]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    out.push(line.to_owned());
+    out.push(format!("{line} "));
+    for (cut, c) in line.char_indices().step_by(7) {
+        out.push(line[..cut + c.len_utf8()].to_owned());
+        out.push(format!("{}~", &line[..cut]));
+    }
+    out
 }
 
 proptest! {

@@ -14,5 +14,7 @@ pub use freshness::{check_freshness, FreshnessError};
 pub use machine::{
     PendingOpen, ProbeSchedule, Supervisor, MAX_CANDIDATES, MAX_PENDING_OUTPUTS, MAX_TRACKED_URLS,
 };
-pub use render::{render, ATTACH_PREFIX, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX};
+pub use render::{
+    render, renders_with_prefix, ATTACH_PREFIX, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX,
+};
 pub use types::*;

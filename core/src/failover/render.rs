@@ -3,7 +3,7 @@
 //! Operators' scripts grep the prefixes and the exemption marker: they are verbatim from
 //! production. The rest of the wording is English.
 
-use std::fmt::Write as _;
+use std::fmt::Write;
 
 use super::types::*;
 
@@ -21,7 +21,41 @@ pub fn render(event: &Event) -> String {
     line
 }
 
-fn write_event(out: &mut String, event: &Event) -> std::fmt::Result {
+/// `render(event).starts_with(prefix)`, without building the line: the writer stops at the
+/// first byte that decides. (The model checker asks it of every event of every state.)
+pub fn renders_with_prefix(event: &Event, prefix: &str) -> bool {
+    let mut check = PrefixCheck {
+        rest: prefix.as_bytes(),
+        differs: false,
+    };
+    // An `Err` here is the writer stopping early, not a failure.
+    let _ = write_event(&mut check, event);
+    !check.differs && check.rest.is_empty()
+}
+
+/// Compares what is written against the part of a prefix not yet matched; stops the writing
+/// (`Err`) once the answer is known.
+struct PrefixCheck<'a> {
+    rest: &'a [u8],
+    differs: bool,
+}
+
+impl Write for PrefixCheck<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let n = s.len().min(self.rest.len());
+        if s.as_bytes()[..n] != self.rest[..n] {
+            self.differs = true;
+            return Err(std::fmt::Error);
+        }
+        self.rest = &self.rest[n..];
+        if self.rest.is_empty() {
+            return Err(std::fmt::Error);
+        }
+        Ok(())
+    }
+}
+
+fn write_event(out: &mut impl Write, event: &Event) -> std::fmt::Result {
     match event {
         Event::Switched(record) => {
             write!(
@@ -31,10 +65,10 @@ fn write_event(out: &mut String, event: &Event) -> std::fmt::Result {
             )?;
             write_reason(out, &record.reason)?;
             if record.exemption.is_some() {
-                out.push_str("; pool drained by cooldown: one-hop exemption, once per url per cooldown cycle");
+                out.write_str("; pool drained by cooldown: one-hop exemption, once per url per cooldown cycle")?;
             }
             if record.probe {
-                out.push_str("; exemption budget spent: bounded-recovery probe");
+                out.write_str("; exemption budget spent: bounded-recovery probe")?;
             }
             write!(
                 out,
@@ -65,12 +99,12 @@ fn write_event(out: &mut String, event: &Event) -> std::fmt::Result {
     Ok(())
 }
 
-fn write_reason(out: &mut String, reason: &SwitchReason) -> std::fmt::Result {
+fn write_reason(out: &mut impl Write, reason: &SwitchReason) -> std::fmt::Result {
     match reason {
         SwitchReason::Unhealthy { health } => {
             match health.state {
-                None => out.push_str("no channel"),
-                Some(_) => out.push_str("current channel unhealthy"),
+                None => out.write_str("no channel")?,
+                Some(_) => out.write_str("current channel unhealthy")?,
             }
             write_health(out, health)
         }
@@ -84,7 +118,7 @@ fn write_reason(out: &mut String, reason: &SwitchReason) -> std::fmt::Result {
     }
 }
 
-fn write_health(out: &mut String, health: &HealthSnapshot) -> std::fmt::Result {
+fn write_health(out: &mut impl Write, health: &HealthSnapshot) -> std::fmt::Result {
     match health.state {
         Some(ChannelState::Backoff { attempts }) => write!(
             out,
@@ -100,7 +134,7 @@ fn write_health(out: &mut String, health: &HealthSnapshot) -> std::fmt::Result {
     }
 }
 
-fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
+fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
     match skip {
         Skip::StillCooling {
             url,
@@ -119,10 +153,10 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
             exempt_enabled,
             next_probe_in_ms,
         } => {
-            out.push_str(match health.state {
+            out.write_str(match health.state {
                 None => "no channel",
                 Some(_) => "current channel unhealthy",
-            });
+            })?;
             write_health(out, health)?;
             write!(
                 out,
@@ -163,7 +197,7 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
                 "{what} did not come up ({url}, {how}): {kept}; {url} cools {cooldown_ms} ms"
             )?;
             if *exempt {
-                out.push_str(" and gets no further exemption this cycle");
+                out.write_str(" and gets no further exemption this cycle")?;
             }
             Ok(())
         }
@@ -189,8 +223,7 @@ fn write_skip(out: &mut String, skip: &Skip) -> std::fmt::Result {
         ),
         Skip::DirectoryRejected { why } => match why {
             DirectoryRejection::Empty => {
-                out.push_str("directory update rejected (empty list): keeping the last good list");
-                Ok(())
+                out.write_str("directory update rejected (empty list): keeping the last good list")
             }
             DirectoryRejection::TooMany { count, max } => write!(
                 out,
