@@ -17,7 +17,9 @@ use serde::Serialize;
 use stateright::Model;
 use switchyard_checker::explorer::Explorable;
 use switchyard_checker::*;
-use switchyard_spec::failover::{FailoverModel, FailoverParams, Variant};
+use switchyard_spec::failover::{
+    FailoverModel, FailoverParams, Variant, MAX_MODEL_HOSTS, MAX_MODEL_URLS,
+};
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, Scenario};
 
 #[global_allocator]
@@ -216,6 +218,19 @@ fn main() -> ExitCode {
 }
 
 fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
+    if args.urls_per_host.len() > MAX_MODEL_HOSTS {
+        return Err(format!(
+            "--urls-per-host {:?}: at most {MAX_MODEL_HOSTS} hosts",
+            args.urls_per_host
+        ));
+    }
+    let url_count: u32 = args.urls_per_host.iter().map(|n| u32::from(*n)).sum();
+    if url_count as usize > MAX_MODEL_URLS {
+        return Err(format!(
+            "--urls-per-host {:?}: {url_count} URLs, at most {MAX_MODEL_URLS} in all (the model's records are indexed by URL)",
+            args.urls_per_host
+        ));
+    }
     let failover = FailoverModel::new(FailoverParams {
         urls_per_host: args.urls_per_host.clone(),
         cycles: args.cycles,
@@ -230,12 +245,6 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
         max_odd_time_steps: args.odd_time_steps,
         max_transient_failures: args.transient_failures,
     });
-    if args.urls_per_host.len() > 8 {
-        return Err(format!(
-            "--urls-per-host {:?}: at most 8 hosts",
-            args.urls_per_host
-        ));
-    }
     let handoff: Vec<HandoffModel> = args
         .scenario
         .scenarios()

@@ -53,6 +53,13 @@ fn checker_rejects_bad_arguments_with_a_clear_error() {
     let (code, _, err) = check(&["failover", "--urls-per-host", "2,x"]);
     assert_eq!(code, 2);
     assert!(err.contains("--urls-per-host"), "{err}");
+    // Eight URLs: more than the model's records hold (and 109,601 directory lists).
+    let (code, _, err) = check(&["failover", "--urls-per-host", "4,4"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--urls-per-host [4, 4]") && err.contains("at most 7"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -28,7 +28,6 @@
 //! - every budget is per run (`FailoverParams`): more of each kind are the simulation's and
 //!   the proptests' job.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +37,12 @@ use crate::failover_oracle::{core_decisions, core_view_agrees, FoOracle};
 use crate::halt::Halt;
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
+
+/// The largest URL universe the model takes (its records are arrays indexed by URL, its
+/// bitmasks `u8`); the directory lists of 8 URLs (109,601) would not fit a `u16` list index.
+pub const MAX_MODEL_URLS: usize = 7;
+/// The most hosts the model takes (a bit each in [`HostsUp`]).
+pub const MAX_MODEL_HOSTS: usize = 8;
 
 /// One tick of model time, in ms. The other thresholds are small multiples of it.
 pub const MODEL_CHECK_MS: u64 = 1_000;
@@ -361,6 +366,54 @@ impl Tally {
     }
 }
 
+/// Which hosts are up: a bit per host, and how many hosts there are. (A `Vec<bool>` was one
+/// allocation per explored state.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct HostsUp {
+    up_bits: u8,
+    count: u8,
+}
+
+impl HostsUp {
+    pub fn all(count: usize) -> HostsUp {
+        assert!(count <= MAX_MODEL_HOSTS, "at most {MAX_MODEL_HOSTS} hosts");
+        HostsUp {
+            up_bits: (1u16 << count).wrapping_sub(1) as u8,
+            count: count as u8,
+        }
+    }
+
+    pub fn is_up(self, host: usize) -> bool {
+        assert!(
+            host < usize::from(self.count),
+            "host {host} of {}",
+            self.count
+        );
+        self.up_bits & (1 << host) != 0
+    }
+
+    pub fn set(&mut self, host: usize, up: bool) {
+        assert!(
+            host < usize::from(self.count),
+            "host {host} of {}",
+            self.count
+        );
+        if up {
+            self.up_bits |= 1 << host;
+        } else {
+            self.up_bits &= !(1 << host);
+        }
+    }
+
+    pub fn count(self) -> usize {
+        usize::from(self.count)
+    }
+
+    pub fn to_vec(self) -> Vec<bool> {
+        (0..self.count()).map(|host| self.is_up(host)).collect()
+    }
+}
+
 /// What the environment may still do in this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Budget {
@@ -376,7 +429,7 @@ pub struct FoState {
     pub variant: Variant,
     pub sup: Supervisor,
     pub now: MonoMs,
-    pub host_up: Vec<bool>,
+    pub host_up: HostsUp,
     /// The attempts of the last report the spec fed about the current channel; 0: healthy.
     pub attempts: u32,
     /// FO-H-1, the spec's own record: since when the current channel has been in backoff (the
@@ -406,10 +459,11 @@ pub struct FoState {
     pub tally: Tally,
     /// FO-D6: when the spec last saw the no-candidate `[relay-skip]` line.
     pub skip_line_at: Option<MonoMs>,
-    /// The spec's own cooldown record (FO-D1, FO-D2a, FO-D3, FO-D4, FO-D5), by URL.
-    pub cycles: BTreeMap<RelayUrl, CycleRecord>,
-    /// FO-X3: when each URL was last probed.
-    pub last_probe_at: BTreeMap<RelayUrl, MonoMs>,
+    /// The spec's own cooldown record (FO-D1, FO-D2a, FO-D3, FO-D4, FO-D5), by URL index
+    /// (into [`FailoverParams::urls`]; arrays, not maps: no allocation, no string compare).
+    pub cycles: [Option<CycleRecord>; MAX_MODEL_URLS],
+    /// FO-X3: when each URL was last probed, by URL index.
+    pub last_probe_at: [Option<MonoMs>; MAX_MODEL_URLS],
     /// FO-X3: since when the client has been off a live channel while a listed relay is up.
     pub recovery_wait_since: Option<MonoMs>,
     /// FO-ORACLE: the naive transcription of the rules, fed every input the core gets.
@@ -472,6 +526,8 @@ pub struct FailoverModel {
     pub params: FailoverParams,
     urls: Vec<(RelayUrl, usize)>,
     lists: Vec<Vec<RelayUrl>>,
+    /// The same lists as indices into `urls`.
+    list_ids: Vec<Vec<u8>>,
     /// Raised by the checker when its memory budget is reached.
     pub halt: Halt,
     /// The index of the whole universe in directory order: the list the run starts from.
@@ -491,8 +547,12 @@ fn spec_probing_on(t: &Thresholds) -> bool {
 
 impl FailoverModel {
     pub fn new(params: FailoverParams) -> FailoverModel {
-        assert!(!params.urls_per_host.is_empty() && params.urls_per_host.len() <= 8);
+        assert!(!params.urls_per_host.is_empty() && params.urls_per_host.len() <= MAX_MODEL_HOSTS);
         let urls = params.urls();
+        assert!(
+            urls.len() <= MAX_MODEL_URLS,
+            "at most {MAX_MODEL_URLS} URLs"
+        );
         let indices = params.directory_lists();
         let whole: Vec<u8> = (0..urls.len() as u8).collect();
         let full_list = indices
@@ -500,10 +560,10 @@ impl FailoverModel {
             .position(|l| *l == whole)
             .expect("the whole universe is one of the lists") as u16;
         let lists = indices
-            .into_iter()
+            .iter()
             .map(|list| {
-                list.into_iter()
-                    .map(|i| urls[usize::from(i)].0.clone())
+                list.iter()
+                    .map(|i| urls[usize::from(*i)].0.clone())
                     .collect()
             })
             .collect();
@@ -511,6 +571,7 @@ impl FailoverModel {
             params,
             urls,
             lists,
+            list_ids: indices,
             halt: Halt::default(),
             full_list,
         }
@@ -533,28 +594,36 @@ impl FailoverModel {
         self.directory_list(state.list)
     }
 
+    /// The spec's own record of the candidate list, as URL indices.
+    fn spec_list_ids(&self, state: &FoState) -> &[u8] {
+        &self.list_ids[usize::from(state.list)]
+    }
+
     /// The spec's own record of the current URL.
     pub fn spec_current(&self, state: &FoState) -> &RelayUrl {
         &self.urls[usize::from(state.current)].0
     }
 
     fn url_index(&self, url: &RelayUrl) -> u8 {
+        self.url_index_of(url)
+            .expect("every model URL is in the universe")
+    }
+
+    /// The index of `url` in the universe, if it is one of its URLs. (The core hands back the
+    /// `Arc`s it was given, so `==` is mostly a pointer compare.)
+    fn url_index_of(&self, url: &RelayUrl) -> Option<u8> {
         self.urls
             .iter()
             .position(|(u, _)| u == url)
-            .expect("every model URL is in the universe") as u8
-    }
-
-    fn host_of(&self, url: &RelayUrl) -> usize {
-        self.urls
-            .iter()
-            .find(|(u, _)| u == url)
-            .map(|(_, host)| *host)
-            .expect("every model URL belongs to a host")
+            .map(|i| i as u8)
     }
 
     fn is_live(&self, state: &FoState, url: &RelayUrl) -> bool {
-        state.host_up[self.host_of(url)]
+        self.is_live_id(state, self.url_index(url))
+    }
+
+    fn is_live_id(&self, state: &FoState, url: u8) -> bool {
+        state.host_up.is_up(self.urls[usize::from(url)].1)
     }
 
     /// FO-X2: a tick's chain opens each other candidate at most once (a clean or an exempt
@@ -585,9 +654,9 @@ impl FailoverModel {
             || state.opens_this_instant > self.instant_open_cap()
     }
 
-    /// The spec's record: is `url` cooling at `at`?
-    fn spec_cooling(state: &FoState, url: &RelayUrl, at: MonoMs) -> bool {
-        state.cycles.get(url).is_some_and(|c| c.until > at)
+    /// The spec's record: is URL `url` (an index) cooling at `at`?
+    fn spec_cooling(state: &FoState, url: u8, at: MonoMs) -> bool {
+        state.cycles[usize::from(url)].is_some_and(|c| c.until > at)
     }
 
     /// FO-H-1 as the spec states it, from the reports it fed and the configuration it gave:
@@ -608,12 +677,11 @@ impl FailoverModel {
     /// own list, current URL and configuration.
     pub fn live_eligible_exists(&self, state: &FoState) -> bool {
         let exempt_on = state.variant.thresholds().exempt;
-        let current = self.spec_current(state);
-        self.spec_list(state).iter().any(|url| {
-            if !self.is_live(state, url) || current == url {
+        self.spec_list_ids(state).iter().any(|&url| {
+            if !self.is_live_id(state, url) || state.current == url {
                 return false;
             }
-            match state.cycles.get(url) {
+            match state.cycles[usize::from(url)] {
                 Some(cycle) if cycle.until > state.now => exempt_on && !cycle.exempted,
                 _ => true,
             }
@@ -622,21 +690,15 @@ impl FailoverModel {
 
     /// FO-D5 as the spec states it, from its own record: among the listed, cooling,
     /// not-yet-exempted URLs other than the current one (and, within a tick's chain, other than
-    /// those it already tried), switched-away before open-failed, then earliest `until`, then
-    /// directory order.
-    fn expected_exempt_target(
-        &self,
-        state: &FoState,
-        now: MonoMs,
-        tried: &BTreeSet<RelayUrl>,
-    ) -> Option<RelayUrl> {
-        let current = self.spec_current(state);
-        let mut best: Option<((u8, MonoMs, usize), RelayUrl)> = None;
-        for (index, url) in self.spec_list(state).iter().enumerate() {
-            if current == url || tried.contains(url) {
+    /// those it already tried, a bit per URL index), switched-away before open-failed, then
+    /// earliest `until`, then directory order. The URL index of the winner.
+    fn expected_exempt_target(&self, state: &FoState, now: MonoMs, tried: u8) -> Option<u8> {
+        let mut best: Option<((u8, MonoMs, usize), u8)> = None;
+        for (index, &url) in self.spec_list_ids(state).iter().enumerate() {
+            if state.current == url || tried & (1 << url) != 0 {
                 continue;
             }
-            let Some(cycle) = state.cycles.get(url) else {
+            let Some(cycle) = state.cycles[usize::from(url)] else {
                 continue;
             };
             if cycle.until <= now || cycle.exempted {
@@ -648,7 +710,7 @@ impl FailoverModel {
             };
             let key = (rank, cycle.until, index);
             if best.as_ref().is_none_or(|(k, _)| key < *k) {
-                best = Some((key, url.clone()));
+                best = Some((key, url));
             }
         }
         best.map(|(_, url)| url)
@@ -686,7 +748,7 @@ impl FailoverModel {
         let sup_before = &before.sup;
         // What a chain continuing after a failed open has already tried (a tick starts afresh):
         // the passed-over set of the spec's own transcription (FO-X2), not the core's.
-        let mut tried = BTreeSet::new();
+        let mut tried = 0u8;
         let mut failed_origin = None;
         let mut transient = false;
         let mut outputs = Vec::new();
@@ -714,7 +776,9 @@ impl FailoverModel {
                 outputs.extend(state.feed(Input::Tick));
             }
             FoAction::HostDown { host } | FoAction::HostUp { host } => {
-                state.host_up[usize::from(host)] = matches!(action, FoAction::HostUp { .. });
+                state
+                    .host_up
+                    .set(usize::from(host), matches!(action, FoAction::HostUp { .. }));
                 state.budget.host_events -= 1;
                 state.env_acted_this_tick = true;
             }
@@ -742,8 +806,13 @@ impl FailoverModel {
                     OpenFailure::Failed
                 };
                 self.expire_records(&mut state);
-                tried = before.oracle.passed_over().iter().cloned().collect();
-                tried.insert(pending.url.clone());
+                tried = before
+                    .oracle
+                    .passed_over()
+                    .iter()
+                    .chain([&pending.url])
+                    .filter_map(|url| self.url_index_of(url))
+                    .fold(0, |bits, url| bits | 1 << url);
                 outputs.extend(state.feed(Input::OpenFailed(&pending.url, failure)));
                 let failed = self.record_failure(&mut state, &pending.url);
                 failed_origin = failed.map(|open| open.origin);
@@ -761,10 +830,11 @@ impl FailoverModel {
                     state.list = list;
                 }
                 outputs.extend(state.feed(Input::Directory(&urls)));
-                state.last.unlisted_cooling_kept = state
-                    .cycles
-                    .iter()
-                    .any(|(url, cycle)| cycle.until > state.now && !urls.contains(url));
+                let given = &self.list_ids[usize::from(list)];
+                state.last.unlisted_cooling_kept =
+                    state.cycles.iter().zip(0u8..).any(|(cycle, url)| {
+                        cycle.is_some_and(|c| c.until > state.now) && !given.contains(&url)
+                    });
             }
             FoAction::ChannelReport { report } => {
                 state.env_acted_this_tick = true;
@@ -790,7 +860,7 @@ impl FailoverModel {
                 health_may_act,
                 tick_ran_health,
             },
-            &tried,
+            tried,
         );
         self.update_stall(action, failed_origin, transient, &mut state);
         self.update_recovery(transient, &mut state);
@@ -809,16 +879,12 @@ impl FailoverModel {
             state.last.record_differs = true;
         }
         let cooldown_ms = state.variant.thresholds().cooldown_ms;
-        let old = self.spec_current(state).clone();
-        state.cycles.insert(
-            old,
-            CycleRecord {
-                kind: CooldownKind::SwitchedAway,
-                until: state.now.plus_ms(cooldown_ms),
-                exempted: false,
-            },
-        );
-        state.cycles.remove(&self.urls[usize::from(open.url)].0);
+        state.cycles[usize::from(state.current)] = Some(CycleRecord {
+            kind: CooldownKind::SwitchedAway,
+            until: state.now.plus_ms(cooldown_ms),
+            exempted: false,
+        });
+        state.cycles[usize::from(open.url)] = None;
         state.current = open.url;
         let t = &mut state.tally;
         t.switches = t.switches.saturating_add(1);
@@ -842,14 +908,11 @@ impl FailoverModel {
         state.tally.open_failed = state.tally.open_failed.saturating_add(1);
         if !open.probe {
             let cooldown_ms = state.variant.thresholds().cooldown_ms;
-            state.cycles.insert(
-                self.urls[usize::from(open.url)].0.clone(),
-                CycleRecord {
-                    kind: CooldownKind::OpenFailed,
-                    until: state.now.plus_ms(cooldown_ms),
-                    exempted: open.exempt,
-                },
-            );
+            state.cycles[usize::from(open.url)] = Some(CycleRecord {
+                kind: CooldownKind::OpenFailed,
+                until: state.now.plus_ms(cooldown_ms),
+                exempted: open.exempt,
+            });
         }
         Some(open)
     }
@@ -866,7 +929,7 @@ impl FailoverModel {
     /// The channel's report before a tick, about the channel the spec saw current.
     fn report_channel(&self, state: &mut FoState) -> Vec<Output> {
         let current = self.spec_current(state).clone();
-        if self.is_live(state, &current) {
+        if self.is_live_id(state, state.current) {
             if state.attempts > 0 {
                 Self::note_report(state, ChannelState::Healthy);
                 return state.feed(Input::Channel(&current, ChannelState::Healthy));
@@ -886,7 +949,11 @@ impl FailoverModel {
     /// A cycle ends when its cooldown does.
     fn expire_records(&self, state: &mut FoState) {
         let now = state.now;
-        state.cycles.retain(|_, cycle| cycle.until > now);
+        for cycle in &mut state.cycles {
+            if cycle.is_some_and(|c| c.until <= now) {
+                *cycle = None;
+            }
+        }
     }
 
     fn judge(
@@ -895,7 +962,7 @@ impl FailoverModel {
         state: &mut FoState,
         outputs: Vec<Output>,
         judged: Judged,
-        tried: &BTreeSet<RelayUrl>,
+        tried: u8,
     ) {
         let at = state.now;
         let t = state.variant.thresholds();
@@ -919,14 +986,16 @@ impl FailoverModel {
                         }
                     }
                     let expected = self.expected_exempt_target(state, at, tried);
-                    let current = self.spec_current(state);
-                    let list = self.spec_list(state);
-                    let first_clean = list
+                    let first_clean = self
+                        .spec_list_ids(state)
                         .iter()
-                        .find(|u| current != *u && !Self::spec_cooling(state, u, at));
-                    let cycle = state.cycles.get(&url).copied();
+                        .copied()
+                        .find(|&u| state.current != u && !Self::spec_cooling(state, u, at));
+                    // `None`: a URL outside the universe (FO-R5 and the record report it).
+                    let url_id = self.url_index_of(&url);
+                    let cycle = url_id.and_then(|u| state.cycles[usize::from(u)]);
                     let target_was_cooling = cycle.is_some_and(|c| c.until > at);
-                    let listed = list.contains(&url);
+                    let listed = self.spec_list(state).contains(&url);
                     state.last.open = Some(OpenFact {
                         origin,
                         exempt,
@@ -935,22 +1004,26 @@ impl FailoverModel {
                         target_was_cooling,
                         target_was_exempted_this_cycle: exempt && cycle.is_some_and(|c| c.exempted),
                         clean_candidate_existed: first_clean.is_some(),
-                        expected_exempt_target: !exempt || expected.as_ref() == Some(&url),
+                        expected_exempt_target: !exempt || (url_id.is_some() && expected == url_id),
                         first_clean_in_directory_order: exempt
                             || probe
-                            || first_clean == Some(&url),
+                            || (url_id.is_some() && first_clean == url_id),
                         since_previous_probe_ms: if probe {
-                            state.last_probe_at.get(&url).map(|t| at.since_ms(*t))
+                            url_id
+                                .and_then(|u| state.last_probe_at[usize::from(u)])
+                                .map(|t| at.since_ms(t))
                         } else {
                             None
                         },
                     });
-                    if probe {
-                        state.last_probe_at.insert(url.clone(), at);
-                    }
-                    if exempt {
-                        if let Some(cycle) = state.cycles.get_mut(&url) {
-                            cycle.exempted = true;
+                    if let Some(u) = url_id.map(usize::from) {
+                        if probe {
+                            state.last_probe_at[u] = Some(at);
+                        }
+                        if exempt {
+                            if let Some(cycle) = &mut state.cycles[u] {
+                                cycle.exempted = true;
+                            }
                         }
                     }
                     if listed {
@@ -998,7 +1071,7 @@ impl FailoverModel {
                         }
                         _ => {}
                     }
-                    if render(&event).starts_with(SWITCH_PREFIX) {
+                    if renders_with_prefix(&event, SWITCH_PREFIX) {
                         state.switch_lines += 1;
                     }
                 }
@@ -1010,9 +1083,11 @@ impl FailoverModel {
         }
         self.expire_records(state);
         // Only the probes of the last PROBE_MIN_MS matter to the storm bound.
-        state
-            .last_probe_at
-            .retain(|_, t| at.since_ms(*t) < MODEL_PROBE_MIN_MS);
+        for probed_at in &mut state.last_probe_at {
+            if probed_at.is_some_and(|t| at.since_ms(t) >= MODEL_PROBE_MIN_MS) {
+                *probed_at = None;
+            }
+        }
         // The skip line's throttle matters for GRACE_MS only.
         if state
             .skip_line_at
@@ -1022,20 +1097,29 @@ impl FailoverModel {
         }
         // FO-D2a / FO-D4: what cools in the core (kind, until, exemption spent) is exactly what
         // the spec's record says cools.
+        // As sets of (url, kind, until, exempted): every cooling core row is one spec record
+        // (a URL once), and there are as many records.
         let now = state.now;
-        let mut core: Vec<(&RelayUrl, CooldownKind, MonoMs, bool)> = state
-            .sup
-            .cooldown_rows()
-            .filter(|(_, e)| e.is_cooling(now))
-            .map(|(u, e)| (u, e.kind, e.until, e.exempted_this_cycle()))
-            .collect();
-        core.sort_unstable();
-        let spec: Vec<(&RelayUrl, CooldownKind, MonoMs, bool)> = state
-            .cycles
-            .iter()
-            .map(|(u, c)| (u, c.kind, c.until, c.exempted))
-            .collect();
-        state.last.cooldown_record_differs = core != spec;
+        let mut matched = 0u8;
+        let mut differs = false;
+        for (url, e) in state.sup.cooldown_rows() {
+            if !e.is_cooling(now) {
+                continue;
+            }
+            let row = CycleRecord {
+                kind: e.kind,
+                until: e.until,
+                exempted: e.exempted_this_cycle(),
+            };
+            match self.url_index_of(url) {
+                Some(u) if matched & (1 << u) == 0 && state.cycles[usize::from(u)] == Some(row) => {
+                    matched |= 1 << u;
+                }
+                _ => differs = true,
+            }
+        }
+        let records = state.cycles.iter().filter(|c| c.is_some()).count();
+        state.last.cooldown_record_differs = differs || records != matched.count_ones() as usize;
         // Make-before-break: the core's channel and open in flight are those the spec saw.
         let spec_open = state.opening.map(|o| {
             (
@@ -1105,12 +1189,11 @@ impl FailoverModel {
     /// configuration, list and current URL).
     fn update_recovery(&self, transient: bool, state: &mut FoState) {
         let t = state.variant.thresholds();
-        let current = self.spec_current(state);
-        let on_live = self.is_live(state, current);
+        let on_live = self.is_live_id(state, state.current);
         let live_listed = self
-            .spec_list(state)
+            .spec_list_ids(state)
             .iter()
-            .any(|url| current != url && self.is_live(state, url));
+            .any(|&url| state.current != url && self.is_live_id(state, url));
         let waiting = spec_probing_on(&t)
             && spec_supervisor_on(&t)
             && t.cooldown_ms > 0
@@ -1154,7 +1237,7 @@ impl FailoverModel {
             variant,
             sup,
             now: MonoMs::ZERO,
-            host_up: vec![true; p.urls_per_host.len()],
+            host_up: HostsUp::all(p.urls_per_host.len()),
             attempts: 0,
             backoff_since: None,
             switch_lines: 0,
@@ -1174,8 +1257,8 @@ impl FailoverModel {
             opening: None,
             tally: Tally::default(),
             skip_line_at: None,
-            cycles: BTreeMap::new(),
-            last_probe_at: BTreeMap::new(),
+            cycles: [None; MAX_MODEL_URLS],
+            last_probe_at: [None; MAX_MODEL_URLS],
             recovery_wait_since: None,
             oracle,
             last: StepFacts::default(),
@@ -1242,9 +1325,10 @@ impl Model for FailoverModel {
             return;
         }
         if budget.host_events > 0 {
-            for (host, up) in state.host_up.iter().enumerate() {
+            for host in 0..state.host_up.count() {
+                let up = state.host_up.is_up(host);
                 let host = host as u8;
-                actions.push(if *up {
+                actions.push(if up {
                     FoAction::HostDown { host }
                 } else {
                     FoAction::HostUp { host }
@@ -1257,7 +1341,7 @@ impl Model for FailoverModel {
             }
         }
         if budget.channel_reports > 0 {
-            if self.is_live(state, self.spec_current(state)) {
+            if self.is_live_id(state, state.current) {
                 actions.push(FoAction::ChannelReport {
                     report: Report::Healthy,
                 });
@@ -1478,7 +1562,7 @@ impl FoState {
     pub fn project(&self) -> FoProjection {
         FoProjection {
             now_ms: self.now.as_ms(),
-            host_up: self.host_up.clone(),
+            host_up: self.host_up.to_vec(),
             current: self.sup.current().map(|u| u.to_string()),
             opening: self
                 .sup
