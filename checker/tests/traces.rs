@@ -232,7 +232,7 @@ fn ho_store_journal_rebuilds_the_model_store_on_every_handoff_trace() {
             }
             assert_eq!(
                 rebuilt.as_ref(),
-                Some(&state.store),
+                Some(&*state.store),
                 "{name}: the journal misses a store write at step {index}"
             );
         }

@@ -9,5 +9,6 @@ pub mod failover;
 pub mod failover_oracle;
 pub mod halt;
 pub mod handoff;
+pub mod share;
 pub mod store_calls;
 pub mod trace;

@@ -154,6 +154,7 @@ pub use properties::*;
 pub use state::*;
 
 use crate::halt::Halt;
+use crate::share::SharedPart;
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
 use switchyard_core::handoff::admission::{
@@ -584,7 +585,7 @@ impl HandoffModel {
         let p = &self.params;
         HoState {
             now,
-            store,
+            store: SharedPart::new(store),
             cell,
             inst: 0,
             old_cell: None,
@@ -661,7 +662,7 @@ impl HandoffModel {
     /// before its first registration). It never changes, so it is kept out of the explored
     /// state (every state would carry and hash its row).
     pub fn pick_second_host(state: &HoState) -> Option<HandoffRequest> {
-        let mut store = state.store.clone();
+        let mut store = AssignmentStore::clone(&state.store);
         store.insert_host(HOST2, SRC, true).ok()?;
         Self::pick_from(&store, state.now, HOST2)
     }

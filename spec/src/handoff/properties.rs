@@ -1152,9 +1152,10 @@ pub fn stranded(s: &HoState) -> bool {
 pub(super) fn derived_op_id(source: &SourceAuthority, target: CellId) -> OpId {
     use std::cell::RefCell;
     use std::collections::HashMap;
+    // foldhash, not SipHash: the lookup runs at every state; the keys are the model's own.
+    type Derived = HashMap<(SourceAuthority, CellId), OpId, foldhash::fast::FixedState>;
     thread_local! {
-        static DERIVED: RefCell<HashMap<(SourceAuthority, CellId), OpId>> =
-            RefCell::new(HashMap::new());
+        static DERIVED: RefCell<Derived> = RefCell::new(Derived::default());
     }
     DERIVED.with(|derived| {
         let mut derived = derived.borrow_mut();

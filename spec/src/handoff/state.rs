@@ -132,7 +132,7 @@ pub struct Budget {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct HoState {
     pub now: MonoMs,
-    pub store: AssignmentStore,
+    pub store: SharedPart<AssignmentStore>,
     /// The source cell process holding `SRC` now (process number `inst`). It has no machine
     /// for the host when a restarted process found the host moved, after an undrain, or
     /// before the desktop's registration was installed.

@@ -172,7 +172,7 @@ impl HandoffModel {
             HoAction::DbRecovers => state.db_up = true,
             HoAction::FenceWrites => {
                 if let Some(authority) = state.pending_fence.take() {
-                    let answer = state.store.emergency_drain(&authority);
+                    let answer = state.store.make_mut().emergency_drain(&authority);
                     journal.record(StoreCall::EmergencyDrain { authority, answer });
                     state.last.events.fence_landed_first =
                         matches!(answer, DrainWrite::Fenced { .. });
@@ -186,7 +186,7 @@ impl HandoffModel {
                     state.budget.faults -= 1;
                 }
                 state.disabled = !enabled;
-                state.store.set_enabled(enabled);
+                state.store.make_mut().set_enabled(enabled);
                 journal.record(StoreCall::SetEnabled { enabled });
                 let now = state.now;
                 state.cell.set_enabled(now, enabled);
@@ -202,7 +202,7 @@ impl HandoffModel {
                     .cell(TGT)
                     .map_or(Incarnation(1), |c| c.incarnation);
                 let row = Self::cell_row(u32::from(!full), inc);
-                let answer = state.store.upsert_cell(TGT, row);
+                let answer = state.store.make_mut().upsert_cell(TGT, row);
                 journal.record(StoreCall::UpsertCell {
                     cell: TGT,
                     row,
@@ -216,7 +216,8 @@ impl HandoffModel {
                     .cell(TGT)
                     .map_or(Incarnation(1), |c| c.incarnation);
                 state.last.events.target_registered =
-                    Self::register(&mut state.store, state.now, TGT, inc, journal).is_ok();
+                    Self::register(&mut state.store.make_mut(), state.now, TGT, inc, journal)
+                        .is_ok();
             }
             HoAction::TimeAdvances => Self::time_advances(&mut state, journal),
             HoAction::SecondProcessStarts => {}
@@ -226,6 +227,7 @@ impl HandoffModel {
         // Symmetry reduction: clients are interchangeable (nothing in the core knows which
         // connection is the phone), so the state keeps them sorted.
         state.clients.sort_unstable();
+        debug_assert!(state.store.digest_is_exact(), "the store's digest is its own");
         state
     }
 
@@ -398,7 +400,9 @@ impl HandoffModel {
         let moved = state.moved();
         let machine_before = state.cell.machine(HOST).map(|(id, m)| (id, m.clone()));
         let inc = state.cell.incarnation();
-        match Self::register(&mut state.store, state.now, SRC, inc, journal) {
+        let now = state.now;
+        let registered = Self::register(&mut state.store.make_mut(), now, SRC, inc, journal);
+        match registered {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
                 let installed = state.cell.install_control(state.now, auth, true, work);
@@ -447,7 +451,7 @@ impl HandoffModel {
     /// included: the step adds no state); a wrong one is judged.
     fn second_process_starts<J: StoreJournal>(before: &HoState, journal: &mut J) -> HoState {
         let mut state = before.clone();
-        let answer = Self::start_cell(&mut state.store, state.now, journal);
+        let answer = Self::start_cell(&mut state.store.make_mut(), state.now, journal);
         if !matches!(answer, Err(StartRefusal::Held(_))) || state.store != before.store {
             state.last = StepFacts::default();
             state.last.anomalies.second_process_started = true;
@@ -463,7 +467,7 @@ impl HandoffModel {
         if old_lingers {
             // The stop signal: the old process releases its lease (a successor may start at
             // once) and finishes its attempt in flight without it.
-            let answer = state.store.release_cell_lease(SRC, holder);
+            let answer = state.store.make_mut().release_cell_lease(SRC, holder);
             journal.record(StoreCall::ReleaseCellLease {
                 cell: SRC,
                 incarnation: holder,
@@ -475,7 +479,7 @@ impl HandoffModel {
             // process's lease runs (no row written); it takes the cell once the lease has
             // lapsed.
             let store_before = state.store.clone();
-            let early = Self::start_cell(&mut state.store, state.now, journal);
+            let early = Self::start_cell(&mut state.store.make_mut(), state.now, journal);
             state.last.anomalies.second_process_started =
                 !matches!(early, Err(StartRefusal::Held(_))) || state.store != store_before;
             state.now = state.now.max(state.lease_until());
@@ -486,7 +490,7 @@ impl HandoffModel {
         let now = state.now;
         // The successor's start writes its cell row with the next incarnation and its lease,
         // before its first registration.
-        let Ok(inc) = Self::start_cell(&mut state.store, now, journal) else {
+        let Ok(inc) = Self::start_cell(&mut state.store.make_mut(), now, journal) else {
             // Judged: a released or lapsed lease must be free.
             state.last.anomalies.second_process_started = true;
             return;
@@ -522,7 +526,8 @@ impl HandoffModel {
             let old = state.inst - 1;
             let _ = Self::execute(state, old, false);
         }
-        match Self::register(&mut state.store, now, SRC, inc, journal) {
+        let registered = Self::register(&mut state.store.make_mut(), now, SRC, inc, journal);
+        match registered {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
                 let installed = state.cell.install_control(now, auth, true, None);
@@ -554,7 +559,7 @@ impl HandoffModel {
                 let (now, request) = (state.now, job.request);
                 let outcome = match job.kind {
                     JobKind::Transaction => {
-                        let answer = state.store.run_transaction(now, &request);
+                        let answer = state.store.make_mut().run_transaction(now, &request);
                         journal.record(StoreCall::RunTransaction {
                             now,
                             request,
@@ -563,7 +568,7 @@ impl HandoffModel {
                         Some(answer)
                     }
                     JobKind::Reconcile => {
-                        let answer = state.store.reconcile(now, &request);
+                        let answer = state.store.make_mut().reconcile(now, &request);
                         journal.record(StoreCall::Reconcile {
                             now,
                             request,
@@ -677,6 +682,7 @@ impl HandoffModel {
         let holder = state.cell.incarnation();
         let answer = state
             .store
+            .make_mut()
             .renew_cell_lease(SRC, holder, now, MODEL_CELL_LEASE_MS);
         journal.record(StoreCall::RenewCellLease {
             cell: SRC,
@@ -718,7 +724,7 @@ impl HandoffModel {
     /// HO-A6: the store's periodic expiry of migrations whose desktop did not register at the
     /// target, as the clock has moved.
     fn expire_registrations<J: StoreJournal>(state: &mut HoState, journal: &mut J) {
-        let expired = state.store.expire_migrations(state.now);
+        let expired = state.store.make_mut().expire_migrations(state.now);
         state.last.events.registration_recovered = !expired.is_empty();
         if J::RECORDS {
             journal.record(StoreCall::ExpireMigrations {
