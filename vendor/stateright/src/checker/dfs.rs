@@ -200,16 +200,19 @@ where
 
         let mut current_max_depth = global_max_depth.load(Ordering::Relaxed);
         let mut actions = Vec::new();
+        // Switchyard patch: generated states are counted here and added once per block (see
+        // PATCHES.md); every exit of the loop below is a `break` to reach the addition.
+        let mut generated_here = 0;
         loop {
             // Done if reached max count.
             if max_count == 0 {
-                return;
+                break;
             }
             max_count -= 1;
 
             // Done if none pending.
             let (state, action_indices, mut ebits, max_depth) = match pending.pop_back() {
-                None => return,
+                None => break,
                 Some(pair) => pair,
             };
 
@@ -239,9 +242,10 @@ where
             // Done if discoveries found for all properties.
             let mut is_awaiting_discoveries = false;
             for (i, property) in properties.iter().enumerate() {
-                if discoveries.contains_key(property.name)
-                    && (property.expectation == Expectation::Eventually)
+                // Switchyard patch: the cheap, pure tests first (see PATCHES.md).
+                if (property.expectation == Expectation::Eventually)
                     && !ebits.contains(i)
+                    && discoveries.contains_key(property.name)
                 {
                     continue;
                 }
@@ -288,7 +292,7 @@ where
                 }
             }
             if !is_awaiting_discoveries {
-                return;
+                break;
             }
 
             // Otherwise enqueue newly generated states (with related metadata).
@@ -304,7 +308,7 @@ where
                 if !model.within_boundary(&next_state) {
                     continue;
                 }
-                state_count.fetch_add(1, Ordering::Relaxed);
+                generated_here += 1;
 
                 // Skip if already generated.
                 //
@@ -364,6 +368,7 @@ where
                 }
             }
         }
+        state_count.fetch_add(generated_here, Ordering::Relaxed);
     }
 }
 
