@@ -508,14 +508,16 @@ where
     report
 }
 
-/// Makes every discovery of a breadth-first `report` a shortest one. A search on several
-/// threads is breadth-first only roughly (each thread works through its own share of the
-/// frontier), so its first discoveries may be a few steps longer than need be; a second search
-/// on one thread, bounded by the deepest discovery the first one found and stopping as soon as
-/// each discovered property is found again, visits states strictly in order of depth, so each
-/// path it keeps is a shortest one. Depth-first and simulated reports are left as they are (a
-/// breadth-first re-check is what their memory could not afford) and stay marked not shortest.
-/// Returns what the re-check cost, if one ran.
+/// Makes every discovery of an exhaustive `report` a shortest one. A depth-first search finds
+/// a path, not a short one, and a search on several threads is breadth-first only roughly
+/// (each thread works through its own share of the frontier), so its first discoveries may be
+/// a few steps longer than need be; a second search on one thread, breadth-first, bounded by
+/// the deepest discovery the first one found and stopping as soon as each discovered property
+/// is found again, visits states strictly in order of depth, so each path it keeps is a
+/// shortest one. It holds a frontier only as deep as the deepest shortest discovery (the
+/// review bounds' are all within ten steps). Simulated reports are left as they are and stay
+/// marked not shortest, and so does a path the re-check did not re-find within the memory
+/// budget. Returns what the re-check cost, if one ran.
 pub fn shorten_discoveries<M>(
     model: &M,
     options: &RunOptions,
@@ -526,7 +528,7 @@ where
     M::State: Clone + Debug + Hash + Eq + Send + Sync + 'static,
     M::Action: Clone + Debug + PartialEq + Send + Sync + 'static,
 {
-    if report.strategy != Strategy::Bfs || options.keep_last_discovery {
+    if !matches!(report.strategy, Strategy::Bfs | Strategy::Dfs) || options.keep_last_discovery {
         return None;
     }
     let pending: std::collections::BTreeSet<&'static str> = report

@@ -39,7 +39,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the model checker (default: every model, exhaustive BFS at the review bounds).
+    /// Run the model checker (default: every model, exhaustive depth-first search at the review
+    /// bounds, every discovery re-found breadth-first so its path is a shortest one).
     Check(CheckArgs),
 }
 
@@ -55,10 +56,14 @@ struct CheckArgs {
     /// Which model to check.
     #[arg(value_enum, default_value = "all")]
     model: Which,
-    /// Breadth-first search (the default): shortest counterexamples.
+    /// Breadth-first search on every thread instead: holds the whole frontier (about 5 GB for
+    /// failover at the review bounds); a search that reaches the memory budget is retried
+    /// depth-first.
     #[arg(long, conflicts_with_all = ["dfs", "simulate"])]
     bfs: bool,
-    /// Depth-first search: less memory.
+    /// Depth-first search (the default): holds one path per thread. Whatever it discovers is
+    /// then re-found by a one-thread breadth-first search bounded by its deepest discovery, so
+    /// every path reported is a shortest one.
     #[arg(long, conflicts_with = "simulate")]
     dfs: bool,
     /// Random walks from the initial states instead of exhaustive search (needs --seconds).
@@ -74,8 +79,9 @@ struct CheckArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
     /// Resident memory a search may add, in MiB: a breadth-first search that reaches it
-    /// without a violation is retried depth-first; if that reaches it too, the verdict is
-    /// "incomplete" (exit 3). 0: no budget.
+    /// without a violation is retried depth-first; if a depth-first search reaches it, the
+    /// verdict is "incomplete" (exit 3); a breadth-first re-check that reaches it leaves the
+    /// paths it did not re-find as they were. 0: no budget.
     #[arg(long, value_name = "MIB", default_value_t = 8192)]
     memory_budget_mib: u64,
     /// Stop exploring below this depth (the run is then not exhaustive).
@@ -257,10 +263,10 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     let options = RunOptions {
         strategy: if args.simulate {
             Strategy::Simulate { seed: args.seed }
-        } else if args.dfs {
-            Strategy::Dfs
-        } else {
+        } else if args.bfs {
             Strategy::Bfs
+        } else {
+            Strategy::Dfs
         },
         threads: usize::from(args.threads),
         max_depth: args.max_depth.map(|d| d as usize),
@@ -319,7 +325,11 @@ where
 {
     let mut report = run(model.clone(), options);
     let mut recheck = None;
-    if report.strategy == Strategy::Bfs && report.properties.iter().any(|p| p.path.is_some()) {
+    let exhaustive = matches!(report.strategy, Strategy::Bfs | Strategy::Dfs);
+    // A depth-first retry of a breadth-first search that ran out of memory: a breadth-first
+    // re-check would run out too.
+    if exhaustive && report.fallback.is_none() && report.properties.iter().any(|p| p.path.is_some())
+    {
         if options.progress {
             eprint!(
                 "re-checking with one thread for the shortest witnesses and counterexamples ..."

@@ -84,7 +84,7 @@ const SMALL_FAILOVER: [&str; 6] = [
 fn checker_memory_budget_reached_by_bfs_falls_back_to_dfs_and_still_judges_every_property() {
     // Breadth-first needs about 1 GiB here; depth-first holds a path, about 50 MiB.
     let mut args = SMALL_FAILOVER.to_vec();
-    args.extend(["--memory-budget-mib", "400"]);
+    args.extend(["--bfs", "--memory-budget-mib", "400"]);
     let (code, out, err) = check(&args);
     assert_eq!(code, 0, "{out}\n{err}");
     assert!(
@@ -204,6 +204,40 @@ fn checker_exit_2_last_line_says_bad_arguments() {
         last_line(&err).starts_with("exit 2: bad arguments: --explore 10.1.2.3:3000"),
         "{err}"
     );
+}
+
+#[test]
+fn checker_searches_depth_first_by_default_and_breadth_first_on_request_with_the_same_verdict() {
+    let (code, out, err) = check(&TINY_FAILOVER);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("depth-first search"), "{out}");
+    assert!(
+        out.contains("shortest paths: one-thread breadth-first re-check"),
+        "{out}"
+    );
+    let mut args = TINY_FAILOVER.to_vec();
+    args.push("--bfs");
+    let (code, bfs, err) = check(&args);
+    assert_eq!(code, 0, "{bfs}\n{err}");
+    assert!(bfs.contains("breadth-first search"), "{bfs}");
+    // The same states and the same shortest paths, whichever search found them first.
+    let unique = |out: &str| {
+        out.lines()
+            .find(|l| l.starts_with("model failover"))
+            .and_then(|l| l.split(" unique").next())
+            .and_then(|l| l.rsplit(' ').next())
+            .map(str::to_owned)
+    };
+    assert!(unique(&out).is_some(), "{out}");
+    assert_eq!(unique(&out), unique(&bfs));
+    let witnesses = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| l.contains("witnessed ("))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
+    };
+    assert!(!witnesses(&out).is_empty(), "{out}");
+    assert_eq!(witnesses(&out), witnesses(&bfs));
 }
 
 #[test]
