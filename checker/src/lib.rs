@@ -564,6 +564,7 @@ where
     Some(Recheck {
         elapsed: again.elapsed,
         depth_bound: deepest,
+        depth_reached: again.max_depth,
         unique_states: again.unique_states,
     })
 }
@@ -574,6 +575,8 @@ pub struct Recheck {
     pub elapsed: Duration,
     /// It judged states up to this depth (the deepest discovery of the first search).
     pub depth_bound: usize,
+    /// The depth it got to before it had re-found every discovery.
+    pub depth_reached: usize,
     pub unique_states: usize,
 }
 

@@ -92,28 +92,28 @@ struct CheckArgs {
           value_parser = clap::value_parser!(u8).range(1..=4))]
     urls_per_host: Vec<u8>,
     /// Failover: time horizon in cooldown periods.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=8))]
+    #[arg(long, default_value_t = FailoverParams::default().cycles, value_parser = clap::value_parser!(u32).range(1..=8))]
     cycles: u32,
     /// Failover: host down/up events per run.
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(0..=16))]
+    #[arg(long, default_value_t = FailoverParams::default().max_host_events, value_parser = clap::value_parser!(u8).range(0..=16))]
     host_events: u8,
     /// Failover: directory updates per run, each any ordered subset of the URLs.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
+    #[arg(long, default_value_t = FailoverParams::default().max_directory_updates, value_parser = clap::value_parser!(u8).range(0..=4))]
     directory_updates: u8,
     /// Failover: channel reports per run besides the one before each tick.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=4))]
+    #[arg(long, default_value_t = FailoverParams::default().max_channel_reports, value_parser = clap::value_parser!(u8).range(0..=4))]
     channel_reports: u8,
     /// Failover: steps of time to 1 ms around a threshold per run.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
+    #[arg(long, default_value_t = FailoverParams::default().max_odd_time_steps, value_parser = clap::value_parser!(u8).range(0..=4))]
     odd_time_steps: u8,
     /// Failover: opens of a live relay that fail anyway, per run.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=4))]
+    #[arg(long, default_value_t = FailoverParams::default().max_transient_failures, value_parser = clap::value_parser!(u8).range(0..=4))]
     transient_failures: u8,
     /// Failover: threshold variants explored (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]
     variants: Vec<VariantArg>,
     /// Handoff: which scenario (default: all). Each has its own bounds (below: the review
-    /// scenario's defaults; the work-kinds scenario has one client, at most one fault, no
+    /// scenario's defaults; the work-kinds scenario has one client, at most two faults, no
     /// restart, reconnect or undrain, one splice and one pending connection); a bound given here
     /// replaces it in every scenario run.
     #[arg(long, value_enum, default_value = "all")]
@@ -347,7 +347,8 @@ where
     print!("{}", render_table(&report));
     if let Some(r) = recheck {
         println!(
-            "  shortest paths: one-thread breadth-first re-check to depth {}, {} unique states, {:.2} s (included above)",
+            "  shortest paths: one-thread breadth-first re-check to depth {} (bound {}, the deepest first discovery), {} unique states, {:.2} s (included above)",
+            r.depth_reached,
             r.depth_bound,
             r.unique_states,
             r.elapsed.as_secs_f64()

@@ -333,11 +333,16 @@ fn ho_l2_model_one_live_process_per_cell_id() {
     );
 }
 
-/// HO-7: the work-kinds scenario (splices and a pending connection beside one client, one
-/// fault): every property holds, every witness is reached; the count is pinned.
+/// HO-7: the work-kinds scenario (splices and a pending connection beside one client) at one
+/// fault (its review bound has two: 416,493 states, the checker's job): every property holds,
+/// every witness is reached; the count is pinned.
 #[test]
 fn ho_model_work_kinds_scenario_holds_every_property() {
-    let checker = HandoffModel::in_scenario(Scenario::WorkKinds, HandoffParams::work_kinds())
+    let one_fault = HandoffParams {
+        max_faults: 1,
+        ..HandoffParams::work_kinds()
+    };
+    let checker = HandoffModel::in_scenario(Scenario::WorkKinds, one_fault)
         .checker()
         .threads(2)
         .spawn_bfs()

@@ -6,6 +6,36 @@
 use super::step::Outputs;
 use super::*;
 
+/// Declares a struct of `bool` facts whose `Hash` is one word, a bit per fact, instead of a
+/// write per field: the checker hashes every state it generates, and these two structs are 66
+/// of a handoff state's fields. The packing is one-to-one (at most 64 facts each, checked when
+/// compiled), so equal facts hash alike and different facts are different words.
+macro_rules! bool_facts {
+    ($(#[$meta:meta])* pub struct $name:ident {
+        $($(#[$field_meta:meta])* pub $field:ident: bool,)*
+    }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($(#[$field_meta])* pub $field: bool,)*
+        }
+
+        const _: () = assert!([$(stringify!($field)),*].len() <= 64, "at most 64 facts");
+
+        impl std::hash::Hash for $name {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                let mut bits = 0u64;
+                let mut bit = 0u32;
+                $(
+                    bits |= u64::from(self.$field) << bit;
+                    bit += 1;
+                )*
+                let _ = bit;
+                state.write_u64(bits);
+            }
+        }
+    };
+}
+
 /// What the last step did, kept in the state so `always` properties can judge transitions.
 ///
 /// Two kinds of record. [`Anomalies`] are judged by the `always` properties: each field is what
@@ -25,8 +55,9 @@ pub struct StepFacts {
     pub events: Events,
 }
 
+bool_facts! {
 /// Transition facts a correct core never produces (grouped by the property that judges them).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Anomalies {
     /// HO-1: the store moved the host while the committing source was not gated by that op
     /// over zero tickets, or while the environment held client / control work there.
@@ -120,9 +151,11 @@ pub struct Anomalies {
     /// refused, or a successor was refused a released or lapsed lease.
     pub second_process_started: bool,
 }
+}
 
+bool_facts! {
 /// Events worth witnessing.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Events {
     pub busy: bool,
     pub answered_recorded_result: bool,
@@ -158,6 +191,7 @@ pub struct Events {
     /// HO-L2: the step changed what a starting process's lease decision reads (the holder or
     /// the clock): the first start, a restart, a renewal at a clock jump.
     pub lease_taken_or_renewed: bool,
+}
 }
 
 /// The properties, each named by its requirement ID: the `always` properties first, then the

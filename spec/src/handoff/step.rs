@@ -227,7 +227,10 @@ impl HandoffModel {
         // Symmetry reduction: clients are interchangeable (nothing in the core knows which
         // connection is the phone), so the state keeps them sorted.
         state.clients.sort_unstable();
-        debug_assert!(state.store.digest_is_exact(), "the store's digest is its own");
+        debug_assert!(
+            state.store.digest_is_exact(),
+            "the store's digest is its own"
+        );
         state
     }
 
