@@ -28,7 +28,9 @@
 //! - every budget is per run (`FailoverParams`): more of each kind are the simulation's and
 //!   the proptests' job.
 
+use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
@@ -108,6 +110,24 @@ impl Variant {
     }
 }
 
+/// A model URL's name, kept for the life of the process: a `'static` URL clones without a
+/// reference count, and the checker's threads clone the universe's few URLs in every state
+/// (as `Arc`s their shared counts were a third of the failover CPU time on two threads). At
+/// most 8 hosts × 255 names (`wss://<host letter><index>`), each leaked once.
+fn static_name(name: String) -> &'static str {
+    static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = names.get(name.as_str()) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(name.into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
+
 /// The model's size knobs. Every environment move beyond ticks and host events has a budget per
 /// run, so the wide environment stays finite while each kind of input is still explored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,7 +198,8 @@ impl FailoverParams {
         for (host, count) in self.urls_per_host.iter().enumerate() {
             let letter = char::from(b'a' + host as u8);
             for index in 1..=*count {
-                urls.push((RelayUrl::new(format!("wss://{letter}{index}")), host));
+                let name = static_name(format!("wss://{letter}{index}"));
+                urls.push((RelayUrl::from_static(name), host));
             }
         }
         urls

@@ -7,18 +7,82 @@ use serde::{Deserialize, Serialize};
 use crate::MonoMs;
 
 /// A relay URL as it appears in the signed directory. Cheap to clone: the checker copies states
-/// by the million.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RelayUrl(Arc<str>);
+/// by the million. Equality, order, hash and the serialised form are the string's, whichever way
+/// it is held.
+#[derive(Clone)]
+pub struct RelayUrl(Held);
+
+/// How the string is held: shared (a URL read at run time) or `'static` (a URL that lives as
+/// long as the process, such as a model's universe: cloning it writes no reference count, which
+/// two checker threads cloning the same few URLs would otherwise contend on).
+#[derive(Clone)]
+enum Held {
+    Shared(Arc<str>),
+    Static(&'static str),
+}
 
 impl RelayUrl {
     pub fn new(url: impl AsRef<str>) -> RelayUrl {
-        RelayUrl(Arc::from(url.as_ref()))
+        RelayUrl(Held::Shared(Arc::from(url.as_ref())))
+    }
+
+    /// A URL that lives as long as the process.
+    pub fn from_static(url: &'static str) -> RelayUrl {
+        RelayUrl(Held::Static(url))
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        match &self.0 {
+            Held::Shared(url) => url,
+            Held::Static(url) => url,
+        }
+    }
+}
+
+impl PartialEq for RelayUrl {
+    fn eq(&self, other: &RelayUrl) -> bool {
+        let (a, b) = (self.as_str(), other.as_str());
+        // The same string (one interned list, one universe) is the common case.
+        std::ptr::eq(a, b) || a == b
+    }
+}
+
+impl Eq for RelayUrl {}
+
+impl PartialOrd for RelayUrl {
+    fn partial_cmp(&self, other: &RelayUrl) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RelayUrl {
+    fn cmp(&self, other: &RelayUrl) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for RelayUrl {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl std::fmt::Debug for RelayUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RelayUrl").field(&self.as_str()).finish()
+    }
+}
+
+impl Serialize for RelayUrl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for RelayUrl {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<RelayUrl, D::Error> {
+        let url = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Ok(RelayUrl::new(url))
     }
 }
 
@@ -30,7 +94,7 @@ impl From<&str> for RelayUrl {
 
 impl std::fmt::Display for RelayUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.as_str())
     }
 }
 
@@ -318,4 +382,45 @@ pub enum DirectoryOutcome {
     Refused,
     /// The list was not taken (see the `Skipped` event); the last good list stays.
     Rejected,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::{BuildHasher, RandomState};
+
+    #[test]
+    fn a_static_url_is_the_same_url_as_a_shared_one_with_the_same_string() {
+        let shared = RelayUrl::new("wss://a.example/relay");
+        let fixed = RelayUrl::from_static("wss://a.example/relay");
+        let other = RelayUrl::from_static("wss://b.example/relay");
+        assert_eq!(shared, fixed);
+        assert_eq!(fixed.clone(), shared.clone());
+        assert_ne!(fixed, other);
+        assert!(shared < other && fixed < other);
+        assert_eq!(shared.cmp(&fixed), std::cmp::Ordering::Equal);
+        let hasher = RandomState::new();
+        assert_eq!(hasher.hash_one(&shared), hasher.hash_one(&fixed));
+        // Hashed as the string itself: the model checker's fingerprints did not change.
+        assert_eq!(
+            hasher.hash_one(&fixed),
+            hasher.hash_one("wss://a.example/relay")
+        );
+        assert_eq!(format!("{fixed:?}"), format!("{shared:?}"));
+        assert_eq!(format!("{fixed:?}"), r#"RelayUrl("wss://a.example/relay")"#);
+        assert_eq!(fixed.to_string(), "wss://a.example/relay");
+    }
+
+    #[test]
+    fn a_url_serialises_as_its_string_and_reads_back_equal() {
+        let fixed = RelayUrl::from_static("wss://a.example/relay");
+        let json = serde_json::to_string(&fixed).expect("serialises");
+        assert_eq!(json, r#""wss://a.example/relay""#);
+        let back: RelayUrl = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, fixed);
+        let escaped: RelayUrl =
+            serde_json::from_str(r#""wss://a.example/r\u0065lay""#).expect("parses");
+        assert_eq!(escaped, fixed);
+        assert!(serde_json::from_str::<RelayUrl>("7").is_err());
+    }
 }
