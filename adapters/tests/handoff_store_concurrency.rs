@@ -39,6 +39,7 @@ fn config(max_in_flight: u32, max_commits: u32) -> StoreConfig {
         rate_window_ms: 60_000,
         max_commits_per_window: max_commits,
         registration_timeout_ms: 30_000,
+        bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
     }
 }
 

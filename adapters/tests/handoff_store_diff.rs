@@ -50,6 +50,7 @@ fn config() -> StoreConfig {
         rate_window_ms: 60_000,
         max_commits_per_window: 2,
         registration_timeout_ms: 30_000,
+        bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
     }
 }
 

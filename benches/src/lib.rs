@@ -113,6 +113,7 @@ pub mod handoff {
             rate_window_ms: 60_000,
             max_commits_per_window: 1_000_000,
             registration_timeout_ms: 30_000,
+            bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
         }
     }
 

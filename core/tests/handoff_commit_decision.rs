@@ -38,6 +38,7 @@ fn config() -> impl Strategy<Value = StoreConfig> {
             rate_window_ms: window,
             max_commits_per_window: commits,
             registration_timeout_ms: 30_000,
+            bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
         },
     )
 }
@@ -86,7 +87,11 @@ fn case() -> impl Strategy<Value = (HandoffRequest, HostFacts, LimitFacts, Store
                     window_start: MonoMs(window_start),
                     commits,
                 },
-                attempt_rows: if full { MAX_ATTEMPT_ROWS as u64 } else { 7 },
+                attempt_rows: if full {
+                    switchyard_core::handoff::store::DEFAULT_MAX_ATTEMPT_ROWS
+                } else {
+                    7
+                },
             },
         );
     let request = (
@@ -185,7 +190,9 @@ fn a_commit_keeps_the_limits_and_writes_the_move(
             prop_assert!(config.enabled && !host.migration_pending);
             prop_assert!(limits.target_load < target.capacity);
             prop_assert!(limits.in_flight < u64::from(config.max_in_flight_migrations));
-            prop_assert!(limits.attempt_rows < MAX_ATTEMPT_ROWS as u64);
+            prop_assert!(
+                limits.attempt_rows < switchyard_core::handoff::store::DEFAULT_MAX_ATTEMPT_ROWS
+            );
             let rate = limits.rate.effective(NOW, config.rate_window_ms);
             prop_assert!(rate.commits < config.max_commits_per_window);
             prop_assert_eq!(

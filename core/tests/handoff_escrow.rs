@@ -13,7 +13,7 @@ use switchyard_core::handoff::escrow::{
     exact_limits, fast_commit, load_split, rebalance, spend_commit, window_current, ShardRow,
 };
 use switchyard_core::handoff::policy::PolicyConfig;
-use switchyard_core::handoff::store::{LimitFacts, RateRow, StoreConfig, MAX_ATTEMPT_ROWS};
+use switchyard_core::handoff::store::{LimitFacts, RateRow, StoreConfig};
 use switchyard_core::MonoMs;
 
 const CELLS: usize = 2;
@@ -91,6 +91,7 @@ proptest! {
             rate_window_ms: 100,
             max_commits_per_window: 4,
             registration_timeout_ms: 1_000,
+            bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
         };
         let shards = u32::try_from(n_shards).unwrap();
         let mut capacity = [initial_capacity; CELLS];
@@ -114,7 +115,7 @@ proptest! {
                         && (oracle.reservations.len() as u64)
                             < u64::from(config.max_in_flight_migrations)
                         && rate.commits < config.max_commits_per_window
-                        && oracle.attempts < MAX_ATTEMPT_ROWS as u64;
+                        && oracle.attempts < switchyard_core::handoff::store::DEFAULT_MAX_ATTEMPT_ROWS;
                     let s = escrow.shards[shard];
                     let fast = fast_commit(now, &config, &s, escrow.loads[target][shard].1);
                     let committed = if fast {
@@ -140,7 +141,7 @@ proptest! {
                             };
                             let r = rebalance(&config, &after, shards);
                             for (j, row) in escrow.shards.iter_mut().enumerate() {
-                                *row = r.row(u32::try_from(j).unwrap());
+                                *row = r.row(u32::try_from(j).unwrap(), row);
                             }
                             let split = load_split(capacity[target], after.target_load, shards);
                             let total = i64::from(after.target_load);
@@ -194,7 +195,7 @@ proptest! {
             let room = |limit: u64, count: u64| limit.saturating_sub(count);
             prop_assert!(tokens(|s| s.in_flight_tokens)
                 <= room(u64::from(config.max_in_flight_migrations), oracle.reservations.len() as u64));
-            prop_assert!(tokens(|s| s.attempt_tokens) <= room(MAX_ATTEMPT_ROWS as u64, oracle.attempts));
+            prop_assert!(tokens(|s| s.attempt_tokens) <= room(switchyard_core::handoff::store::DEFAULT_MAX_ATTEMPT_ROWS, oracle.attempts));
             if window_current(now, oracle.rate.window_start, &config) {
                 prop_assert!(tokens(|s| s.commit_tokens)
                     <= room(u64::from(config.max_commits_per_window), u64::from(oracle.rate.commits)));

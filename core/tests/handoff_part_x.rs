@@ -218,6 +218,7 @@ fn lease_store() -> AssignmentStore {
         rate_window_ms: 1_000,
         max_commits_per_window: 4,
         registration_timeout_ms: 30_000,
+        bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
     })
 }
 
@@ -447,18 +448,12 @@ fn ho_l1_decide_reconcile_renews_an_exact_claim_in_the_fence_write() {
     let current = row(1, 1, 1, 1);
     let req = request_for(&current);
     assert_eq!(
-        decide_reconcile(
-            MonoMs(9),
-            &req,
-            Some(current),
-            None,
-            MAX_ATTEMPT_ROWS as u64
-        ),
+        decide_reconcile(MonoMs(9), &req, Some(current), None, MAX_ROWS, MAX_ROWS),
         ReconcileDecision::StoreFull,
         "a fence that cannot be recorded renews nothing either"
     );
     assert_eq!(
-        decide_reconcile(MonoMs(9), &req, Some(current), None, 0),
+        decide_reconcile(MonoMs(9), &req, Some(current), None, 0, MAX_ROWS),
         ReconcileDecision::Fence {
             writes: FenceWrites {
                 attempt: AttemptRow {
@@ -476,7 +471,7 @@ fn ho_l1_decide_reconcile_renews_an_exact_claim_in_the_fence_write() {
     );
     // An unknown host: fenced, nothing to renew.
     assert!(matches!(
-        decide_reconcile(MonoMs(9), &req, None, None, 0),
+        decide_reconcile(MonoMs(9), &req, None, None, 0, MAX_ROWS),
         ReconcileDecision::Fence {
             writes: FenceWrites {
                 assignment: None,
@@ -507,34 +502,36 @@ fn cell_row_of(inc: u64) -> CellRow {
     }
 }
 
+/// The attempt-row bound the reconciliation decisions are judged at.
+const MAX_ROWS: u64 = 1 << 20;
+
 #[test]
-fn decide_upsert_cell_bounds_new_cells_only() {
-    let max = MAX_STORE_CELLS as u64;
-    assert_eq!(decide_upsert_cell(false, max - 1), Ok(()));
+fn scale_1_decide_upsert_cell_bounds_new_cells_only() {
+    let max = 1_024;
+    assert_eq!(decide_upsert_cell(false, max - 1, max), Ok(()));
     assert_eq!(
-        decide_upsert_cell(false, max),
+        decide_upsert_cell(false, max, max),
         Err(StoreError::TooManyCells)
     );
-    assert_eq!(decide_upsert_cell(true, max), Ok(()));
+    assert_eq!(decide_upsert_cell(true, max, max), Ok(()));
 }
 
 #[test]
-fn decide_insert_host_checks_cell_then_host_then_bound() {
-    let max = MAX_STORE_HOSTS as u64;
+fn scale_1_decide_insert_host_checks_cell_then_host_then_room() {
     assert_eq!(
-        decide_insert_host(None, true, max, CellId(1), true),
+        decide_insert_host(None, true, false, CellId(1), true),
         Err(StoreError::UnknownCell)
     );
     assert_eq!(
-        decide_insert_host(Some(cell_row_of(3)), true, max, CellId(1), true),
+        decide_insert_host(Some(cell_row_of(3)), true, false, CellId(1), true),
         Err(StoreError::HostExists)
     );
     assert_eq!(
-        decide_insert_host(Some(cell_row_of(3)), false, max, CellId(1), true),
+        decide_insert_host(Some(cell_row_of(3)), false, false, CellId(1), true),
         Err(StoreError::TooManyHosts)
     );
     assert_eq!(
-        decide_insert_host(Some(cell_row_of(3)), false, max - 1, CellId(1), false),
+        decide_insert_host(Some(cell_row_of(3)), false, true, CellId(1), false),
         Ok(AssignmentRow {
             desktop_capable: false,
             ..row(1, 1, 3, 1)
@@ -614,9 +611,16 @@ fn decide_reconcile_answers_a_record_without_the_limits() {
         Some(expected)
     );
     // Whatever the attempt count: a record is answered, never "store full".
-    for attempt_rows in [0, MAX_ATTEMPT_ROWS as u64] {
+    for attempt_rows in [0, MAX_ROWS] {
         assert_eq!(
-            decide_reconcile(MonoMs(9), &req, Some(moved), Some(&committed), attempt_rows),
+            decide_reconcile(
+                MonoMs(9),
+                &req,
+                Some(moved),
+                Some(&committed),
+                attempt_rows,
+                MAX_ROWS
+            ),
             ReconcileDecision::Answer(expected)
         );
     }
@@ -630,17 +634,11 @@ fn decide_reconcile_fences_a_stale_claim_without_touching_the_host() {
     // A replacement control registered meanwhile (generation 2).
     let current = row(1, 1, 1, 2);
     assert_eq!(
-        decide_reconcile(
-            MonoMs(9),
-            &req,
-            Some(current),
-            None,
-            MAX_ATTEMPT_ROWS as u64
-        ),
+        decide_reconcile(MonoMs(9), &req, Some(current), None, MAX_ROWS, MAX_ROWS),
         ReconcileDecision::StoreFull
     );
     assert_eq!(
-        decide_reconcile(MonoMs(9), &req, Some(current), None, 0),
+        decide_reconcile(MonoMs(9), &req, Some(current), None, 0, MAX_ROWS),
         ReconcileDecision::Fence {
             writes: FenceWrites {
                 attempt: AttemptRow {

@@ -1530,7 +1530,7 @@ fn ho_s2_scan_limits_accept_their_maxima_and_refuse_zero_and_beyond() {
     }
 }
 
-/// SEC-3: the reference store holds at most `MAX_STORE_CELLS` cells; replacing a row at the
+/// SEC-3: the reference store holds at most `StoreBounds::max_cells` cells (SCALE-1); replacing a row at the
 /// bound is still allowed.
 #[test]
 fn sec_3_the_store_refuses_a_cell_beyond_its_bound_and_still_replaces_rows() {
@@ -1538,7 +1538,10 @@ fn sec_3_the_store_refuses_a_cell_beyond_its_bound_and_still_replaces_rows() {
     let mut id = 10_000;
     while store.upsert_cell(CellId(id), cell_row(10, true)).is_ok() {
         id += 1;
-        assert!(id < 10_000 + 2 * MAX_STORE_CELLS as u32, "no bound");
+        assert!(
+            id < 10_000 + 2 * switchyard_core::handoff::store::DEFAULT_MAX_CELLS as u32,
+            "no bound"
+        );
     }
     assert_eq!(
         store.upsert_cell(CellId(id), cell_row(10, true)),

@@ -16,7 +16,10 @@ use switchyard_core::handoff::attempt::DrainReason;
 use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::ids::CellId;
 use switchyard_core::handoff::policy::PolicyConfig;
-use switchyard_core::handoff::store::StoreConfig;
+use switchyard_core::handoff::store::{
+    LimitSettings, StoreBounds, StoreConfig, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_CELLS,
+    DEFAULT_MAX_HOSTS, MAX_BOUND,
+};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -151,6 +154,65 @@ pub struct DbArgs {
     db_txn_timeout_ms: u64,
 }
 
+/// SCALE-1 / SCALE-4: the store's deployment-wide limits, written into its settings row when a
+/// cell starts (set them alike on every cell: the last cell started wins). Their memory and disk
+/// cost and the moves per hour they allow are in docs/HANDOFF.md, "Sizing".
+#[derive(Args, Debug, Clone, Copy)]
+pub struct StoreLimitArgs {
+    /// HO-S4: committed moves whose desktop has not yet registered at its target, across the
+    /// deployment.
+    #[arg(long, env = "SWITCHYARD_MAX_IN_FLIGHT_MIGRATIONS",
+          default_value_t = DEFAULT_MAX_IN_FLIGHT_MIGRATIONS,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_in_flight_migrations: u32,
+    /// HO-S4: the global rate window, in milliseconds.
+    #[arg(long, env = "SWITCHYARD_RATE_WINDOW_MS", default_value_t = DEFAULT_RATE_WINDOW_MS,
+          value_parser = clap::value_parser!(u64).range(1_000..=86_400_000))]
+    rate_window_ms: u64,
+    /// HO-S4: committed moves per rate window, across the deployment.
+    #[arg(long, env = "SWITCHYARD_MAX_COMMITS_PER_WINDOW",
+          default_value_t = DEFAULT_MAX_COMMITS_PER_WINDOW,
+          value_parser = clap::value_parser!(u32).range(1..=100_000_000))]
+    max_commits_per_window: u32,
+    /// SCALE-1: hosts the store holds, all cells together (a desktop past it is refused
+    /// `too_many_hosts`).
+    #[arg(long, env = "SWITCHYARD_MAX_HOSTS", default_value_t = DEFAULT_MAX_HOSTS,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_BOUND))]
+    max_hosts: u64,
+    /// SCALE-1: cells the store holds (a new cell id past it is refused `too_many_cells`).
+    #[arg(long, env = "SWITCHYARD_MAX_CELLS", default_value_t = DEFAULT_MAX_CELLS,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_cells: u64,
+    /// SCALE-1: attempt rows (one per committed move or fence) the store keeps; at the bound
+    /// a commit rolls back `store_full`.
+    #[arg(long, env = "SWITCHYARD_MAX_ATTEMPT_ROWS", default_value_t = DEFAULT_MAX_ATTEMPT_ROWS,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_BOUND))]
+    max_attempt_rows: u64,
+}
+
+impl StoreLimitArgs {
+    fn settings(&self) -> LimitSettings {
+        LimitSettings {
+            max_in_flight_migrations: self.max_in_flight_migrations,
+            rate_window_ms: self.rate_window_ms,
+            max_commits_per_window: self.max_commits_per_window,
+            bounds: StoreBounds {
+                max_hosts: self.max_hosts,
+                max_cells: self.max_cells,
+                max_attempt_rows: self.max_attempt_rows,
+            },
+        }
+    }
+}
+
+/// SCALE-4 defaults: 100 moves a second for the whole deployment (6,000 per minute: 360,000 an
+/// hour, a full pass over 1,000,000 hosts in under 3 hours), about 5% of the durable commits one
+/// PostgreSQL sustains here, and 1,024 moves awaiting their desktop's registration (ten seconds
+/// of registrations at the full rate). Why: docs/HANDOFF.md, "Sizing".
+pub const DEFAULT_MAX_IN_FLIGHT_MIGRATIONS: u32 = 1_024;
+pub const DEFAULT_RATE_WINDOW_MS: u64 = 60_000;
+pub const DEFAULT_MAX_COMMITS_PER_WINDOW: u32 = 6_000;
+
 #[derive(Args, Debug)]
 pub struct CellArgs {
     #[command(flatten)]
@@ -165,8 +227,10 @@ pub struct CellArgs {
     /// What clients and desktops dial (default http://<listen address>).
     #[arg(long, env = "SWITCHYARD_PUBLIC_URL", value_parser = parse_public_url)]
     public_url: Option<String>,
-    /// Hosts this cell takes by handoff at most (HO-S4: a target at capacity is refused).
-    #[arg(long, env = "SWITCHYARD_CAPACITY", default_value_t = 1_000)]
+    /// Hosts assigned to this cell beyond which it takes none by handoff (HO-S4: a target at
+    /// capacity is refused). SCALE-1: sized for 10,000 hosts a cell (1,000,000 over 100) with
+    /// room for the moves a rebalance brings.
+    #[arg(long, env = "SWITCHYARD_CAPACITY", default_value_t = 16_384)]
     capacity: u32,
     /// HO-C1: do not advertise (or take part in) idle handoff.
     #[arg(long)]
@@ -212,6 +276,8 @@ pub struct CellArgs {
     client_token_max_lifetime_ms: u64,
     #[command(flatten)]
     limits: LimitArgs,
+    #[command(flatten)]
+    store_limits: StoreLimitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -404,10 +470,11 @@ pub fn default_store_config() -> StoreConfig {
             freshness_window_ms: 600_000,
             host_cooldown_ms: 3_600_000,
         },
-        max_in_flight_migrations: 16,
-        rate_window_ms: 60_000,
-        max_commits_per_window: 30,
+        max_in_flight_migrations: DEFAULT_MAX_IN_FLIGHT_MIGRATIONS,
+        rate_window_ms: DEFAULT_RATE_WINDOW_MS,
+        max_commits_per_window: DEFAULT_MAX_COMMITS_PER_WINDOW,
         registration_timeout_ms: 120_000,
+        bounds: StoreBounds::FLEET,
     }
 }
 
@@ -672,6 +739,20 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     )
     .map_err(refused)?;
     let store = open_store(&a.db).await?;
+    let store_limits = a.store_limits.settings();
+    store
+        .put_limits(&store_limits)
+        .await
+        .map_err(|e| format!("writing the store limits: {e}"))?;
+    info!(
+        max_hosts = store_limits.bounds.max_hosts,
+        max_cells = store_limits.bounds.max_cells,
+        max_attempt_rows = store_limits.bounds.max_attempt_rows,
+        max_in_flight_migrations = store_limits.max_in_flight_migrations,
+        max_commits_per_window = store_limits.max_commits_per_window,
+        rate_window_ms = store_limits.rate_window_ms,
+        "store limits in force"
+    );
     let mut cfg = CellConfig::new(CellId(a.cell_id), a.listen, internal, desktop);
     cfg.public_url = a.public_url;
     cfg.capacity = a.capacity;

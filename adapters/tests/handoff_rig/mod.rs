@@ -75,6 +75,7 @@ pub fn store_config() -> StoreConfig {
         rate_window_ms: 60_000,
         max_commits_per_window: 50,
         registration_timeout_ms: 30_000,
+        bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
     }
 }
 

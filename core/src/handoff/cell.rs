@@ -32,7 +32,7 @@ use super::attempt::{
 };
 use super::ids::{AuthorityField, HostId, SourceAuthority};
 use super::policy::HandoffRequest;
-use super::store::{AttemptOutcome, AttemptRow, RegisterRefusal, TxnOutcome};
+use super::store::{AttemptOutcome, AttemptRow, RegisterRefusal, StoreError, TxnOutcome};
 use crate::MonoMs;
 
 /// Hosts one cell process serves at once; a registration beyond it is refused.
@@ -337,6 +337,25 @@ pub fn register_turn_away(refusal: RegisterRefusal) -> TurnAway {
 pub fn install_turn_away(refusal: InstallRefusal) -> TurnAway {
     TurnAway {
         name: refusal.name(),
+        frame: TurnAwayFrame::Retry,
+        close_code: close_code::TRY_AGAIN,
+    }
+}
+
+/// SCALE-1: a desktop's enrolment the store refused, by its stable name: a full store is
+/// `too_many_hosts` (never `store_unavailable`: the database is fine, the bound is reached),
+/// retried where it is, paced, like any refusal that may clear (an operator raises the bound).
+/// A host that exists already (another registration enrolled it first) is not a refusal: the
+/// caller registers it.
+#[must_use]
+pub fn enrol_turn_away(refusal: StoreError) -> TurnAway {
+    TurnAway {
+        name: match refusal {
+            StoreError::TooManyHosts => "too_many_hosts",
+            StoreError::TooManyCells => "too_many_cells",
+            StoreError::UnknownCell => "unknown_cell",
+            StoreError::HostExists => "host_exists",
+        },
         frame: TurnAwayFrame::Retry,
         close_code: close_code::TRY_AGAIN,
     }

@@ -27,7 +27,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::store::{CommitWrites, LimitFacts, RateRow, StoreConfig, MAX_ATTEMPT_ROWS};
+use super::store::{CommitWrites, LimitFacts, RateRow, StoreConfig};
 use crate::MonoMs;
 
 /// Upper bound of limit shards a store may be created with (the shard count is fixed by the
@@ -48,6 +48,11 @@ pub struct ShardRow {
     pub commit_tokens: u64,
     pub in_flight_tokens: u64,
     pub attempt_tokens: u64,
+    /// SCALE-1 / SCALE-2: the hosts this shard counted (enrolments only add; the sum is the
+    /// store's host count) and the room under `max_hosts` it may spend alone. Untouched by
+    /// [`rebalance`]: only an enrolment's exact path ([`enrol_exact`]) deals host tokens.
+    pub hosts: i64,
+    pub host_tokens: u64,
 }
 
 /// The shard's window is the global window as of `now` (neither ended nor in the future).
@@ -168,9 +173,10 @@ pub struct Rebalance {
 }
 
 impl Rebalance {
-    /// Shard `shard`'s row after the rebalance.
+    /// Shard `shard`'s row after the rebalance (`before`: its row as locked; the enrolment's
+    /// host count and tokens are not the commit's to deal and stay as they were).
     #[must_use]
-    pub fn row(&self, shard: u32) -> ShardRow {
+    pub fn row(&self, shard: u32, before: &ShardRow) -> ShardRow {
         let gathered = |total: i64| if shard == 0 { total } else { 0 };
         ShardRow {
             window_start: self.window_start,
@@ -180,6 +186,8 @@ impl Rebalance {
             commit_tokens: self.commit_tokens.share(shard),
             in_flight_tokens: self.in_flight_tokens.share(shard),
             attempt_tokens: self.attempt_tokens.share(shard),
+            hosts: before.hosts,
+            host_tokens: before.host_tokens,
         }
     }
 }
@@ -210,7 +218,10 @@ pub fn rebalance(config: &StoreConfig, after: &LimitFacts, shards: u32) -> Rebal
             room(u64::from(config.max_in_flight_migrations), after.in_flight),
             shards,
         ),
-        attempt_tokens: Split::even(room(MAX_ATTEMPT_ROWS as u64, after.attempt_rows), shards),
+        attempt_tokens: Split::even(
+            room(config.bounds.max_attempt_rows, after.attempt_rows),
+            shards,
+        ),
     };
     debug_assert_eq!(
         (0..shards.max(1))
@@ -250,6 +261,71 @@ pub fn load_split(capacity: u32, hosts_after: u32, shards: u32) -> Split {
     Split::even(u64::from(capacity.saturating_sub(hosts_after)), shards)
 }
 
+/// SCALE-2: how an enrolment counts its host, decided under the one limit shard it locked.
+///
+/// The host count is escrowed like the commit limits: a shard holding a host token may count
+/// one more host alone (the tokens of all shards never exceed the room left under
+/// `max_hosts`). The enrolled host also raises its cell's load, so the cell's host tokens
+/// (room under its capacity, dealt by a commit's exact path) must shrink by one: the locked
+/// shard's own token is spent if it has one; if the cell holds none on any shard, none is
+/// owed. A token on another shard only ever decreases while this shard is held (tokens are
+/// dealt only with every shard locked), so the read of the others is safe without their locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EnrolPath {
+    /// Count the host on the locked shard; spend one of its host tokens and, if
+    /// `spend_cell_token`, one of the cell's tokens on this shard.
+    Token { spend_cell_token: bool },
+    /// Back to the savepoint; every shard locked, the exact count decides ([`enrol_exact`]).
+    Exact,
+}
+
+/// SCALE-2: the path of an enrolment under the locked `shard`, given the cell's host tokens on
+/// that shard (`own_cell_tokens`) and on every other shard (`other_cell_tokens`, their sum).
+#[must_use]
+pub fn enrol_path(shard: &ShardRow, own_cell_tokens: i64, other_cell_tokens: i64) -> EnrolPath {
+    if shard.host_tokens == 0 {
+        return EnrolPath::Exact;
+    }
+    if own_cell_tokens > 0 {
+        EnrolPath::Token {
+            spend_cell_token: true,
+        }
+    } else if other_cell_tokens <= 0 {
+        EnrolPath::Token {
+            spend_cell_token: false,
+        }
+    } else {
+        EnrolPath::Exact
+    }
+}
+
+/// SCALE-1 / SCALE-2: the exact path of an enrolment (every shard locked): whether the store
+/// has room for the host (`hosts`: the sum of every shard's count), and the host tokens dealt
+/// out again from the room left after it (`None`: no room, nothing written). The cell's host
+/// tokens are revoked on this path (set to 0 on every shard).
+#[must_use]
+pub fn enrol_exact(config: &StoreConfig, hosts: i64, shards: u32) -> Option<Split> {
+    let hosts = clamp_u64(hosts);
+    if hosts >= config.bounds.max_hosts {
+        return None;
+    }
+    Some(Split::even(
+        config.bounds.max_hosts.saturating_sub(hosts + 1),
+        shards,
+    ))
+}
+
+/// The shard row after a token enrolment: one more host, one host token less.
+#[must_use]
+pub fn spend_enrolment(shard: &ShardRow) -> ShardRow {
+    debug_assert!(shard.host_tokens > 0, "the token path holds a host token");
+    ShardRow {
+        hosts: shard.hosts.saturating_add(1),
+        host_tokens: shard.host_tokens.saturating_sub(1),
+        ..*shard
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +342,7 @@ mod tests {
             rate_window_ms: window_ms,
             max_commits_per_window: max_commits,
             registration_timeout_ms: 1_000,
+            bounds: crate::handoff::store::StoreBounds::FLEET,
         }
     }
 
@@ -345,7 +422,7 @@ mod tests {
         let c = config(10, 7, 100);
         let after = facts();
         let r = rebalance(&c, &after, 4);
-        let rows: Vec<ShardRow> = (0..4).map(|j| r.row(j)).collect();
+        let rows: Vec<ShardRow> = (0..4).map(|j| r.row(j, &ShardRow::default())).collect();
         assert_eq!(exact_limits(&rows, 3), after);
         assert_eq!(rows.iter().map(|s| s.in_flight_tokens).sum::<u64>(), 6);
         assert_eq!(rows.iter().map(|s| s.commit_tokens).sum::<u64>(), 2);
@@ -356,7 +433,12 @@ mod tests {
             ..after
         };
         let r = rebalance(&c, &over, 4);
-        assert_eq!((0..4).map(|j| r.row(j).in_flight_tokens).sum::<u64>(), 0);
+        assert_eq!(
+            (0..4)
+                .map(|j| r.row(j, &ShardRow::default()).in_flight_tokens)
+                .sum::<u64>(),
+            0
+        );
         assert_eq!(load_split(5, 9, 4), Split::even(0, 4));
     }
 

@@ -24,10 +24,14 @@ use super::ids::{Generation, SourceAuthority};
 use super::policy::{self, HandoffRequest, Ineligible, PolicyConfig};
 use crate::MonoMs;
 
-/// Bounds of the reference store (typed errors beyond them, never a panic).
-pub const MAX_STORE_HOSTS: usize = 65_536;
-pub const MAX_STORE_CELLS: usize = 1_024;
-pub const MAX_ATTEMPT_ROWS: usize = 1 << 20;
+/// SCALE-1: the default bounds of a store, sized for a fleet of 1,000,000 hosts over 100 cells
+/// with room to grow (`StoreBounds::FLEET`); the operator's flags replace them (`--max-hosts`,
+/// `--max-cells`, `--max-attempt-rows`). Reaching one is a named refusal, never a panic.
+pub const DEFAULT_MAX_HOSTS: u64 = 4_194_304;
+pub const DEFAULT_MAX_CELLS: u64 = 1_024;
+pub const DEFAULT_MAX_ATTEMPT_ROWS: u64 = 16_777_216;
+/// SCALE-1: the largest value a bound may be set to (ids and counts stay far inside `i64`).
+pub const MAX_BOUND: u64 = 1 << 40;
 /// At most this many expired migrations are recovered per `expire_migrations` call.
 pub const MAX_EXPIRED_PER_CALL: usize = 256;
 
@@ -45,6 +49,83 @@ pub struct StoreConfig {
     /// HO-A6: a committed migration whose desktop has not registered at the target by then
     /// enters ordinary bounded recovery and its reservation is released.
     pub registration_timeout_ms: u64,
+    /// SCALE-1: how many hosts, cells and attempt rows the store holds.
+    pub bounds: StoreBounds,
+}
+
+/// SCALE-1: the store's size bounds, part of its settings (one value for the deployment, so
+/// every process refuses at the same point, and a change revokes the tokens dealt under the
+/// old value). Each is checked under the lock that guards the count it bounds, so it is never
+/// overshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StoreBounds {
+    /// Hosts (assignment rows) in the store, all cells together.
+    pub max_hosts: u64,
+    /// Cells (a new cell id only: an existing one is never refused).
+    pub max_cells: u64,
+    /// Attempt rows (HO-A1's durable records: one per commit or fence).
+    pub max_attempt_rows: u64,
+}
+
+/// SCALE-1 / SCALE-4: the limits an operator sets with a cell's flags, written into the
+/// store's settings when the cell starts (the rest of the settings are left as they are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LimitSettings {
+    pub max_in_flight_migrations: u32,
+    pub rate_window_ms: u64,
+    pub max_commits_per_window: u32,
+    pub bounds: StoreBounds,
+}
+
+impl StoreConfig {
+    /// These settings with `limits` in force.
+    #[must_use]
+    pub fn with_limits(self, limits: &LimitSettings) -> StoreConfig {
+        StoreConfig {
+            max_in_flight_migrations: limits.max_in_flight_migrations,
+            rate_window_ms: limits.rate_window_ms,
+            max_commits_per_window: limits.max_commits_per_window,
+            bounds: limits.bounds,
+            ..self
+        }
+    }
+}
+
+/// SCALE-1: a bound out of range (zero, or past [`MAX_BOUND`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+#[error("{name} must be between 1 and {max}, got {value}", max = MAX_BOUND)]
+pub struct BoundOutOfRange {
+    pub name: &'static str,
+    pub value: u64,
+}
+
+impl StoreBounds {
+    /// Sized for 1,000,000 hosts over 100 cells, with four times the hosts as headroom.
+    pub const FLEET: StoreBounds = StoreBounds {
+        max_hosts: DEFAULT_MAX_HOSTS,
+        max_cells: DEFAULT_MAX_CELLS,
+        max_attempt_rows: DEFAULT_MAX_ATTEMPT_ROWS,
+    };
+
+    /// SCALE-1: the one place the bounds are checked (flags, settings rows).
+    pub fn validate(&self) -> Result<(), BoundOutOfRange> {
+        for (name, value) in [
+            ("max_hosts", self.max_hosts),
+            ("max_cells", self.max_cells),
+            ("max_attempt_rows", self.max_attempt_rows),
+        ] {
+            if value == 0 || value > MAX_BOUND {
+                return Err(BoundOutOfRange { name, value });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for StoreBounds {
+    fn default() -> Self {
+        StoreBounds::FLEET
+    }
 }
 
 /// Row: a cell.
@@ -152,7 +233,7 @@ pub enum AbortReason {
     RateLimited,
     /// HO-S4: global concurrency limit.
     ConcurrencyLimited,
-    /// `MAX_ATTEMPT_ROWS` reached.
+    /// SCALE-1: `StoreBounds::max_attempt_rows` reached.
     StoreFull,
     /// An earlier committed move of this host still waits for its target registration.
     MigrationPending,
@@ -226,7 +307,7 @@ pub struct CellHeld {
 pub enum StartRefusal {
     /// HO-L2: another live process holds the cell.
     Held(CellHeld),
-    /// `MAX_STORE_CELLS` reached (a new cell id only).
+    /// SCALE-1: `StoreBounds::max_cells` reached (a new cell id only).
     TooManyCells,
 }
 
@@ -275,7 +356,7 @@ pub struct LimitFacts {
     pub in_flight: u64,
     /// The stored rate window (not yet rolled over to `now`).
     pub rate: RateRow,
-    /// Attempt rows recorded (bounded by `MAX_ATTEMPT_ROWS`).
+    /// Attempt rows recorded (bounded by `StoreBounds::max_attempt_rows`).
     pub attempt_rows: u64,
 }
 
@@ -425,7 +506,7 @@ pub fn decide_commit(
     if rate.commits >= config.max_commits_per_window {
         return Err(AbortReason::RateLimited);
     }
-    if limits.attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
+    if limits.attempt_rows >= config.bounds.max_attempt_rows {
         return Err(AbortReason::StoreFull);
     }
     // Every limit had room, so the commit below keeps each one (HO-S4 never overshoots).
@@ -587,21 +668,25 @@ fn lease_holder_is(
 }
 
 /// Setup: may a cell row be added or replaced? `exists`: the cell has a row; `cell_count`: the
-/// cells stored. Only a new cell counts against `MAX_STORE_CELLS`.
-pub fn decide_upsert_cell(exists: bool, cell_count: u64) -> Result<(), StoreError> {
-    if !exists && cell_count >= MAX_STORE_CELLS as u64 {
+/// cells stored (read under the lock every cell insert takes). Only a new cell counts against
+/// `max_cells` (SCALE-1).
+pub fn decide_upsert_cell(exists: bool, cell_count: u64, max_cells: u64) -> Result<(), StoreError> {
+    if !exists && cell_count >= max_cells {
         return Err(StoreError::TooManyCells);
     }
     Ok(())
 }
 
-/// Setup: the assignment row of a new host at `cell` (epoch 1, generation 1, the cell's
-/// incarnation), from what a store read: the cell's row, whether the host has a row, and how
-/// many hosts are stored. Checked in this order; the caller inserts the row.
+/// Setup (enrolment): the assignment row of a new host at `cell` (epoch 1, generation 1, the
+/// cell's incarnation), from what a store read: the cell's row, whether the host has a row, and
+/// whether the store has room for one more host (`room`: the host count is below
+/// `StoreBounds::max_hosts`, read under the lock that guards the count — the reference's map,
+/// or a SQL store's limit shard holding a host token, or every shard). Checked in this order;
+/// the caller inserts the row. SCALE-1: a full store is `TooManyHosts`.
 pub fn decide_insert_host(
     cell_row: Option<CellRow>,
     exists: bool,
-    host_count: u64,
+    room: bool,
     cell: CellId,
     desktop_capable: bool,
 ) -> Result<AssignmentRow, StoreError> {
@@ -611,7 +696,7 @@ pub fn decide_insert_host(
     if exists {
         return Err(StoreError::HostExists);
     }
-    if host_count >= MAX_STORE_HOSTS as u64 {
+    if !room {
         return Err(StoreError::TooManyHosts);
     }
     Ok(AssignmentRow {
@@ -659,6 +744,34 @@ pub fn decide_register(
     })
 }
 
+/// SCALE-2: how a registration locks its cell's row. Registrations of one cell must not queue
+/// on that row one after another (a restarted cell re-registers every desktop at once), so
+/// they share it; only a process start (which writes the incarnation under an exclusive lock)
+/// excludes them. A registration that raises the cell's incarnation (a process newer than the
+/// row) writes the row and takes the exclusive lock instead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CellLock {
+    Share,
+    Exclusive,
+}
+
+/// SCALE-2: the lock a registration with `incarnation` takes, from the cell's row as read
+/// before any lock (`seen`). Incarnations only grow, so a row seen at or above `incarnation`
+/// stays so under the lock and the registration never writes it.
+#[must_use]
+pub fn register_cell_lock(seen: Option<CellRow>, incarnation: Incarnation) -> CellLock {
+    match seen {
+        Some(row) if row.incarnation >= incarnation => CellLock::Share,
+        _ => CellLock::Exclusive,
+    }
+}
+
+/// HO-A4: whether an accepted registration writes its cell's incarnation (it raises it).
+#[must_use]
+pub fn register_raises_cell(cell_row: &CellRow, registered: &AssignmentRow) -> bool {
+    registered.incarnation > cell_row.incarnation
+}
+
 /// HO-A1 / HO-A2: what a locked reconciliation writes when the op id has no record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FenceWrites {
@@ -678,7 +791,7 @@ pub enum ReconcileDecision {
         writes: FenceWrites,
         answer: TxnOutcome,
     },
-    /// `MAX_ATTEMPT_ROWS` reached: the fence cannot be written, nothing is; the caller stays
+    /// `StoreBounds::max_attempt_rows` reached: the fence cannot be written, nothing is; the caller stays
     /// quarantined (never a rollback).
     StoreFull,
 }
@@ -715,6 +828,7 @@ pub fn decide_reconcile(
     current: Option<AssignmentRow>,
     recorded: Option<&AttemptRow>,
     attempt_rows: u64,
+    max_attempt_rows: u64,
 ) -> ReconcileDecision {
     debug_assert!(req.op_id_is_consistent(), "op id checked by the caller");
     let host = req.source.host;
@@ -722,7 +836,7 @@ pub fn decide_reconcile(
     if let Some(answer) = reconcile_precheck(req, authority.as_ref(), recorded) {
         return ReconcileDecision::Answer(answer);
     }
-    if attempt_rows >= MAX_ATTEMPT_ROWS as u64 {
+    if attempt_rows >= max_attempt_rows {
         return ReconcileDecision::StoreFull;
     }
     let exact = claim_check(&req.source, authority.as_ref()) == AuthorityCheck::Exact;
@@ -797,9 +911,18 @@ impl AssignmentStore {
         self.config.enabled = enabled;
     }
 
+    /// SCALE-1 / SCALE-4: the operator's limits take effect (a cell's start).
+    pub fn set_limits(&mut self, limits: &LimitSettings) {
+        self.config = self.config.with_limits(limits);
+    }
+
     /// Setup: add or replace a cell row (its lease, if any, is kept: setup is not a process).
     pub fn upsert_cell(&mut self, cell: CellId, row: CellRow) -> Result<(), StoreError> {
-        decide_upsert_cell(self.cells.contains_key(&cell), count(self.cells.len()))?;
+        decide_upsert_cell(
+            self.cells.contains_key(&cell),
+            count(self.cells.len()),
+            self.config.bounds.max_cells,
+        )?;
         self.cells.insert(cell, row);
         Ok(())
     }
@@ -882,7 +1005,7 @@ impl AssignmentStore {
         let row = decide_insert_host(
             self.cells.get(&cell).copied(),
             self.assignments.contains_key(&host),
-            count(self.assignments.len()),
+            count(self.assignments.len()) < self.config.bounds.max_hosts,
             cell,
             desktop_capable,
         )?;
@@ -1033,6 +1156,7 @@ impl AssignmentStore {
             self.assignments.get(&host).copied(),
             self.attempts.get(&req.op_id),
             count(self.attempts.len()),
+            self.config.bounds.max_attempt_rows,
         );
         match decision {
             ReconcileDecision::Answer(answer) => Some(answer),

@@ -37,6 +37,7 @@ pub fn store_config() -> StoreConfig {
         rate_window_ms: 60_000,
         max_commits_per_window: 10,
         registration_timeout_ms: REGISTRATION_TIMEOUT_MS,
+        bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
     }
 }
 

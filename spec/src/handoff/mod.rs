@@ -555,6 +555,7 @@ impl HandoffModel {
             rate_window_ms: 60_000,
             max_commits_per_window: 10,
             registration_timeout_ms: MODEL_REGISTRATION_TIMEOUT_MS,
+            bounds: switchyard_core::handoff::store::StoreBounds::FLEET,
         };
         journal.record(StoreCall::Configure { config });
         let mut store = AssignmentStore::new(config);

@@ -9,8 +9,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use switchyard_core::handoff::admission::{Heartbeat, WorkKind};
 use switchyard_core::handoff::cell::{
-    admission_refusal_name, close_code, install_turn_away, register_turn_away, TurnAway,
-    TurnAwayFrame, STORE_UNAVAILABLE_TURN_AWAY,
+    admission_refusal_name, close_code, enrol_turn_away, install_turn_away, register_turn_away,
+    TurnAway, TurnAwayFrame, STORE_UNAVAILABLE_TURN_AWAY,
 };
 use switchyard_core::handoff::ids::{CellId, HostId, SourceAuthority};
 use switchyard_core::handoff::policy::Measurement;
@@ -66,32 +66,44 @@ pub(super) async fn desktop_ws(
         .on_upgrade(move |socket| desktop_session(sh, host, capable, op, socket))
 }
 
+/// What registering a control came to.
+enum Registered {
+    Yes(SourceAuthority),
+    /// HO-A4: the store refused the registration.
+    Refused(RegisterRefusal),
+    /// SCALE-1: the store refused to enrol the unknown host (e.g. `too_many_hosts`).
+    NotEnrolled(SetupRefusal),
+    /// The store could not be reached, or its answer is unknown.
+    Failed(String),
+}
+
 /// Register in the store (HO-A4: under the host lock there), enrolling an unknown host.
-async fn register(
-    sh: &Shared,
-    host: HostId,
-    capable: bool,
-) -> Result<Result<SourceAuthority, RegisterRefusal>, String> {
+async fn register(sh: &Shared, host: HostId, capable: bool) -> Registered {
     let cell = sh.cfg.cell;
     let now = sh.clock.now();
-    let first = sh
-        .store
-        .register_control(now, host, cell, sh.incarnation, capable)
-        .await
-        .map_err(|e| e.to_string())?;
-    if first == Err(RegisterRefusal::UnknownHost) && sh.cfg.enroll_unknown_hosts {
-        match sh.store.insert_host(host, cell, capable).await {
-            Ok(Ok(_)) | Ok(Err(SetupRefusal::HostExists)) => {}
-            Ok(Err(e)) => return Err(format!("enrolment refused: {e:?}")),
-            Err(e) => return Err(e.to_string()),
-        }
-        return sh
+    let again = || async {
+        match sh
             .store
             .register_control(now, host, cell, sh.incarnation, capable)
             .await
-            .map_err(|e| e.to_string());
+        {
+            Ok(Ok(a)) => Registered::Yes(a),
+            Ok(Err(refusal)) => Registered::Refused(refusal),
+            Err(e) => Registered::Failed(e.to_string()),
+        }
+    };
+    let first = again().await;
+    if matches!(first, Registered::Refused(RegisterRefusal::UnknownHost))
+        && sh.cfg.enroll_unknown_hosts
+    {
+        match sh.store.insert_host(host, cell, capable).await {
+            Ok(Ok(_)) | Ok(Err(SetupRefusal::HostExists)) => {}
+            Ok(Err(refusal)) => return Registered::NotEnrolled(refusal),
+            Err(e) => return Registered::Failed(e.to_string()),
+        }
+        return again().await;
     }
-    Ok(first)
+    first
 }
 
 /// Turn a control away as the core decided: its frame, then its close code.
@@ -118,13 +130,34 @@ async fn desktop_session(
 ) {
     sh.stats.bump(|s| s.control_registrations += 1);
     let authority = match register(&sh, host, capable).await {
-        Ok(Ok(a)) => a,
-        Ok(Err(refusal)) => {
+        Registered::Yes(a) => a,
+        Registered::Refused(refusal) => {
             // HO-A4: e.g. a committed handoff won: the old ownership is refused.
             drop(op);
             return turn_away(socket, register_turn_away(refusal), "register").await;
         }
-        Err(e) => {
+        Registered::NotEnrolled(refusal) => {
+            // SCALE-1: a bound, named as such (the database is fine).
+            let t = enrol_turn_away(refusal);
+            let mut first = false;
+            sh.stats.bump(|s| {
+                first = s.enrolments_refused == 0;
+                s.enrolments_refused += 1;
+            });
+            // OPS-2: once when the bound is first reached, not per desktop retry.
+            if first {
+                warn!(host = host.0, refusal = t.name, "enrolment refused by the store (a store bound is reached; raise it with the cell's flags)");
+            } else {
+                debug!(
+                    host = host.0,
+                    refusal = t.name,
+                    "enrolment refused by the store"
+                );
+            }
+            drop(op);
+            return turn_away(socket, t, "enrol").await;
+        }
+        Registered::Failed(e) => {
             warn!(host = host.0, error = %e, "control registration failed");
             drop(op);
             return turn_away(socket, STORE_UNAVAILABLE_TURN_AWAY, "register").await;

@@ -47,6 +47,7 @@ use switchyard_core::handoff::admission::GateState;
 use switchyard_core::handoff::attempt::{HandoffReply, HandoffResult, Phase, SourceConfig};
 use switchyard_core::handoff::cell::{MachineId, SourceCell};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
+use switchyard_core::handoff::store::StartRefusal;
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
@@ -150,6 +151,9 @@ pub enum CellError {
     /// HO-L2: another live process holds this cell id; nothing was changed.
     #[error("{0}")]
     Held(#[from] super::store::CellHeld),
+    /// SCALE-1: the store holds `max_cells` cells and this cell id is new; nothing was changed.
+    #[error("too_many_cells: the store already holds its maximum of cells (the max_cells setting, --max-cells); this cell id is new and is refused")]
+    TooManyCells,
     /// SEC-4: a limit out of range; nothing was started.
     #[error("cell limits: {0}")]
     BadLimits(String),
@@ -179,6 +183,9 @@ pub struct CellStats {
     pub replies_unheard: u64,
     pub control_registrations: u64,
     pub control_refused: u64,
+    /// SCALE-1: desktops whose enrolment the store refused (a bound reached).
+    #[serde(default)]
+    pub enrolments_refused: u64,
     pub relayed: u64,
     pub late_results_ignored: u64,
     /// SEC-1: clients closed with 4401 (no, a malformed, an expired or another host's
@@ -459,7 +466,11 @@ pub async fn start_cell(
             clock.now(),
             lease_ms,
         )
-        .await??;
+        .await?
+        .map_err(|refused| match refused {
+            StartRefusal::Held(held) => CellError::Held(held),
+            StartRefusal::TooManyCells => CellError::TooManyCells,
+        })?;
     let (shutdown, _) = watch::channel(false);
     let server = Server::new("cell", cfg.limits);
     let endpoint = Endpoint::new(SourceCell::new(cfg.source_config(), cfg.cell, incarnation));

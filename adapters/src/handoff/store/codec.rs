@@ -11,7 +11,8 @@ use switchyard_core::handoff::ids::{
 };
 use switchyard_core::handoff::policy::{self, Measurement};
 use switchyard_core::handoff::store::{
-    authority_of, AssignmentRow, AttemptOutcome, AttemptRow, CellRow, Registration, StoreConfig,
+    authority_of, AssignmentRow, AttemptOutcome, AttemptRow, CellRow, Registration, StoreBounds,
+    StoreConfig,
 };
 use switchyard_core::MonoMs;
 
@@ -135,7 +136,21 @@ pub(super) fn config_of(row: &AnyRow) -> Result<StoreConfig, StoreFailure> {
         rate_window_ms: u(get(row, "rate_window_ms")?, "rate_window_ms")?,
         max_commits_per_window: u32_of(get(row, "max_commits_per_window")?, "commits")?,
         registration_timeout_ms: u(get(row, "registration_timeout_ms")?, "registration")?,
+        bounds: bounds_of(row)?,
     })
+}
+
+/// SCALE-1: the bounds of a settings row, validated (a row is external input).
+fn bounds_of(row: &AnyRow) -> Result<StoreBounds, StoreFailure> {
+    let bounds = StoreBounds {
+        max_hosts: u(get(row, "max_hosts")?, "max_hosts")?,
+        max_cells: u(get(row, "max_cells")?, "max_cells")?,
+        max_attempt_rows: u(get(row, "max_attempt_rows")?, "max_attempt_rows")?,
+    };
+    bounds
+        .validate()
+        .map_err(|e| StoreFailure::BadRow(format!("ho_settings: {e}")))?;
+    Ok(bounds)
 }
 
 pub(super) fn registration_text(r: Registration) -> &'static str {

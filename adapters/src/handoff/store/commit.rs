@@ -88,7 +88,7 @@ impl SqlStore {
         let row = sqlx::query(
             "SELECT s.enabled, s.freshness_window_ms, s.host_cooldown_ms, \
              s.max_in_flight_migrations, s.rate_window_ms, s.max_commits_per_window, \
-             s.registration_timeout_ms, \
+             s.registration_timeout_ms, s.max_hosts, s.max_cells, s.max_attempt_rows, \
              t.op_id AS attempt_op, t.host, t.src_cell, t.src_epoch, t.src_incarnation, \
              t.src_generation, t.target, t.outcome, t.new_epoch, t.registration, \
              t.recorded_at_ms, \
@@ -590,7 +590,14 @@ impl SqlStore {
             // After the shard locks, as in the exact path of a commit.
             let config = Self::settings_in(&mut tx).await?;
             let limits = exact_limits(&shards, 0);
-            match decide_reconcile(now, req, current, recorded.as_ref(), limits.attempt_rows) {
+            match decide_reconcile(
+                now,
+                req,
+                current,
+                recorded.as_ref(),
+                limits.attempt_rows,
+                config.bounds.max_attempt_rows,
+            ) {
                 ReconcileDecision::Answer(answer) => Ok(Some(answer)),
                 ReconcileDecision::StoreFull => Ok(None),
                 ReconcileDecision::Fence { writes, answer } => {

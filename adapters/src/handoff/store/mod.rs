@@ -101,6 +101,15 @@ impl Dialect {
         }
     }
 
+    /// Row-lock suffix of a shared locking read (SCALE-2: registrations of one cell share its
+    /// row; a process start's exclusive lock waits for them and they for it).
+    fn for_share(self) -> &'static str {
+        match self {
+            Dialect::Postgres => " FOR SHARE",
+            Dialect::Sqlite => "",
+        }
+    }
+
     /// Row-lock suffix of a locking read whose transaction changes no key column. PostgreSQL:
     /// it does not conflict with the key-share locks that foreign-key checks take (a commit
     /// moving a host onto the cell), so a cell's lease renewal never waits for a handoff.
@@ -286,6 +295,11 @@ impl MigrationSource<'static> for Embedded {
                     "limit shards",
                     include_str!("../../../migrations/postgres/0004_limit_shards.sql"),
                 ),
+                migration(
+                    5,
+                    "fleet bounds",
+                    include_str!("../../../migrations/postgres/0005_fleet_bounds.sql"),
+                ),
             ],
             Dialect::Sqlite => vec![
                 migration(
@@ -307,6 +321,11 @@ impl MigrationSource<'static> for Embedded {
                     4,
                     "limit shards",
                     include_str!("../../../migrations/sqlite/0004_limit_shards.sql"),
+                ),
+                migration(
+                    5,
+                    "fleet bounds",
+                    include_str!("../../../migrations/sqlite/0005_fleet_bounds.sql"),
                 ),
             ],
         };

@@ -2,17 +2,39 @@
 //! emergency-drain fence (HO-A5) and bounded migration recovery (HO-A6).
 
 use sqlx::AnyConnection;
+use switchyard_core::handoff::escrow::{enrol_exact, enrol_path, spend_enrolment, EnrolPath};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::store::{
     authority_of, cell_lease, cell_lease_release, cell_lease_renewal, decide_insert_host,
-    decide_register, decide_upsert_cell, drain_fence, CellHeld, CellLease, CellRow, DrainWrite,
-    LeaseLost, RegisterRefusal, Registration, StoreConfig, StoreError as SetupRefusal,
+    decide_register, decide_upsert_cell, drain_fence, register_cell_lock, register_raises_cell,
+    AssignmentRow, CellHeld, CellLease, CellLock, CellRow, DrainWrite, LeaseLost, LimitSettings,
+    RegisterRefusal, Registration, StartRefusal, StoreConfig, StoreError as SetupRefusal,
     MAX_EXPIRED_PER_CALL,
 };
 use switchyard_core::MonoMs;
 
 use super::codec::{cell_row_of, config_of, get, i, no_settings, op_of, registration_text, u};
 use super::{begin_failed, in_txn, Dialect, SqlStore, StoreFailure, Txn};
+
+/// How a statement locks the row it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RowLock {
+    None,
+    /// Shared with other registrations of the cell; excludes a process start's write.
+    Share,
+    NoKeyUpdate,
+}
+
+/// A write that must touch exactly `expected` rows (anything else fails the transaction).
+fn expect_rows(rows: u64, expected: u64, what: &str) -> Result<(), StoreFailure> {
+    if rows == expected {
+        Ok(())
+    } else {
+        Err(StoreFailure::BadRow(format!(
+            "{what}: {rows} rows, expected {expected}"
+        )))
+    }
+}
 
 impl SqlStore {
     // ----- settings and setup -----
@@ -30,14 +52,17 @@ impl SqlStore {
              max_in_flight_migrations = excluded.max_in_flight_migrations, \
              rate_window_ms = excluded.rate_window_ms, \
              max_commits_per_window = excluded.max_commits_per_window, \
-             registration_timeout_ms = excluded.registration_timeout_ms"
+             registration_timeout_ms = excluded.registration_timeout_ms, \
+             max_hosts = excluded.max_hosts, max_cells = excluded.max_cells, \
+             max_attempt_rows = excluded.max_attempt_rows"
         } else {
             "ON CONFLICT (id) DO NOTHING"
         };
         let sql = format!(
             "INSERT INTO ho_settings (id, enabled, freshness_window_ms, host_cooldown_ms, \
              max_in_flight_migrations, rate_window_ms, max_commits_per_window, \
-             registration_timeout_ms) VALUES (1, $1, $2, $3, $4, $5, $6, $7) {conflict}"
+             registration_timeout_ms, max_hosts, max_cells, max_attempt_rows) \
+             VALUES (1, $1, $2, $3, $4, $5, $6, $7, $8, $9, $10) {conflict}"
         );
         let q = sqlx::query(&sql)
             .bind(i64::from(config.enabled))
@@ -49,17 +74,62 @@ impl SqlStore {
             .bind(i(
                 config.registration_timeout_ms,
                 "registration_timeout_ms",
-            )?);
+            )?)
+            .bind(i(config.bounds.max_hosts, "max_hosts")?)
+            .bind(i(config.bounds.max_cells, "max_cells")?)
+            .bind(i(config.bounds.max_attempt_rows, "max_attempt_rows")?);
         self.bounded(async {
             let mut tx = self.begin().await?;
             // HO-S4: a limit may have been lowered: revoke the rate and concurrency tokens
             // (the next commit deals them out again under the new settings).
             self.lock_all_shards(&mut tx).await?;
             q.execute(&mut *tx).await.map_err(in_txn)?;
-            sqlx::query("UPDATE ho_limit_shards SET commit_tokens = 0, in_flight_tokens = 0")
-                .execute(&mut *tx)
-                .await
-                .map_err(in_txn)?;
+            // SCALE-1: so may a bound: its tokens too.
+            sqlx::query(
+                "UPDATE ho_limit_shards SET commit_tokens = 0, in_flight_tokens = 0, \
+                 attempt_tokens = 0, host_tokens = 0",
+            )
+            .execute(&mut *tx)
+            .await
+            .map_err(in_txn)?;
+            Self::commit(tx).await
+        })
+        .await
+    }
+
+    /// SCALE-1 / SCALE-4: the operator's limits (a cell's flags) into the settings row, which
+    /// must exist (`put_settings` first); every other setting is left as it is. The tokens
+    /// dealt under the old values are revoked, every shard locked.
+    pub async fn put_limits(&self, limits: &LimitSettings) -> Result<(), StoreFailure> {
+        limits
+            .bounds
+            .validate()
+            .map_err(|e| StoreFailure::BadRow(format!("limits: {e}")))?;
+        let q = sqlx::query(
+            "UPDATE ho_settings SET max_in_flight_migrations = $1, rate_window_ms = $2, \
+             max_commits_per_window = $3, max_hosts = $4, max_cells = $5, \
+             max_attempt_rows = $6 WHERE id = 1",
+        )
+        .bind(i64::from(limits.max_in_flight_migrations))
+        .bind(i(limits.rate_window_ms, "rate_window_ms")?)
+        .bind(i64::from(limits.max_commits_per_window))
+        .bind(i(limits.bounds.max_hosts, "max_hosts")?)
+        .bind(i(limits.bounds.max_cells, "max_cells")?)
+        .bind(i(limits.bounds.max_attempt_rows, "max_attempt_rows")?);
+        self.bounded(async {
+            let mut tx = self.begin().await?;
+            self.lock_all_shards(&mut tx).await?;
+            let done = q.execute(&mut *tx).await.map_err(in_txn)?;
+            if done.rows_affected() != 1 {
+                return Err(no_settings());
+            }
+            sqlx::query(
+                "UPDATE ho_limit_shards SET commit_tokens = 0, in_flight_tokens = 0, \
+                 attempt_tokens = 0, host_tokens = 0",
+            )
+            .execute(&mut *tx)
+            .await
+            .map_err(in_txn)?;
             Self::commit(tx).await
         })
         .await
@@ -76,8 +146,8 @@ impl SqlStore {
     pub(super) async fn settings_in(conn: &mut AnyConnection) -> Result<StoreConfig, StoreFailure> {
         let row = sqlx::query(
             "SELECT enabled, freshness_window_ms, host_cooldown_ms, max_in_flight_migrations, \
-             rate_window_ms, max_commits_per_window, registration_timeout_ms \
-             FROM ho_settings WHERE id = 1",
+             rate_window_ms, max_commits_per_window, registration_timeout_ms, max_hosts, \
+             max_cells, max_attempt_rows FROM ho_settings WHERE id = 1",
         )
         .fetch_optional(&mut *conn)
         .await
@@ -110,13 +180,10 @@ impl SqlStore {
                 .map_err(in_txn)?
                 .is_some();
             // The count only matters for a new cell: an existing one is never refused.
-            let cell_count = if exists {
-                0
-            } else {
-                Self::count_in(&mut tx, "SELECT COUNT(*) AS n FROM ho_cells").await?
-            };
-            if let Err(refusal) = decide_upsert_cell(exists, cell_count) {
-                return Ok(Err(refusal));
+            if !exists {
+                if let Err(refusal) = self.new_cell_room(&mut tx).await? {
+                    return Ok(Err(refusal));
+                }
             }
             sqlx::query(
                 "INSERT INTO ho_cells (cell, capacity, handoff_capable, incarnation) \
@@ -145,6 +212,17 @@ impl SqlStore {
         self.lock_all_shards(tx).await?;
         Self::create_load_rows(tx, cell).await?;
         Self::revoke_cell_tokens(tx, cell).await
+    }
+
+    /// SCALE-1: may a new cell be added? Every shard locked first (as every cell write locks
+    /// them, after its row), so two new cells are counted one after the other and the bound is
+    /// never overshot; the settings and the count read after the locks. The count is over
+    /// `ho_cells`, at most `max_cells` rows.
+    async fn new_cell_room(&self, tx: &mut Txn) -> Result<Result<(), SetupRefusal>, StoreFailure> {
+        self.lock_all_shards(tx).await?;
+        let config = Self::settings_in(tx).await?;
+        let cells = Self::count_in(tx, "SELECT COUNT(*) AS n FROM ho_cells").await?;
+        Ok(decide_upsert_cell(false, cells, config.bounds.max_cells))
     }
 
     /// A `SELECT COUNT(*) AS n` inside a transaction.
@@ -195,20 +273,24 @@ impl SqlStore {
         internal_url: &str,
         now: MonoMs,
         lease_ms: u64,
-    ) -> Result<Result<Incarnation, CellHeld>, StoreFailure> {
+    ) -> Result<Result<Incarnation, StartRefusal>, StoreFailure> {
         self.bounded(async {
             let mut tx = self.begin().await?;
             let current = Self::lease_in(&mut tx, self.dialect, cell).await?;
             let (next, until) = match cell_lease(current, now, lease_ms) {
                 CellLease::Held { incarnation, until } => {
-                    return Ok(Err(CellHeld {
+                    return Ok(Err(StartRefusal::Held(CellHeld {
                         cell,
                         incarnation,
                         until,
-                    }));
+                    })));
                 }
                 CellLease::Take { incarnation, until } => (incarnation, until),
             };
+            // SCALE-1: a new cell id counts against `max_cells` (the reference's check).
+            if current.is_none() && self.new_cell_room(&mut tx).await?.is_err() {
+                return Ok(Err(StartRefusal::TooManyCells));
+            }
             sqlx::query(
                 "INSERT INTO ho_cells (cell, capacity, handoff_capable, incarnation, public_url, \
                  internal_url, lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -293,7 +375,24 @@ impl SqlStore {
         .await
     }
 
-    /// Setup: assign a new host (reference `insert_host`, [`decide_insert_host`]).
+    /// Setup and enrolment: assign a new host (reference `insert_host`,
+    /// [`decide_insert_host`]). SCALE-1 / SCALE-2: a constant number of statements whatever
+    /// the number of hosts and cells, no count over a table, no lock on every shard on the
+    /// ordinary path:
+    ///
+    /// 1. BEGIN; the cell's row (unlocked: only its existence and incarnation matter);
+    /// 2. the host lock: an unknown cell or an existing host is answered here, no shard locked;
+    /// 3. token path: a savepoint and one free limit shard ([`Self::lock_any_shard`]), the
+    ///    cell's host tokens on every shard (a statement after that lock); `enrol_path`
+    ///    decides. With a host token: the row inserted (`ON CONFLICT DO NOTHING`: a concurrent
+    ///    enrolment of the same host that committed first makes this `HostExists`), the host
+    ///    counted and the token spent on that shard, the cell's token there spent if it has
+    ///    one; COMMIT.
+    /// 4. exact path (no host token, or the cell holds tokens only on other shards): back to
+    ///    the savepoint, every shard locked in order, the settings read after the locks, the
+    ///    store's host count summed from the shards (`enrol_exact`): `TooManyHosts` at the
+    ///    bound, else the row, the host counted on shard 0, the host tokens dealt out again and
+    ///    the cell's host tokens revoked; COMMIT.
     pub async fn insert_host(
         &self,
         host: HostId,
@@ -301,72 +400,165 @@ impl SqlStore {
         desktop_capable: bool,
     ) -> Result<Result<SourceAuthority, SetupRefusal>, StoreFailure> {
         self.bounded(async {
+            let d = self.dialect;
             let mut tx = self.begin().await?;
-            let cell_row = Self::cell_in(&mut tx, self.dialect, cell, false).await?;
-            let exists = Self::lock_host(&mut tx, self.dialect, host)
-                .await?
-                .is_some();
-            let host_count =
-                Self::count_in(&mut tx, "SELECT COUNT(*) AS n FROM ho_assignments").await?;
-            let row = match decide_insert_host(cell_row, exists, host_count, cell, desktop_capable)
-            {
+            let cell_row = Self::cell_in(&mut tx, d, cell, RowLock::None).await?;
+            let exists = Self::lock_host(&mut tx, d, host).await?.is_some();
+            // Every answer that needs no count first (the order the reference checks in).
+            let row = match decide_insert_host(cell_row, exists, true, cell, desktop_capable) {
                 Ok(row) => row,
                 Err(refusal) => return Ok(Err(refusal)),
             };
-            sqlx::query(
-                "INSERT INTO ho_assignments (host, cell, epoch, incarnation, generation, \
-                 desktop_capable) VALUES ($1, $2, $3, $4, $5, $6)",
+            let hint = u32::try_from(host.0 % u64::from(self.shards)).unwrap_or(0);
+            let (shard, shard_row) = Self::lock_any_shard(&mut tx, d, hint).await?;
+            let (own, others) = self.cell_tokens_in(&mut tx, cell, shard).await?;
+            if let EnrolPath::Token { spend_cell_token } = enrol_path(&shard_row, own, others) {
+                if !Self::insert_row(&mut tx, host, &row).await? {
+                    return Ok(Err(SetupRefusal::HostExists));
+                }
+                let after = spend_enrolment(&shard_row);
+                let done = sqlx::query(
+                    "UPDATE ho_limit_shards SET hosts = $1, host_tokens = $2 WHERE shard = $3",
+                )
+                .bind(after.hosts)
+                .bind(i(after.host_tokens, "host_tokens")?)
+                .bind(i64::from(shard))
+                .execute(&mut *tx)
+                .await
+                .map_err(in_txn)?;
+                expect_rows(done.rows_affected(), 1, "limit shard")?;
+                let done = sqlx::query(
+                    "UPDATE ho_cell_load SET hosts = hosts + 1, tokens = tokens - $1 \
+                     WHERE cell = $2 AND shard = $3",
+                )
+                .bind(i64::from(spend_cell_token))
+                .bind(i64::from(cell.0))
+                .bind(i64::from(shard))
+                .execute(&mut *tx)
+                .await
+                .map_err(in_txn)?;
+                expect_rows(done.rows_affected(), 1, "cell load")?;
+                Self::commit(tx).await?;
+                return Ok(Ok(authority_of(host, &row)));
+            }
+            Self::leave_token_path(&mut tx).await?;
+            let shards = self.lock_all_shards(&mut tx).await?;
+            let config = Self::settings_in(&mut tx).await?;
+            let hosts = shards
+                .iter()
+                .map(|s| s.hosts)
+                .fold(0i64, i64::saturating_add);
+            let split = enrol_exact(&config, hosts, self.shards);
+            let row =
+                match decide_insert_host(cell_row, false, split.is_some(), cell, desktop_capable) {
+                    Ok(row) => row,
+                    Err(refusal) => return Ok(Err(refusal)),
+                };
+            let Some(split) = split else {
+                return Ok(Err(SetupRefusal::TooManyHosts));
+            };
+            if !Self::insert_row(&mut tx, host, &row).await? {
+                return Ok(Err(SetupRefusal::HostExists));
+            }
+            let done = sqlx::query(
+                "UPDATE ho_limit_shards SET hosts = hosts + CASE WHEN shard = 0 THEN 1 ELSE 0 END, \
+                 host_tokens = $1 + CASE WHEN shard < $2 THEN 1 ELSE 0 END",
             )
-            .bind(i(host.0, "host")?)
-            .bind(i64::from(row.cell.0))
-            .bind(i(row.epoch.0, "epoch")?)
-            .bind(i(row.incarnation.0, "incarnation")?)
-            .bind(i(row.generation.0, "generation")?)
-            .bind(i64::from(row.desktop_capable))
+            .bind(i(split.base, "host_tokens")?)
+            .bind(i64::from(split.extra_below))
             .execute(&mut *tx)
             .await
             .map_err(in_txn)?;
+            expect_rows(done.rows_affected(), u64::from(self.shards), "limit shards")?;
             // HO-S4: the host counts on the cell, and the cell's host tokens are revoked (the
-            // room they stood for is one host smaller). Every shard locked first.
-            self.lock_all_shards(&mut tx).await?;
+            // room they stood for is one host smaller).
             let done = sqlx::query(
                 "UPDATE ho_cell_load SET tokens = 0, \
                  hosts = hosts + CASE WHEN shard = 0 THEN 1 ELSE 0 END WHERE cell = $1",
             )
-            .bind(i64::from(row.cell.0))
+            .bind(i64::from(cell.0))
             .execute(&mut *tx)
             .await
             .map_err(in_txn)?;
-            if done.rows_affected() != u64::from(self.shards) {
-                return Err(StoreFailure::BadRow(format!(
-                    "cell {} has {} load rows, expected one per shard ({})",
-                    row.cell.0,
-                    done.rows_affected(),
-                    self.shards
-                )));
-            }
+            expect_rows(
+                done.rows_affected(),
+                u64::from(self.shards),
+                "cell load rows",
+            )?;
             Self::commit(tx).await?;
             Ok(Ok(authority_of(host, &row)))
         })
         .await
     }
 
+    /// The new host's row; `false`: the host has one already (a concurrent enrolment won).
+    async fn insert_row(
+        tx: &mut Txn,
+        host: HostId,
+        row: &AssignmentRow,
+    ) -> Result<bool, StoreFailure> {
+        let done = sqlx::query(
+            "INSERT INTO ho_assignments (host, cell, epoch, incarnation, generation, \
+             desktop_capable) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (host) DO NOTHING",
+        )
+        .bind(i(host.0, "host")?)
+        .bind(i64::from(row.cell.0))
+        .bind(i(row.epoch.0, "epoch")?)
+        .bind(i(row.incarnation.0, "incarnation")?)
+        .bind(i(row.generation.0, "generation")?)
+        .bind(i64::from(row.desktop_capable))
+        .execute(&mut **tx)
+        .await
+        .map_err(in_txn)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// SCALE-2: a cell's host tokens on `shard` and on every other shard (summed), read in a
+    /// statement after `shard`'s lock. A cell has one load row per shard.
+    async fn cell_tokens_in(
+        &self,
+        tx: &mut Txn,
+        cell: CellId,
+        shard: u32,
+    ) -> Result<(i64, i64), StoreFailure> {
+        let rows = sqlx::query("SELECT shard, tokens FROM ho_cell_load WHERE cell = $1")
+            .bind(i64::from(cell.0))
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(in_txn)?;
+        expect_rows(
+            u64::try_from(rows.len()).unwrap_or(u64::MAX),
+            u64::from(self.shards),
+            "cell load rows",
+        )?;
+        let (mut own, mut others) = (0i64, 0i64);
+        for r in &rows {
+            let tokens: i64 = get(r, "tokens")?;
+            if get::<i64>(r, "shard")? == i64::from(shard) {
+                own = tokens;
+            } else {
+                others = others.saturating_add(tokens);
+            }
+        }
+        Ok((own, others))
+    }
+
     async fn cell_in(
         tx: &mut Txn,
         dialect: Dialect,
         cell: CellId,
-        lock: bool,
+        lock: RowLock,
     ) -> Result<Option<CellRow>, StoreFailure> {
         let sql = format!(
             "SELECT capacity, handoff_capable, incarnation FROM ho_cells WHERE cell = $1{}",
-            // No key column changes under this lock, and it must not conflict with the key
+            // No key column changes under these locks, and neither may conflict with the key
             // share that a commit's foreign-key check takes on its target's row: a commit holds
             // a limit shard then, and a registration takes a shard after this lock (a
             // release); `FOR UPDATE` here would close that cycle.
-            if lock {
-                dialect.for_no_key_update()
-            } else {
-                ""
+            match lock {
+                RowLock::None => "",
+                RowLock::Share => dialect.for_share(),
+                RowLock::NoKeyUpdate => dialect.for_no_key_update(),
             }
         );
         let row = sqlx::query(&sql)
@@ -380,8 +572,10 @@ impl SqlStore {
     // ----- HO-A4 / HO-A6: registration -----
 
     /// Reference `register_control`: under the host lock, then the cell's lock,
-    /// [`decide_register`] over the rows read; its row, the cell's incarnation and the
-    /// completed reservations of (host, cell) are written.
+    /// [`decide_register`] over the rows read; its row, the cell's incarnation (if it rises)
+    /// and the completed reservations of (host, cell) are written. SCALE-2: the cell's row is
+    /// locked shared ([`register_cell_lock`]: only a process start excludes a registration),
+    /// so the registrations of one cell run side by side.
     pub async fn register_control(
         &self,
         now: MonoMs,
@@ -397,7 +591,14 @@ impl SqlStore {
             let current = Self::lock_host(&mut tx, d, host).await?.map(|l| l.row);
             // An unknown host is refused whatever the cell: its lock is not taken.
             let cell_row = match current {
-                Some(_) => Self::cell_in(&mut tx, d, cell, true).await?,
+                Some(_) => {
+                    let seen = Self::cell_in(&mut tx, d, cell, RowLock::None).await?;
+                    let lock = match register_cell_lock(seen, incarnation) {
+                        CellLock::Share => RowLock::Share,
+                        CellLock::Exclusive => RowLock::NoKeyUpdate,
+                    };
+                    Self::cell_in(&mut tx, d, cell, lock).await?
+                }
                 None => None,
             };
             let new_row =
@@ -406,12 +607,14 @@ impl SqlStore {
                     // Nothing written: dropping the transaction rolls it back.
                     Err(refusal) => return Ok(Err(refusal)),
                 };
-            sqlx::query("UPDATE ho_cells SET incarnation = $1 WHERE cell = $2")
-                .bind(i(new_row.incarnation.0, "incarnation")?)
-                .bind(i64::from(cell.0))
-                .execute(&mut *tx)
-                .await
-                .map_err(in_txn)?;
+            if cell_row.is_some_and(|c| register_raises_cell(&c, &new_row)) {
+                sqlx::query("UPDATE ho_cells SET incarnation = $1 WHERE cell = $2")
+                    .bind(i(new_row.incarnation.0, "incarnation")?)
+                    .bind(i64::from(cell.0))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(in_txn)?;
+            }
             let h = i(host.0, "host")?;
             sqlx::query(
                 "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3, \

@@ -22,7 +22,7 @@ use super::{in_txn, Dialect, SqlStore, StoreFailure, Txn};
 const TOKEN_PATH: &str = "token_path";
 
 const SHARD_COLUMNS: &str = "shard, window_start_ms, commits, in_flight, attempt_rows, \
-     commit_tokens, in_flight_tokens, attempt_tokens";
+     commit_tokens, in_flight_tokens, attempt_tokens, hosts, host_tokens";
 
 fn shard_of(row: &sqlx::any::AnyRow) -> Result<(u32, ShardRow), StoreFailure> {
     let shard = u(get(row, "shard")?, "shard")?;
@@ -40,6 +40,8 @@ fn shard_of(row: &sqlx::any::AnyRow) -> Result<(u32, ShardRow), StoreFailure> {
             commit_tokens: u(get(row, "commit_tokens")?, "commit_tokens")?,
             in_flight_tokens: u(get(row, "in_flight_tokens")?, "in_flight_tokens")?,
             attempt_tokens: u(get(row, "attempt_tokens")?, "attempt_tokens")?,
+            hosts: get(row, "hosts")?,
+            host_tokens: u(get(row, "host_tokens")?, "host_tokens")?,
         },
     ))
 }
@@ -320,12 +322,28 @@ impl SqlStore {
             if tokens(|s| s.in_flight_tokens) > in_flight_room {
                 wrong.push(format!("in-flight tokens exceed the room {in_flight_room}"));
             }
-            let attempt_room = room(
-                switchyard_core::handoff::store::MAX_ATTEMPT_ROWS as u64,
-                attempts,
-            );
+            let attempt_room = room(config.bounds.max_attempt_rows, attempts);
             if tokens(|s| s.attempt_tokens) > attempt_room {
                 wrong.push(format!("attempt tokens exceed the room {attempt_room}"));
+            }
+            // SCALE-1 / SCALE-2: the host count escrowed over the shards.
+            let row = count("SELECT COUNT(*) AS n FROM ho_assignments")
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(in_txn)?;
+            let hosts = u(get(&row, "n")?, "hosts")?;
+            let counted = shards
+                .iter()
+                .map(|s| s.hosts)
+                .fold(0i64, i64::saturating_add);
+            if u64::try_from(counted).ok() != Some(hosts) {
+                wrong.push(format!(
+                    "hosts counted on the shards {counted} != {hosts} hosts"
+                ));
+            }
+            let host_room = room(config.bounds.max_hosts, hosts);
+            if tokens(|s| s.host_tokens) > host_room {
+                wrong.push(format!("host tokens exceed the room {host_room}"));
             }
             let commit_room = room(
                 u64::from(config.max_commits_per_window),
