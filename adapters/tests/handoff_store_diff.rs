@@ -192,7 +192,7 @@ enum Answer {
     Drain(DrainWrite),
     Expired(Vec<OpId>),
     Setup(Result<(), StoreError>),
-    Start(Result<Incarnation, CellHeld>),
+    Start(Result<Incarnation, StartRefusal>),
     /// The lease was renewed or released (`false`: the cell is no longer that process's).
     Lease(bool),
     None,
@@ -399,10 +399,6 @@ fn step_reference(w: &mut World, op: &Op) -> (Answer, Sql) {
                 w.now,
                 LEASE_MS,
             );
-            let out = out.map_err(|refusal| match refusal {
-                StartRefusal::Held(held) => held,
-                StartRefusal::TooManyCells => panic!("five cells at most"),
-            });
             let started = CellRow {
                 incarnation: out.unwrap_or(row.incarnation),
                 ..row
@@ -520,7 +516,8 @@ async fn wipe(url: &str) {
     }
     pool.execute(
         "UPDATE ho_limit_shards SET window_start_ms = 0, commits = 0, in_flight = 0, \
-         attempt_rows = 0, commit_tokens = 0, in_flight_tokens = 0, attempt_tokens = 0",
+         attempt_rows = 0, commit_tokens = 0, in_flight_tokens = 0, attempt_tokens = 0, \
+         hosts = 0, host_tokens = 0",
     )
     .await
     .expect("reset limits");
@@ -815,15 +812,10 @@ async fn apply_call(store: &SqlStore, call: &StoreCall) -> Result<(), String> {
             lease_ms,
             answer,
         } => {
-            // The SQL store refuses a held cell by the same `CellHeld`; the model never starts
-            // more cells than the store holds.
-            let answer = answer.map_err(|refusal| match refusal {
-                StartRefusal::Held(held) => held,
-                StartRefusal::TooManyCells => unreachable!("two cells"),
-            });
+            // The SQL store refuses as the reference does (`StartRefusal`).
             expect!(
                 store.start_cell(*cell, *capacity, *handoff_capable, "", "", *now, *lease_ms),
-                &answer
+                answer
             )
         }
         StoreCall::RenewCellLease {
