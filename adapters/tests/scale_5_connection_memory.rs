@@ -17,7 +17,8 @@ use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig};
 use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
-use switchyard_adapters::handoff::proto::{CellToClient, CLIENT_PATH};
+use switchyard_adapters::handoff::proto::{CellToClient, ClientFrame, CLIENT_PATH};
+use switchyard_adapters::serve::WS_BUFFER_CHUNK_BYTES;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -111,8 +112,8 @@ struct Measured {
     per_connection: u64,
 }
 
-/// Open `WARM_UP`, read the RSS, open `N` more, read it again; all stay open until the end.
-async fn measure<F, Fut>(what: &str, pid: u32, open: F) -> Measured
+/// Open `WARM_UP`, read the RSS, open `N` more, read it again; all are handed back open.
+async fn measure<F, Fut>(what: &str, pid: u32, open: F) -> (Measured, Vec<Ws>)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Ws>,
@@ -137,11 +138,12 @@ where
         per_connection as f64 / 1024.0,
         BUDGET_BYTES / 1024
     );
-    Measured {
+    let measured = Measured {
         before,
         after,
         per_connection,
-    }
+    };
+    (measured, held)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -152,7 +154,7 @@ async fn scale_5_an_idle_websocket_costs_a_relay_at_most_32_kib() {
     let addr = relay.value("local_addr=");
     let url = format!("ws://{addr}/r");
     let (url, addr_ref) = (url.as_str(), addr.as_str());
-    let m = measure("relay", relay.pid(), move || async move {
+    let (m, _held) = measure("relay", relay.pid(), move || async move {
         let mut ws = dial(url, addr_ref).await;
         // A heartbeat answered: the relay serves this channel (and has read from it).
         ws.send(Message::text("ping")).await.expect("heartbeat");
@@ -210,7 +212,7 @@ async fn scale_5_an_idle_websocket_costs_a_cell_at_most_32_kib() {
     let authorization = format!("Bearer {token}");
     let ws_url = format!("ws://{addr}{CLIENT_PATH}?host={HOST}");
     let (ws_url, addr_ref, authorization) = (ws_url.as_str(), addr.as_str(), &authorization);
-    let m = measure("cell", cell.pid(), move || async move {
+    let (m, mut held) = measure("cell", cell.pid(), move || async move {
         let mut request = ws_url.into_client_request().expect("request");
         request.headers_mut().insert(
             "authorization",
@@ -236,5 +238,22 @@ async fn scale_5_an_idle_websocket_costs_a_cell_at_most_32_kib() {
         m.before,
         m.after
     );
+    // A message ten read chunks long (under the cell's 64 KiB bound) still arrives: the read
+    // buffer grows to the frame.
+    let ws = held.last_mut().expect("a held client");
+    let mutation = ClientFrame::Mutation {
+        id: "large".to_owned(),
+        body: "x".repeat(10 * WS_BUFFER_CHUNK_BYTES),
+    };
+    let frame = serde_json::to_string(&mutation).expect("json");
+    ws.send(Message::text(frame)).await.expect("send");
+    loop {
+        let answer = next_text(ws).await;
+        match serde_json::from_str::<CellToClient>(&answer) {
+            Ok(CellToClient::Ack { id }) if id == "large" => break,
+            Ok(CellToClient::Undelivered { why, .. }) => panic!("undelivered: {why}"),
+            _ => {}
+        }
+    }
     desktop.stop().await;
 }
