@@ -130,7 +130,7 @@ where
     let after = settled_rss(pid).await;
     assert_eq!(held.len(), WARM_UP + N);
     let per_connection = after.saturating_sub(before) / N as u64;
-    println!(
+    eprintln!(
         "SCALE-5 {what}: {N} idle WebSockets: VmRSS {} KiB -> {} KiB: {per_connection} bytes \
          ({:.1} KiB) per connection (budget {} KiB)",
         before / 1024,
