@@ -10,8 +10,9 @@
 //!   time, slowloris included, is closed), a body size bound that answers `413` from
 //!   `Content-Length` before reading anything (tower-http), and a deadline over the whole
 //!   request, body included (`408`).
-//! - WebSocket: frame and message size bounds in kilobytes, a bounded write buffer, and an idle
-//!   timeout ([`Idle`]) with transport pings so a live peer is never taken for a dead one.
+//! - WebSocket: frame and message size bounds in kilobytes, a bounded write buffer, read and
+//!   write buffers of a few KiB ([`WsBuffers`], SCALE-5), and an idle timeout ([`Idle`]) with
+//!   transport pings so a live peer is never taken for a dead one.
 //!
 //! Each refusal is counted in [`ServerStats`]; a change of the gate's pressure is logged once
 //! (WARN when it starts refusing, INFO when it admits again).
@@ -276,16 +277,15 @@ impl Server {
             .layer(RequestBodyLimitLayer::new(self.limits.max_body_bytes))
     }
 
-    /// The WebSocket size bounds on an upgrade.
+    /// The WebSocket size bounds and buffer sizes on an upgrade.
     pub fn ws(&self, upgrade: WebSocketUpgrade) -> WebSocketUpgrade {
-        // tungstenite panics unless the write buffer is smaller than its bound (128 KiB by
-        // default, over the relay's bound): derive it from the bound.
-        let max_write = self.limits.ws_max_write_buffer_bytes;
+        let buffers = WsBuffers::of(&self.limits);
         upgrade
             .max_message_size(self.limits.ws_max_message_bytes)
             .max_frame_size(self.limits.ws_max_message_bytes)
-            .write_buffer_size((max_write / 4).min(128 * 1024))
-            .max_write_buffer_size(max_write)
+            .read_buffer_size(buffers.read)
+            .write_buffer_size(buffers.write)
+            .max_write_buffer_size(self.limits.ws_max_write_buffer_bytes)
     }
 
     /// A fresh idle timer for one WebSocket.
@@ -412,6 +412,35 @@ fn refuse(stream: &TcpStream, refusal: ConnectionRefusal) {
         body.len()
     );
     let _ = stream.try_write(answer.as_bytes());
+}
+
+/// SCALE-5: the most an idle WebSocket's read buffer (and write threshold) holds.
+pub const WS_BUFFER_CHUNK_BYTES: usize = 4 * 1024;
+
+/// SCALE-5: the buffer sizes of one WebSocket, derived from the limits (no flag of their own).
+/// tungstenite's defaults are 128 KiB each, and the read buffer is allocated and zero-filled
+/// (so resident) on the first read: ~135 KiB per idle connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WsBuffers {
+    /// Initial capacity of the read buffer and the most one read asks of the socket. A frame
+    /// larger than it grows the buffer to the frame (up to `ws_max_message_bytes`), so a small
+    /// chunk costs only more reads for large messages, which these servers rarely see.
+    pub read: usize,
+    /// Frames are written to the socket once this many bytes are queued (and on every flush,
+    /// which each send does). tungstenite panics unless it is below
+    /// `ws_max_write_buffer_bytes`.
+    pub write: usize,
+}
+
+impl WsBuffers {
+    #[must_use]
+    pub fn of(limits: &ServerLimits) -> WsBuffers {
+        let chunk = limits.ws_max_message_bytes.min(WS_BUFFER_CHUNK_BYTES);
+        WsBuffers {
+            read: chunk,
+            write: chunk.min(limits.ws_max_write_buffer_bytes / 2),
+        }
+    }
 }
 
 /// An admitted socket: its connection ticket goes back to the gate when it is dropped, after
@@ -558,5 +587,34 @@ mod tests {
             ..ServerLimits::default()
         };
         assert!(huge.check().unwrap_err().contains("--ws-max-message-bytes"));
+    }
+
+    #[test]
+    fn scale_5_ws_buffers_are_a_few_kib_and_below_the_write_bound() {
+        let cell = WsBuffers::of(&DEFAULT_LIMITS);
+        assert_eq!(
+            cell,
+            WsBuffers {
+                read: 4096,
+                write: 4096
+            }
+        );
+        // A message bound under the chunk sizes the buffers to it.
+        let small = ServerLimits {
+            ws_max_message_bytes: 1_000,
+            ..DEFAULT_LIMITS
+        };
+        assert_eq!(WsBuffers::of(&small).read, 1_000);
+        // tungstenite's constraint holds for every accepted write bound, 1 included.
+        for max_write in [1, 2, 3, 4096, 8191, 8192, 4 * MAX_MESSAGE_CEILING_BYTES] {
+            let limits = ServerLimits {
+                ws_max_write_buffer_bytes: max_write,
+                ..DEFAULT_LIMITS
+            };
+            assert_eq!(limits.check(), Ok(()));
+            let b = WsBuffers::of(&limits);
+            assert!(b.write < max_write, "{b:?} at {max_write}");
+            assert!(b.read >= 1 && b.read <= WS_BUFFER_CHUNK_BYTES, "{b:?}");
+        }
     }
 }

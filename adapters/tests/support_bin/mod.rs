@@ -66,6 +66,11 @@ impl Process {
         panic!("never logged {key:?}; log:\n{}", self.log())
     }
 
+    /// Its process id (SCALE-5 reads its memory from `/proc/<pid>/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .args([&format!("-{name}"), &self.child.id().to_string()])
