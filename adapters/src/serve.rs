@@ -68,7 +68,7 @@ impl Default for ServerLimits {
 
 /// The defaults of a server whose peers exchange small JSON messages (the handoff cell).
 pub const DEFAULT_LIMITS: ServerLimits = ServerLimits {
-    max_connections: 8_192,
+    max_connections: 32_768,
     max_connections_per_peer: 256,
     header_read_timeout: Duration::from_secs(10),
     request_timeout: Duration::from_secs(15),
@@ -141,7 +141,7 @@ impl ServerLimits {
 /// channel carries only heartbeats).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LimitArgs {
-    /// SEC-3: connections the server holds at once; a newcomer over it gets 503 [default: 8192].
+    /// SEC-3: connections the server holds at once; a newcomer over it gets 503 [default: 32768: a cell of a 1,000,000-host fleet over 100 cells holds 10,000 desktops and their clients].
     #[arg(long, env = "SWITCHYARD_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
     /// SEC-3: connections one peer address holds at once [default: 256].

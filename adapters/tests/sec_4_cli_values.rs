@@ -217,3 +217,37 @@ fn sec_4_handoff_values_refused_before_start_exit_2_failures_while_running_exit_
     assert_eq!(code, Some(1), "{err}");
     assert!(err.starts_with("switchyard: "), "{err}");
 }
+
+/// SCALE-1 / SCALE-4: the store's bounds and global limits are refused out of range by name,
+/// before anything starts (exit 2, as clap's usage errors).
+#[test]
+fn scale_4_cell_store_limit_flags_out_of_range_are_refused_by_name() {
+    for (flag, value) in [
+        ("--max-hosts", "0"),
+        ("--max-hosts", "1099511627777"),
+        ("--max-cells", "0"),
+        ("--max-cells", "65537"),
+        ("--max-attempt-rows", "0"),
+        ("--max-in-flight-migrations", "0"),
+        ("--max-commits-per-window", "0"),
+        ("--rate-window-ms", "999"),
+        ("--max-hosts", "lots"),
+    ] {
+        let args = [
+            "cell",
+            "--cell-id",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--desktop-secret",
+            "0123456789abcdef0123",
+            "--secret",
+            "0123456789abcdef0123",
+            flag,
+            value,
+        ];
+        let (code, stderr) = run(&args).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(code, 2, "{flag} {value}: {stderr}");
+        assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
+    }
+}

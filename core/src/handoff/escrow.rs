@@ -453,4 +453,54 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn scale_2_an_enrolment_spends_a_host_token_or_takes_the_exact_path() {
+        let with_tokens = ShardRow {
+            host_tokens: 3,
+            hosts: 7,
+            ..ShardRow::default()
+        };
+        // No host token on the locked shard: exact path, whatever the cell's tokens.
+        assert_eq!(enrol_path(&ShardRow::default(), 5, 0), EnrolPath::Exact);
+        // The cell's own token on this shard is spent with the host token.
+        assert_eq!(
+            enrol_path(&with_tokens, 1, 9),
+            EnrolPath::Token {
+                spend_cell_token: true
+            }
+        );
+        // The cell holds no tokens anywhere: none is owed.
+        assert_eq!(
+            enrol_path(&with_tokens, 0, 0),
+            EnrolPath::Token {
+                spend_cell_token: false
+            }
+        );
+        // Tokens only on other shards stand for room the new host takes: revoke them (exact).
+        assert_eq!(enrol_path(&with_tokens, 0, 2), EnrolPath::Exact);
+        let after = spend_enrolment(&with_tokens);
+        assert_eq!((after.hosts, after.host_tokens), (8, 2));
+    }
+
+    #[test]
+    fn scale_1_the_exact_enrolment_refuses_at_the_bound_and_deals_the_room_left() {
+        let mut c = config(10, 10, 100);
+        c.bounds.max_hosts = 20;
+        assert_eq!(enrol_exact(&c, 20, 4), None, "at the bound");
+        assert_eq!(enrol_exact(&c, 25, 4), None, "over a lowered bound");
+        let split = enrol_exact(&c, 10, 4).expect("room");
+        // Room after this host: 20 - 11 = 9 tokens over 4 shards.
+        assert_eq!((0..4).map(|j| split.share(j)).sum::<u64>(), 9);
+        assert_eq!(
+            enrol_exact(&c, 19, 4),
+            Some(Split::even(0, 4)),
+            "the last host"
+        );
+        assert_eq!(
+            enrol_exact(&c, -3, 4).map(|s| s.share(0)),
+            Some(5),
+            "a count is never negative"
+        );
+    }
 }
