@@ -152,6 +152,12 @@ pub struct DbArgs {
     /// Client-side bound of one store transaction (also the server statement timeout).
     #[arg(long, env = "SWITCHYARD_DB_TXN_TIMEOUT_MS", default_value_t = 3_000)]
     db_txn_timeout_ms: u64,
+    /// SCALE-1: connections this process holds to the store (the transactions it runs at
+    /// once). 100 cells at the default hold 800: PostgreSQL's `max_connections` must cover
+    /// every process's pool (docs/HANDOFF.md, "Sizing").
+    #[arg(long, env = "SWITCHYARD_DB_MAX_CONNECTIONS", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    db_max_connections: u32,
 }
 
 /// SCALE-1 / SCALE-4: the store's deployment-wide limits, written into its settings row when a
@@ -481,6 +487,7 @@ pub fn default_store_config() -> StoreConfig {
 async fn open_store(db: &DbArgs) -> Result<SqlStore, String> {
     let opts = StoreOptions {
         txn_timeout: Duration::from_millis(db.db_txn_timeout_ms),
+        max_connections: db.db_max_connections,
         ..StoreOptions::default()
     };
     let store = SqlStore::connect(&db.db, opts)
