@@ -38,13 +38,16 @@
 //! values and decodes rows; [`commit`] is the assignment transaction and the locked
 //! reconciliation; [`registry`] the settings, cells, cell lease, hosts, registration, drain
 //! fence and expiry; [`shards`] the limit shards and their audit; [`reads`] the unlocked
-//! queries.
+//! queries; [`seed`] the scale bench's bulk seeding (PostgreSQL only).
 
 mod codec;
 mod commit;
 mod reads;
 mod registry;
+mod seed;
 mod shards;
+
+pub use seed::{BulkSeed, SeedError};
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
