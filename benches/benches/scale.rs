@@ -17,8 +17,9 @@
 //! 5. resolve: `SqlStore::resolve` of random hosts, from as many tasks;
 //!
 //! and once, apart from N: 6. the memory of an idle WebSocket connection, as the RSS growth of
-//! a real `switchyard relay` and `switchyard cell` over `SWITCHYARD_SCALE_CONNECTIONS` idle
-//! connections (default 1,000).
+//! a real `switchyard relay` (channels) and `switchyard cell` (desktop controls, and clients of
+//! one host) over `SWITCHYARD_SCALE_CONNECTIONS` idle connections (default 1,000), measured as
+//! `adapters/tests/scale_5_connection_memory.rs` measures it.
 //!
 //! Each phase has a time bound (`SWITCHYARD_SCALE_PHASE_S`, default 300 s); a phase that
 //! reaches it stops and says where. The table at the end gives every figure at each N and its
@@ -47,8 +48,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
+use futures_util::{SinkExt, StreamExt};
 use switchyard_adapters::handoff::auth::Secret;
+use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig};
+use switchyard_adapters::handoff::client_auth::mint_client_token;
+use switchyard_adapters::handoff::clock::Clock;
+use switchyard_adapters::handoff::proto::CLIENT_PATH;
 use switchyard_adapters::handoff::store::{BulkSeed, SqlStore, StoreOptions};
 use switchyard_core::handoff::director::{
     DirectorPolicy, PageCursor, ScanLimits, SelectionPass, MAX_DISPATCH_PER_PASS,
@@ -59,6 +64,7 @@ use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::{RegisterRefusal, StoreError as SetupRefusal};
 use switchyard_core::MonoMs;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 
 const SIZES: &str = "10000,100000,1000000";
@@ -694,16 +700,25 @@ impl Drop for Server {
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
+/// As `adapters/tests/scale_5_connection_memory.rs` (SCALE-5): warm-up connections first, each
+/// connection proven served, the RSS read once two samples 250 ms apart agree, and a long idle
+/// timeout (the held sockets are never polled, so they answer no pings).
+const ROOM: [&str; 2] = ["--ws-idle-timeout-ms", "600000"];
+const WARM: usize = 32;
+
 /// One WebSocket from loopback address 127.0.0.(2 + k / 200) (the servers bound connections
-/// per peer address), with `token` as its bearer credential.
-async fn open(addr: &str, path: &str, k: usize, token: Option<String>) -> Result<Socket, String> {
+/// per peer address), with `authorization` as its header; this end reads in 4 KiB chunks.
+async fn open(
+    addr: &str,
+    path: &str,
+    k: usize,
+    authorization: Option<String>,
+) -> Result<Socket, String> {
     let mut request = format!("ws://{addr}{path}")
         .into_client_request()
         .map_err(|e| e.to_string())?;
-    if let Some(token) = token {
-        let value = format!("Bearer {token}")
-            .parse()
-            .map_err(|e| format!("{e}"))?;
+    if let Some(value) = authorization {
+        let value = value.parse().map_err(|e| format!("{e}"))?;
         request.headers_mut().insert("authorization", value);
     }
     let octet = u8::try_from(2 + k / 200).map_err(|_| "too many connections".to_owned())?;
@@ -713,10 +728,22 @@ async fn open(addr: &str, path: &str, k: usize, token: Option<String>) -> Result
         .map_err(|e| e.to_string())?;
     let target: std::net::SocketAddr = addr.parse().map_err(|e| format!("{addr}: {e}"))?;
     let stream = socket.connect(target).await.map_err(|e| e.to_string())?;
-    let (ws, _) = tokio_tungstenite::client_async(request, stream)
+    let config = WebSocketConfig::default().read_buffer_size(4 * 1024);
+    let (ws, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
         .await
         .map_err(|e| e.to_string())?;
     Ok(ws)
+}
+
+/// The next text message (pings and pongs skipped), within 30 s.
+async fn next_text(ws: &mut Socket) -> Result<String, String> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => return Ok(t.as_str().to_owned()),
+            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
+            other => return Err(format!("expected a text message, got {other:?}")),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -733,32 +760,42 @@ impl Memory {
     }
 }
 
-/// RSS growth of `server` over `k` idle connections opened by `connect(i)` (after a warm-up
-/// of `WARM` connections that stay open).
+/// The RSS once two samples 250 ms apart agree within 64 KiB (the last sample after 10 s).
+async fn settled_rss(server: &Server) -> u64 {
+    let mut last = server.rss_kib();
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = server.rss_kib();
+        if now.abs_diff(last) <= 64 {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// RSS growth of `server` over `k` idle connections opened by `connect(i)`, after `WARM`
+/// warm-up connections (all held open until the end).
 async fn idle_memory<F, Fut>(what: &'static str, server: &Server, k: usize, connect: F) -> Memory
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Result<Socket, String>>,
 {
-    const WARM: usize = 50;
-    const AT_ONCE: usize = 16;
+    const AT_ONCE: usize = 25;
     let mut held = Vec::with_capacity(k + WARM);
-    let mut next = 0;
     let mut before = 0;
-    while next < k + WARM {
+    while held.len() < k + WARM {
+        let next = held.len();
         if next == WARM {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            before = server.rss_kib();
+            before = settled_rss(server).await;
         }
         let upto = (next + AT_ONCE).min(if next < WARM { WARM } else { k + WARM });
         let opened = futures_util::future::join_all((next..upto).map(&connect)).await;
         for (i, ws) in opened.into_iter().enumerate() {
             held.push(ws.unwrap_or_else(|e| panic!("{what}: connection {}: {e}", next + i)));
         }
-        next = upto;
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = server.rss_kib();
+    let after = settled_rss(server).await;
     drop(held);
     Memory {
         what,
@@ -778,6 +815,28 @@ fn switchyard_bin() -> Option<PathBuf> {
     bin.exists().then_some(bin)
 }
 
+/// A cell on SQLite in `dir`, and the address it listens on.
+fn start_cell(bin: &Path, dir: &Path) -> (Server, String) {
+    let db = format!("sqlite://{}", dir.join("cell.db").display());
+    let mut args = vec![
+        "cell",
+        "--db",
+        &db,
+        "--cell-id",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend(ROOM);
+    let cell = Server::start(bin, &args);
+    let url = cell.value("url=");
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    (cell, addr)
+}
+
 async fn memory(k: usize) -> Vec<Memory> {
     let Some(bin) = switchyard_bin() else {
         println!(
@@ -792,51 +851,95 @@ async fn memory(k: usize) -> Vec<Memory> {
         bin.display()
     );
     let mut out = Vec::new();
-
-    let relay = Server::start(&bin, &["relay", "--listen", "127.0.0.1:0", "--path", "/r"]);
-    let addr = relay.value("local_addr=");
-    let m = idle_memory("relay", &relay, k, |i| open(&addr, "/r", i, None)).await;
-    drop(relay);
-    out.push(m);
-
-    let dir = tempfile::Builder::new()
-        .prefix("switchyard-scale-cell-")
-        .tempdir()
-        .expect("temp dir for the cell's store");
-    let db = format!("sqlite://{}", dir.path().join("cell.db").display());
-    let cell = Server::start(
-        &bin,
-        &[
-            "cell",
-            "--db",
-            &db,
-            "--cell-id",
-            "1",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-    );
-    let url = cell.value("url=");
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_start_matches("ws://")
-        .trim_end_matches('/')
-        .to_owned();
     let secret = Secret::new(SECRET.as_bytes(), "bench secret").expect("secret");
-    let m = idle_memory("cell", &cell, k, |i| {
-        let path = format!("/v1/desktop?host={i}&caps=idle-handoff");
-        let token = secret.desktop_token(i as u64);
+
+    // A relay channel, proven served by a heartbeat answered.
+    let mut args = vec!["relay", "--listen", "127.0.0.1:0", "--path", "/r"];
+    args.extend(ROOM);
+    let relay = Server::start(&bin, &args);
+    let addr = relay.value("local_addr=");
+    let m = idle_memory("relay channel", &relay, k, |i| {
         let addr = addr.clone();
         async move {
-            let mut ws = open(&addr, &path, i, Some(token)).await?;
-            // Idle once registered: the cell's `registered` frame is its last word.
-            match tokio::time::timeout(Duration::from_secs(30), ws.next()).await {
-                Ok(Some(Ok(Message::Text(t)))) if t.as_str().contains("registered") => Ok(ws),
-                other => Err(format!("no registration: {other:?}")),
+            let mut ws = open(&addr, "/r", i, None).await?;
+            ws.send(Message::text("ping"))
+                .await
+                .map_err(|e| e.to_string())?;
+            match next_text(&mut ws).await?.as_str() {
+                "pong" => Ok(ws),
+                other => Err(format!("heartbeat answered {other:?}")),
             }
         }
     })
     .await;
+    drop(relay);
+    out.push(m);
+
+    // A desktop control per host, proven served by the cell's `registered` frame (each one
+    // enrols its host in the cell's store).
+    let dir = tempfile::Builder::new()
+        .prefix("switchyard-scale-cell-")
+        .tempdir()
+        .expect("temp dir for the cell's store");
+    let (cell, addr) = start_cell(&bin, dir.path());
+    let m = idle_memory("cell desktop control", &cell, k, |i| {
+        let path = format!("/v1/desktop?host={i}&caps=idle-handoff");
+        let token = format!("Bearer {}", secret.desktop_token(i as u64));
+        let addr = addr.clone();
+        async move {
+            let mut ws = open(&addr, &path, i, Some(token)).await?;
+            let first = next_text(&mut ws).await?;
+            if first.contains("registered") {
+                Ok(ws)
+            } else {
+                Err(format!("no registration: {first}"))
+            }
+        }
+    })
+    .await;
+    drop(cell);
+    out.push(m);
+
+    // Clients of one host (its desktop registered and pinging), proven served by `attached`;
+    // a host takes 1,024 clients at most, so at most 900 here.
+    let dir = tempfile::Builder::new()
+        .prefix("switchyard-scale-cell-")
+        .tempdir()
+        .expect("temp dir for the cell's store");
+    let (cell, addr) = start_cell(&bin, dir.path());
+    const HOST: u64 = 7;
+    let mut desktop = spawn_desktop(DesktopConfig {
+        resolvers: vec![format!("http://{addr}")],
+        host: HOST,
+        token: secret.desktop_token(HOST),
+        capable: true,
+        measure: None,
+        pace_min: Duration::from_millis(50),
+        pace_max: Duration::from_millis(400),
+        ping_every: Duration::from_secs(1),
+    });
+    desktop
+        .wait_registered(1, Duration::from_secs(30))
+        .await
+        .expect("the desktop registers");
+    let expires_ms = Clock::default().now().0 + 24 * 3_600_000;
+    let token = mint_client_token(&secret.desktop_token(HOST), HOST, expires_ms);
+    let m = idle_memory("cell client", &cell, k.min(900), |i| {
+        let path = format!("{CLIENT_PATH}?host={HOST}");
+        let authorization = format!("Bearer {token}");
+        let addr = addr.clone();
+        async move {
+            let mut ws = open(&addr, &path, i, Some(authorization)).await?;
+            let first = next_text(&mut ws).await?;
+            if first.contains("attached") {
+                Ok(ws)
+            } else {
+                Err(format!("not attached: {first}"))
+            }
+        }
+    })
+    .await;
+    desktop.stop().await;
     drop(cell);
     out.push(m);
     for m in &out {
@@ -964,7 +1067,7 @@ fn figures(reports: &[SizeReport]) -> Vec<Figure> {
         ),
         each("sweep_total_s", "sweep: total (s)", f1, &|r| {
             (
-                swept(&r.sweep).then(|| r.sweep.elapsed.as_secs_f64()),
+                swept(&r.sweep).then_some(r.sweep.elapsed.as_secs_f64()),
                 sweep_note(&r.sweep),
             )
         }),
@@ -1045,11 +1148,20 @@ fn report(reports: &[SizeReport], mem: &[Memory], out: &Path, label: &str) {
         line.push_str(&format!(" {:<16} |", growth(&f.values)));
         println!("{line}");
     }
+    for n in notes {
+        println!("* {n}");
+    }
+    if !mem.is_empty() {
+        println!();
+        println!("| apart from N                            | KiB per idle connection | RSS before -> after (KiB) |");
+        println!("|-----------------------------------------|------------------------:|--------------------------:|");
+    }
     for m in mem {
         println!(
-            "| {:<39} | {:>12} |",
-            format!("idle connection, {} (KiB)", m.what),
-            format!("{:.1}", m.per_connection_kib())
+            "| {:<39} | {:>23.1} | {:>25} |",
+            format!("{} ({} connections)", m.what, m.connections),
+            m.per_connection_kib(),
+            format!("{} -> {}", m.before_kib, m.after_kib)
         );
         tsv.push_str(&format!(
             "{label}\t0\tidle_kib_{}\t{}\t{} connections, RSS {} -> {} KiB\n",
@@ -1059,9 +1171,6 @@ fn report(reports: &[SizeReport], mem: &[Memory], out: &Path, label: &str) {
             m.before_kib,
             m.after_kib
         ));
-    }
-    for n in notes {
-        println!("* {n}");
     }
     let path = out.join(format!("summary-{label}.tsv"));
     std::fs::write(&path, tsv).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
