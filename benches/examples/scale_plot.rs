@@ -167,7 +167,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     if summaries.is_empty() {
         return Err(format!("no summary-*.tsv in {}", dir.display()).into());
     }
-    let labels: Vec<&String> = summaries.keys().collect();
+    // "before" first (red), then the others in name order.
+    let mut labels: Vec<&String> = summaries.keys().collect();
+    labels.sort_by_key(|l| (l.as_str() != "before", l.as_str()));
     let of = |figures: &[(&'static str, &'static str)]| {
         let mut s = Vec::new();
         for (k, label) in labels.iter().enumerate() {
