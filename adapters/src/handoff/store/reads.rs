@@ -291,6 +291,9 @@ impl SqlStore {
         )
         .bind(i64::from(limit))
         .bind(i(offset, "offset")?);
+        if self.faults.take_page_read_failure() {
+            return Err(StoreFailure::Unavailable("injected page read failure".into()));
+        }
         self.bounded(async {
             let rows = q.fetch_all(&self.pool).await.map_err(begin_failed)?;
             rows.iter().map(candidate_of).collect()
