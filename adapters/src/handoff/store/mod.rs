@@ -286,6 +286,11 @@ impl MigrationSource<'static> for Embedded {
                     "limit shards",
                     include_str!("../../../migrations/postgres/0004_limit_shards.sql"),
                 ),
+                migration(
+                    6,
+                    "director keyset",
+                    include_str!("../../../migrations/postgres/0006_director_keyset.sql"),
+                ),
             ],
             Dialect::Sqlite => vec![
                 migration(
@@ -307,6 +312,11 @@ impl MigrationSource<'static> for Embedded {
                     4,
                     "limit shards",
                     include_str!("../../../migrations/sqlite/0004_limit_shards.sql"),
+                ),
+                migration(
+                    6,
+                    "director keyset",
+                    include_str!("../../../migrations/sqlite/0006_director_keyset.sql"),
                 ),
             ],
         };
