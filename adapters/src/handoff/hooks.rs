@@ -126,9 +126,9 @@ mod armed {
         }
 
         pub(crate) fn take_page_read_failure(&self) -> bool {
-            let before = self
-                .fail_page_read_in
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            let before =
+                self.fail_page_read_in
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
             let took = before == Ok(1);
             if took {
                 self.injected.fetch_add(1, Ordering::SeqCst);
