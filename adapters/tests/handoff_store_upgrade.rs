@@ -14,6 +14,7 @@ const MIGRATIONS: [&str; 4] = [
     include_str!("../migrations/postgres/0003_fenced_renewed.sql"),
     include_str!("../migrations/postgres/0004_limit_shards.sql"),
 ];
+const DIRECTOR_KEYSET: &str = include_str!("../migrations/postgres/0006_director_keyset.sql");
 
 async fn scalar(conn: &mut PgConnection, sql: &str) -> i64 {
     sqlx::query(sql)
@@ -113,6 +114,57 @@ fn ho_s4_migration_4_carries_every_count_into_the_limit_shards() {
                 .await,
                 0,
                 "ho_limits is gone"
+            );
+            conn.close().await.expect("close");
+        });
+}
+
+/// SCALE-3, schema migration 6: a director cursor saved as an offset becomes "the start of the
+/// list" (a NULL `after_host`; the offset is kept, unread), and the new column takes a host.
+#[test]
+fn scale_3_migration_6_restarts_an_offset_cursor_from_the_start_of_the_list() {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(async {
+            let url = support_pg::fresh_db("upgrade6").await;
+            let mut conn = PgConnection::connect(&url).await.expect("connect");
+            for sql in &MIGRATIONS {
+                conn.execute(*sql).await.expect("migrations 1-4");
+            }
+            conn.execute(
+                "INSERT INTO ho_director_cursors (director, page_offset) VALUES ('d', 3000)",
+            )
+            .await
+            .expect("an offset cursor");
+            conn.execute(DIRECTOR_KEYSET).await.expect("migration 6");
+            let c = &mut conn;
+            assert_eq!(
+                scalar(
+                    c,
+                    "SELECT COUNT(*) FROM ho_director_cursors WHERE after_host IS NULL"
+                )
+                .await,
+                1,
+                "the old cursor starts from the top"
+            );
+            assert_eq!(
+                scalar(c, "SELECT page_offset FROM ho_director_cursors").await,
+                3000
+            );
+            conn.execute("UPDATE ho_director_cursors SET after_host = 41")
+                .await
+                .expect("a host cursor");
+            assert_eq!(
+                scalar(&mut conn, "SELECT after_host FROM ho_director_cursors").await,
+                41
+            );
+            assert!(
+                conn.execute("UPDATE ho_director_cursors SET after_host = -1")
+                    .await
+                    .is_err(),
+                "host ids are never negative"
             );
             conn.close().await.expect("close");
         });

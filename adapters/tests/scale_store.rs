@@ -105,7 +105,7 @@ async fn scale_1_racing_enrolments_never_overshoot_the_host_bound() {
         }
     }
     assert_eq!((taken, refused), (25, 15));
-    assert_eq!(sql.count_hosts().await.expect("count"), 25);
+    assert_eq!(sql.rows().await.expect("rows").assignments.len(), 25);
     assert_eq!(sql.audit_limits().await.expect("audit"), Ok(()));
     // Raising the bound gives room again; lowering it below the hosts stored refuses.
     sql.put_limits(&limits(26, 8)).await.expect("limits");
@@ -199,7 +199,7 @@ async fn scale_2_enrolment_locks_one_limit_shard_not_all() {
             .expect("room");
     }
     holder.execute("ROLLBACK").await.expect("rollback");
-    assert_eq!(sql.count_hosts().await.expect("count"), 11);
+    assert_eq!(sql.rows().await.expect("rows").assignments.len(), 11);
     assert_eq!(sql.audit_limits().await.expect("audit"), Ok(()));
 }
 

@@ -345,46 +345,44 @@ async fn sweep(store: &SqlStore, n: u64, bound: Duration) -> Sweep {
     let mut s = Sweep::default();
     let start = Instant::now();
     let deadline = start + bound;
-    store.save_cursor(DIRECTOR, 0).await.expect("cursor reset");
+    store
+        .save_cursor(DIRECTOR, PageCursor::default())
+        .await
+        .expect("cursor reset");
     'passes: while s.distinct < n {
         if s.passes > 2 * u32::try_from(n / u64::from(MAX_PAGE_SIZE) + 1).unwrap_or(u32::MAX) {
             s.stopped = Some(format!("no progress after {} passes", s.passes));
             break;
         }
-        let total = match store.count_hosts().await {
-            Ok(t) => t,
-            Err(e) => {
-                s.stopped = Some(format!("host count failed: {e}"));
-                break;
-            }
-        };
         let cursor = match store.load_cursor(DIRECTOR).await {
-            Ok(offset) => PageCursor { offset },
+            Ok(cursor) => cursor,
             Err(e) => {
                 s.stopped = Some(format!("cursor read failed: {e}"));
                 break;
             }
         };
-        let mut pass = SelectionPass::begin(cursor, total, limits).expect("valid scan limits");
+        let mut pass = SelectionPass::begin(cursor, limits).expect("valid scan limits");
         while let Some(q) = pass.next_query() {
             if Instant::now() >= deadline {
                 s.stopped = Some(format!(
                     "timed out after {:.0} s at page {} (position {}) with {}/{n} hosts examined",
                     start.elapsed().as_secs_f64(),
                     s.pages.len() + 1,
-                    q.offset,
+                    s.examined,
                     s.distinct
                 ));
                 break 'passes;
             }
             let t = Instant::now();
-            let rows = match store.candidate_page(q.offset, q.limit).await {
+            // The position in the sweep: the hosts examined before this page.
+            let position = s.examined;
+            let rows = match store.candidate_page(q).await {
                 Ok(rows) => rows,
                 Err(e) => {
                     s.stopped = Some(format!(
                         "page {} (position {}) failed after {:.1} s: {e}",
                         s.pages.len() + 1,
-                        q.offset,
+                        position,
                         t.elapsed().as_secs_f64()
                     ));
                     break 'passes;
@@ -410,12 +408,12 @@ async fn sweep(store: &SqlStore, n: u64, bound: Duration) -> Sweep {
             }
             s.pages.push(Page {
                 pass: s.passes,
-                position: q.offset,
+                position,
                 rows: rows.len(),
                 time,
             });
         }
-        if let Err(e) = store.save_cursor(DIRECTOR, pass.finish().offset).await {
+        if let Err(e) = store.save_cursor(DIRECTOR, pass.cursor()).await {
             s.stopped = Some(format!("cursor write failed: {e}"));
             break;
         }

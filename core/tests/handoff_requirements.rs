@@ -545,8 +545,17 @@ fn rows_for_hosts(now: MonoMs, n: u64) -> Vec<CandidateRow> {
         .collect()
 }
 
+/// The rows a store answers for a keyset page query, from `rows` sorted by host.
+fn page_of(rows: &[CandidateRow], q: PageQuery) -> Vec<CandidateRow> {
+    rows.iter()
+        .filter(|r| q.contains(r.candidate.authority.host))
+        .take(usize::try_from(q.limit).expect("limit"))
+        .copied()
+        .collect()
+}
+
 #[test]
-fn ho_s2_rotating_offset_moves_past_busy_hosts() {
+fn ho_s2_rotating_cursor_moves_past_busy_hosts() {
     let now = MonoMs(5_000);
     let rows = rows_for_hosts(now, 4);
     let limits = ScanLimits {
@@ -557,16 +566,18 @@ fn ho_s2_rotating_offset_moves_past_busy_hosts() {
     let mut cursor = PageCursor::default();
     let mut order = Vec::new();
     for _ in 0..5 {
-        let mut p = SelectionPass::begin(cursor, 4, limits).expect("limits");
+        let mut p = SelectionPass::begin(cursor, limits).expect("limits");
         let q = p.next_query().expect("query");
-        let start = usize::try_from(q.offset).expect("offset");
-        let end = start + usize::try_from(q.limit).expect("limit");
-        for d in p.take_page(now, &director(), &rows[start..end]) {
+        assert_eq!(
+            q.after, cursor.after,
+            "each pass starts at the saved cursor"
+        );
+        for d in p.take_page(now, &director(), &page_of(&rows, q)) {
             if d.verdict.is_ok() {
                 order.push(d.host.0);
             }
         }
-        cursor = p.finish();
+        cursor = p.cursor();
     }
     assert_eq!(
         order,
@@ -1553,8 +1564,8 @@ fn sec_3_the_store_refuses_a_cell_beyond_its_bound_and_still_replaces_rows() {
     );
 }
 
-/// HO-S2: a page shorter than asked means the host list shrank under the pass: the pass ends
-/// there and the next one starts from the top, instead of asking for offsets that are gone.
+/// HO-S2 / SCALE-3: a page shorter than asked is the end of the list: a pass that began at the
+/// start of the list has seen it all and ends there, and the next one starts from the top.
 #[test]
 fn ho_s2_a_short_page_ends_the_pass_and_the_next_starts_from_the_top() {
     let now = MonoMs(5_000);
@@ -1564,12 +1575,21 @@ fn ho_s2_a_short_page_ends_the_pass_and_the_next_starts_from_the_top() {
         max_pages: 3,
         max_dispatch: 10,
     };
-    let mut pass = SelectionPass::begin(PageCursor::default(), 8, limits).expect("limits");
+    let mut pass = SelectionPass::begin(PageCursor::default(), limits).expect("limits");
     let query = pass.next_query().expect("a first page");
-    assert_eq!((query.offset, query.limit), (0, 4));
+    assert_eq!(
+        query,
+        PageQuery {
+            after: None,
+            through: None,
+            limit: 4
+        }
+    );
     assert_eq!(pass.take_page(now, &director(), &rows).len(), 2);
-    assert_eq!(pass.next_query(), None, "the list has two hosts now");
-    assert_eq!(pass.finish(), PageCursor { offset: 0 });
+    assert_eq!(pass.next_query(), None, "the list has two hosts");
+    assert_eq!(pass.sweeps_completed(), 1);
+    assert_eq!(pass.cursor(), PageCursor { after: None });
+    assert_eq!(pass.finish(), pass.cursor());
 }
 
 /// HO-3: the cohort bucket is a contract with the SQL stores (they re-check it): splitmix64's

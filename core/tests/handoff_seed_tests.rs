@@ -238,13 +238,13 @@ fn pass(
     director: &DirectorPolicy,
     now: MonoMs,
 ) -> Vec<u64> {
-    let mut p = SelectionPass::begin(*cursor, hosts.len() as u64, limits).expect("limits");
+    let mut p = SelectionPass::begin(*cursor, limits).expect("limits");
     let mut out = Vec::new();
     while let Some(q) = p.next_query() {
-        let start = usize::try_from(q.offset).expect("offset");
-        let end = start + usize::try_from(q.limit).expect("limit");
-        let rows: Vec<CandidateRow> = hosts[start..end]
+        let rows: Vec<CandidateRow> = hosts
             .iter()
+            .filter(|h| q.contains(HostId(**h)))
+            .take(usize::try_from(q.limit).expect("limit"))
             .map(|h| candidate(*h, now))
             .collect();
         for d in p.take_page(now, director, &rows) {
@@ -253,7 +253,7 @@ fn pass(
             }
         }
     }
-    *cursor = p.finish();
+    *cursor = p.cursor();
     out
 }
 

@@ -1,8 +1,9 @@
-//! The director: a periodic, read-only selection pass with the core's policy and rotating
-//! page offset (HO-S1, HO-S2), then signed requests to the source cells. It decides nothing
-//! itself: eligibility is `director::evaluate` (inside `SelectionPass`), the op id is the
-//! request's UUIDv5, and `DispatchBudget` classifies answers (busy is a deferral, never a
-//! failure). A lost response is retried with the very same request (same op id).
+//! The director: a periodic, read-only selection pass with the core's policy over keyset pages
+//! from a persisted cursor (HO-S1, HO-S2, SCALE-3), then signed requests to the source cells.
+//! It decides nothing itself: which page to read next, where the sweep wraps and what a failed
+//! page does are `SelectionPass`'s, eligibility is `director::evaluate` (inside it), the op id
+//! is the request's UUIDv5, and `DispatchBudget` classifies answers (busy is a deferral, never
+//! a failure). A lost response is retried with the very same request (same op id).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,7 @@ use hyper::Method;
 use serde::{Deserialize, Serialize};
 use switchyard_core::handoff::attempt::HandoffReply;
 use switchyard_core::handoff::director::{
-    DirectorPolicy, DispatchBudget, DispatchClass, DispatchOutcome, PageCursor, ScanLimits,
+    Decision, DirectorPolicy, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
     SelectionPass,
 };
 use switchyard_core::handoff::ids::{CellId, OpId};
@@ -56,6 +57,8 @@ pub struct DirectorTotals {
     pub dispatched: u64,
     pub committed: u64,
     pub failed: u64,
+    /// SCALE-3: times a pass reached the end of the host list (a sweep completed).
+    pub sweeps_completed: u64,
 }
 
 impl DirectorTotals {
@@ -67,6 +70,7 @@ impl DirectorTotals {
                 self.dispatched += u64::from(r.dispatched);
                 self.committed += u64::from(r.committed);
                 self.failed += u64::from(r.failed);
+                self.sweeps_completed += u64::from(r.sweeps_completed);
             }
             Err(_) => self.failed_passes += 1,
         }
@@ -86,6 +90,13 @@ pub struct PassReport {
     pub ineligible: BTreeMap<String, u32>,
     pub expired_migrations: u32,
     pub budget_exhausted: bool,
+    /// SCALE-3: pages read, the cursor saved after the last one (the last host examined;
+    /// `None`: the start of the list), and whether the pass passed the end of the list.
+    pub pages: u32,
+    pub cursor: Option<u64>,
+    pub sweeps_completed: u32,
+    /// Rows the store returned outside the page asked for (skipped by the core).
+    pub rejected_rows: u32,
     pub sent: Vec<OpId>,
     pub answers: Vec<String>,
 }
@@ -187,17 +198,18 @@ impl Director {
     }
 
     /// One pass: HO-A6 recovery of expired migrations, then the read-only selection over
-    /// pages from the persisted cursor, dispatching each eligible request.
+    /// keyset pages from the persisted cursor, dispatching each eligible request. SCALE-3: the
+    /// cursor is saved after every page, so a pass that fails (a page read, a save, a store
+    /// read while dispatching) leaves the cursor after the last page it completed and the
+    /// next pass starts with the page that failed.
     pub async fn pass(&self) -> Result<PassReport, StoreFailure> {
         let mut report = PassReport::default();
         let now = self.clock.now();
         let expired = self.store.expire_migrations(now).await?;
         report.expired_migrations = u32::try_from(expired.len()).unwrap_or(u32::MAX);
-        let total = self.store.count_hosts().await?;
-        let cursor = PageCursor {
-            offset: self.store.load_cursor(&self.cfg.id).await?,
-        };
-        let mut pass = match SelectionPass::begin(cursor, total, self.cfg.limits) {
+        let cursor = self.store.load_cursor(&self.cfg.id).await?;
+        report.cursor = cursor.after.map(|h| h.0);
+        let mut pass = match SelectionPass::begin(cursor, self.cfg.limits) {
             Ok(p) => p,
             Err(e) => {
                 return Err(StoreFailure::BadRow(format!("invalid scan limits: {e:?}")));
@@ -206,72 +218,95 @@ impl Director {
         let mut budget = DispatchBudget::new(self.cfg.max_failures);
         let mut urls: BTreeMap<CellId, Option<String>> = BTreeMap::new();
         while let Some(q) = pass.next_query() {
-            let rows = self.store.candidate_page(q.offset, q.limit).await?;
+            let rows = match self.store.candidate_page(q).await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    pass.page_failed();
+                    return Err(e);
+                }
+            };
             let decisions = pass.take_page(self.clock.now(), &self.cfg.policy, &rows);
             for d in decisions {
-                report.examined += 1;
-                let req = match d.verdict {
-                    Ok(req) => req,
-                    Err(why) => {
-                        // Keyed by the stable name: reports outlive variant renames.
-                        *report.ineligible.entry(why.name().to_owned()).or_default() += 1;
-                        continue;
-                    }
-                };
-                if budget.exhausted() {
-                    report.budget_exhausted = true;
-                    continue;
-                }
-                let cell = req.source.cell;
-                let url = match urls.get(&cell) {
-                    Some(u) => u.clone(),
-                    None => {
-                        let u = self
-                            .store
-                            .cell_info(cell)
-                            .await?
-                            .map(|c| c.internal_url)
-                            .filter(|u| !u.is_empty());
-                        urls.insert(cell, u.clone());
-                        u
-                    }
-                };
-                let outcome = match url {
-                    Some(url) => {
-                        report.dispatched += 1;
-                        report.sent.push(req.op_id);
-                        send_request(
-                            &url,
-                            &self.cfg.secret,
-                            &req,
-                            self.cfg.request_timeout,
-                            self.cfg.retries,
-                            &self.clock,
-                        )
-                        .await
-                    }
-                    None => DispatchOutcome::TransportFailed,
-                };
-                if let DispatchOutcome::Answered(reply) = &outcome {
-                    report.answers.push(answer_word(reply));
-                    if let HandoffReply::Result(r) = reply {
-                        if r.outcome.is_committed() {
-                            report.committed += 1;
-                        }
-                    }
-                }
-                match budget.record(&outcome) {
-                    DispatchClass::Deferred => report.deferred += 1,
-                    DispatchClass::Finished => report.finished += 1,
-                    DispatchClass::Skipped => report.skipped += 1,
-                    DispatchClass::Failed => report.failed += 1,
+                self.dispatch(d, &mut budget, &mut urls, &mut report)
+                    .await?;
+            }
+            // After the page's dispatches: a director that dies in them reads the page again
+            // (its requests carry the same op ids).
+            self.store.save_cursor(&self.cfg.id, pass.cursor()).await?;
+            report.pages = pass.pages_read();
+            report.cursor = pass.cursor().after.map(|h| h.0);
+            report.sweeps_completed = pass.sweeps_completed();
+            report.rejected_rows = pass.rejected_rows();
+        }
+        Ok(report)
+    }
+
+    /// Act on one examined host's verdict: count why it is not moved, or send its request.
+    async fn dispatch(
+        &self,
+        d: Decision,
+        budget: &mut DispatchBudget,
+        urls: &mut BTreeMap<CellId, Option<String>>,
+        report: &mut PassReport,
+    ) -> Result<(), StoreFailure> {
+        report.examined += 1;
+        let req = match d.verdict {
+            Ok(req) => req,
+            Err(why) => {
+                // Keyed by the stable name: reports outlive variant renames.
+                *report.ineligible.entry(why.name().to_owned()).or_default() += 1;
+                return Ok(());
+            }
+        };
+        if budget.exhausted() {
+            report.budget_exhausted = true;
+            return Ok(());
+        }
+        let cell = req.source.cell;
+        let url = match urls.get(&cell) {
+            Some(u) => u.clone(),
+            None => {
+                let u = self
+                    .store
+                    .cell_info(cell)
+                    .await?
+                    .map(|c| c.internal_url)
+                    .filter(|u| !u.is_empty());
+                urls.insert(cell, u.clone());
+                u
+            }
+        };
+        let outcome = match url {
+            Some(url) => {
+                report.dispatched += 1;
+                report.sent.push(req.op_id);
+                send_request(
+                    &url,
+                    &self.cfg.secret,
+                    &req,
+                    self.cfg.request_timeout,
+                    self.cfg.retries,
+                    &self.clock,
+                )
+                .await
+            }
+            None => DispatchOutcome::TransportFailed,
+        };
+        if let DispatchOutcome::Answered(reply) = &outcome {
+            report.answers.push(answer_word(reply));
+            if let HandoffReply::Result(r) = reply {
+                if r.outcome.is_committed() {
+                    report.committed += 1;
                 }
             }
         }
-        self.store
-            .save_cursor(&self.cfg.id, pass.finish().offset)
-            .await?;
-        Ok(report)
+        match budget.record(&outcome) {
+            DispatchClass::Deferred => report.deferred += 1,
+            DispatchClass::Finished => report.finished += 1,
+            DispatchClass::Skipped => report.skipped += 1,
+            DispatchClass::Failed => report.failed += 1,
+        }
+        Ok(())
     }
 
     /// Run passes every `interval` until `stop` is set; a pass in flight finishes. Returns
@@ -301,6 +336,10 @@ impl Director {
                     committed = r.committed,
                     failed = r.failed,
                     expired = r.expired_migrations,
+                    pages = r.pages,
+                    cursor = ?r.cursor,
+                    sweeps_completed = r.sweeps_completed,
+                    rejected_rows = r.rejected_rows,
                     // Why hosts were not moved (not in the cohort, cooling down, no fresh
                     // measurement, ...): what an operator asks when nothing moves.
                     ineligible = ?r.ineligible,

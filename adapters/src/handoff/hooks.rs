@@ -62,6 +62,8 @@ mod armed {
         pause_after_lock: Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
         /// The next `run_transaction` stops before it begins (holds nothing).
         pub before_begin: PausePoint,
+        /// SCALE-3: the director's page read this many reads from now fails (0: disarmed).
+        fail_page_read_in: AtomicU32,
         injected: AtomicU64,
     }
 
@@ -92,6 +94,12 @@ mod armed {
             Paused { reached, resume }
         }
 
+        /// SCALE-3: let `n - 1` candidate page reads through, fail the `n`-th (once); `0`
+        /// disarms.
+        pub fn fail_nth_page_read(&self, n: u32) {
+            self.fail_page_read_in.store(n, Ordering::SeqCst);
+        }
+
         /// Faults that actually fired.
         #[must_use]
         pub fn injected(&self) -> u64 {
@@ -111,6 +119,17 @@ mod armed {
 
         pub(crate) fn take_lost_result(&self) -> bool {
             let took = self.lose_next_commit_result.swap(false, Ordering::SeqCst);
+            if took {
+                self.injected.fetch_add(1, Ordering::SeqCst);
+            }
+            took
+        }
+
+        pub(crate) fn take_page_read_failure(&self) -> bool {
+            let before =
+                self.fail_page_read_in
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            let took = before == Ok(1);
             if took {
                 self.injected.fetch_add(1, Ordering::SeqCst);
             }
@@ -151,6 +170,10 @@ mod inert {
         }
 
         pub(crate) fn take_lost_result(&self) -> bool {
+            false
+        }
+
+        pub(crate) fn take_page_read_failure(&self) -> bool {
             false
         }
 

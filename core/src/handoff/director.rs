@@ -1,6 +1,6 @@
-//! Director side: pure eligibility (HO-3, HO-C1), read-only candidate selection over pages
-//! with a rotating offset (HO-S1, HO-S2 fairness), and the dispatch-failure budget that busy
-//! answers never consume (HO-S2).
+//! Director side: pure eligibility (HO-3, HO-C1), read-only candidate selection over keyset
+//! pages from a persisted cursor that wraps around the host list (HO-S1, HO-S2 fairness,
+//! SCALE-3), and the dispatch-failure budget that busy answers never consume (HO-S2).
 
 use serde::{Deserialize, Serialize};
 
@@ -85,12 +85,13 @@ pub fn evaluate(
     ))
 }
 
-/// HO-S2: persisted rotating position in the host list (ordered by host id). Each pass
-/// starts where the previous one stopped, so hosts that keep answering busy never hold the
-/// front of the list.
+/// HO-S2 / SCALE-3: the persisted position of a director's sweep over the host list (ordered
+/// by host id): the last host examined, `None` for the start of the list. Each pass starts
+/// just after it, so hosts that keep answering busy never hold the front of the list; being a
+/// key, not an offset, the next page costs the same wherever the sweep is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct PageCursor {
-    pub offset: u64,
+    pub after: Option<HostId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -123,11 +124,22 @@ impl ScanLimits {
     }
 }
 
-/// A read-only page query: `ORDER BY host LIMIT limit OFFSET offset`.
+/// SCALE-3: a read-only keyset page query: the rows with `after < host <= through` (`None`:
+/// unbounded on that side), `ORDER BY host LIMIT limit`. No offset: the store seeks to
+/// `after` through its index, so a late page costs what the first one does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PageQuery {
-    pub offset: u64,
+    pub after: Option<HostId>,
+    pub through: Option<HostId>,
     pub limit: u32,
+}
+
+impl PageQuery {
+    /// Whether `host` lies in the query's range.
+    #[must_use]
+    pub fn contains(&self, host: HostId) -> bool {
+        self.after.is_none_or(|a| host > a) && self.through.is_none_or(|t| host <= t)
+    }
 }
 
 /// One row of a page: the candidate and its measured target (if known).
@@ -144,63 +156,75 @@ pub struct Decision {
     pub verdict: Result<HandoffRequest, Ineligible>,
 }
 
-/// HO-S1 / HO-S2: one read-only selection pass. Drive it with `next_query` / `take_page`
-/// until `next_query` is `None`, then persist `finish()`.
+/// HO-S1 / HO-S2 / SCALE-3: one read-only selection pass over keyset pages. Drive it with
+/// `next_query` / `take_page` until `next_query` is `None`, persisting `cursor()` after every
+/// page; a page whose read failed is reported with `page_failed` (the pass ends, the cursor
+/// stays, so the next pass starts with that very page).
+///
+/// The pass reads from its starting cursor to the end of the list; a short page (fewer rows
+/// than asked) is the end: the sweep is complete and the pass wraps to the start, reading on
+/// `through` its starting cursor, so no host is examined twice in one pass. It ends when that
+/// wrapped segment comes back short or reaches the starting cursor, or when the page budget or
+/// the dispatch budget is spent. A pass that starts at the start of the list ends at its first
+/// short page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SelectionPass {
     limits: ScanLimits,
-    total: u64,
-    position: u64,
+    /// Where the pass began: the wrapped segment stops there.
+    start: Option<HostId>,
+    /// The last host examined (or the segment's start): what `cursor()` persists.
+    position: Option<HostId>,
+    /// Past the end of the list, reading from the start `through` `start`.
+    wrapped: bool,
+    over: bool,
     examined: u64,
     pages_read: u32,
     dispatched: u32,
+    sweeps_completed: u32,
+    rejected_rows: u32,
 }
 
 impl SelectionPass {
-    /// Start at the persisted cursor (taken modulo the current list length).
-    pub fn begin(
-        cursor: PageCursor,
-        total_hosts: u64,
-        limits: ScanLimits,
-    ) -> Result<SelectionPass, ScanLimitsError> {
+    /// Start just after the persisted cursor. No host count: a page coming back short is how
+    /// the pass learns where the list ends.
+    pub fn begin(cursor: PageCursor, limits: ScanLimits) -> Result<SelectionPass, ScanLimitsError> {
         limits.validate()?;
-        let position = if total_hosts == 0 {
-            0
-        } else {
-            cursor.offset % total_hosts
-        };
         Ok(SelectionPass {
             limits,
-            total: total_hosts,
-            position,
+            start: cursor.after,
+            position: cursor.after,
+            wrapped: false,
+            over: false,
             examined: 0,
             pages_read: 0,
             dispatched: 0,
+            sweeps_completed: 0,
+            rejected_rows: 0,
         })
     }
 
-    /// The next page to read, or `None` when the pass is over (whole list seen, page budget
-    /// or dispatch budget spent). A page never crosses the end of the list; the next one
-    /// wraps to offset 0 within the same pass.
+    /// The next page to read, or `None` when the pass is over (the sweep came back to where
+    /// the pass began, a page read failed, the page budget or the dispatch budget is spent).
     #[must_use]
     pub fn next_query(&self) -> Option<PageQuery> {
-        if self.examined >= self.total
+        if self.over
             || self.pages_read >= self.limits.max_pages
             || self.dispatched >= self.limits.max_dispatch
         {
             return None;
         }
-        let room = (self.total - self.position).min(self.total - self.examined);
-        let limit = u64::from(self.limits.page_size).min(room);
-        debug_assert!(limit > 0);
         Some(PageQuery {
-            offset: self.position,
-            limit: u32::try_from(limit).unwrap_or(self.limits.page_size),
+            after: self.position,
+            through: if self.wrapped { self.start } else { None },
+            limit: self.limits.page_size,
         })
     }
 
     /// Evaluate the rows of the page answered for `next_query()`, in order. Stops early when
-    /// the dispatch budget is spent (the rest of the page comes first next pass).
+    /// the dispatch budget is spent (the rest of the page comes first next pass). Rows the
+    /// store should not have returned (out of the query's range, not strictly increasing,
+    /// beyond its limit) are external input gone wrong: skipped and counted
+    /// (`rejected_rows`), never examined.
     pub fn take_page(
         &mut self,
         now: MonoMs,
@@ -211,51 +235,121 @@ impl SelectionPass {
             return Vec::new();
         };
         self.pages_read += 1;
-        let expected = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        let limit = usize::try_from(query.limit).unwrap_or(usize::MAX);
+        let mut last = query.after;
+        let mut stopped_early = false;
         let mut decisions = Vec::new();
-        for row in rows.iter().take(expected) {
+        for row in rows.iter().take(limit) {
             if self.dispatched >= self.limits.max_dispatch {
+                stopped_early = true;
                 break;
+            }
+            let host = row.candidate.authority.host;
+            // `last` starts at `after`: in order implies in the range's lower side.
+            let in_order = last.is_none_or(|l| host > l);
+            if !in_order || !query.contains(host) {
+                self.rejected_rows = self.rejected_rows.saturating_add(1);
+                continue;
             }
             let verdict = evaluate(now, director, &row.candidate, row.target.as_ref());
             if verdict.is_ok() {
                 self.dispatched += 1;
             }
-            decisions.push(Decision {
-                host: row.candidate.authority.host,
-                verdict,
-            });
+            decisions.push(Decision { host, verdict });
+            debug_assert!(last.is_none_or(|l| host > l), "keys strictly increase");
+            last = Some(host);
             self.examined += 1;
-            self.position = (self.position + 1) % self.total;
         }
-        if rows.len() < expected {
-            // The list shrank under us: what we saw is all there is up to here.
-            self.total = query.offset + rows.len() as u64;
-            self.position = 0;
-            self.examined = self.examined.min(self.total);
+        let overflow = u32::try_from(rows.len().saturating_sub(limit)).unwrap_or(u32::MAX);
+        self.rejected_rows = self.rejected_rows.saturating_add(overflow);
+        self.position = last;
+        if !stopped_early && rows.len() < limit {
+            // Short: nothing more in the range (what the store had when it answered).
+            if self.wrapped {
+                // Everything up to the pass's start has been examined.
+                self.position = query.through;
+                self.over = true;
+            } else {
+                // The end of the list: the sweep is complete; on from the start.
+                self.sweeps_completed += 1;
+                self.position = None;
+                if self.start.is_none() {
+                    self.over = true;
+                } else {
+                    self.wrapped = true;
+                }
+            }
+        } else if self.wrapped && self.position == self.start {
+            // The wrapped segment reached the pass's start: no page left to read.
+            self.over = true;
         }
-        debug_assert!(self.examined <= self.total.max(1));
+        debug_assert!(
+            self.examined <= u64::from(self.pages_read) * u64::from(self.limits.page_size),
+            "at most a page size per page"
+        );
+        debug_assert!(
+            !self.wrapped
+                || self
+                    .start
+                    .is_some_and(|s| self.position.is_none_or(|p| p <= s)),
+            "the wrapped segment never passes the pass's start"
+        );
         decisions
     }
 
-    /// The cursor for the next pass: just after the last examined host.
+    /// The page answered for `next_query()` could not be read: the pass ends here and the
+    /// cursor stays where it is, so the next pass starts with this very page.
+    pub fn page_failed(&mut self) {
+        self.over = true;
+    }
+
+    /// The position to persist now (after every page): just after the last examined host.
+    #[must_use]
+    pub fn cursor(&self) -> PageCursor {
+        PageCursor {
+            after: self.position,
+        }
+    }
+
+    /// The cursor for the next pass (the same as `cursor()` once the pass is over).
     #[must_use]
     pub fn finish(&self) -> PageCursor {
-        PageCursor {
-            offset: self.position,
-        }
+        self.cursor()
     }
 
     #[must_use]
     pub fn dispatched(&self) -> u32 {
         self.dispatched
     }
+
+    /// Hosts examined (each one at most once per pass).
+    #[must_use]
+    pub fn examined(&self) -> u64 {
+        self.examined
+    }
+
+    #[must_use]
+    pub fn pages_read(&self) -> u32 {
+        self.pages_read
+    }
+
+    /// How many times this pass passed the end of the list (a sweep completed): 0 or 1.
+    #[must_use]
+    pub fn sweeps_completed(&self) -> u32 {
+        self.sweeps_completed
+    }
+
+    /// Rows skipped as the store's mistake (out of range, out of order, beyond the limit).
+    #[must_use]
+    pub fn rejected_rows(&self) -> u32 {
+        self.rejected_rows
+    }
 }
 
 /// How the director classifies the answer to a dispatched request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DispatchClass {
-    /// HO-S2: busy (or in progress): a deferral; the rotation reaches the host again.
+    /// HO-S2: busy (or in progress): a deferral; the sweep reaches the host again.
     Deferred,
     /// A durable result arrived.
     Finished,

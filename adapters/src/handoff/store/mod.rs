@@ -303,6 +303,11 @@ impl MigrationSource<'static> for Embedded {
                     "fleet bounds",
                     include_str!("../../../migrations/postgres/0005_fleet_bounds.sql"),
                 ),
+                migration(
+                    6,
+                    "director keyset",
+                    include_str!("../../../migrations/postgres/0006_director_keyset.sql"),
+                ),
             ],
             Dialect::Sqlite => vec![
                 migration(
@@ -329,6 +334,11 @@ impl MigrationSource<'static> for Embedded {
                     5,
                     "fleet bounds",
                     include_str!("../../../migrations/sqlite/0005_fleet_bounds.sql"),
+                ),
+                migration(
+                    6,
+                    "director keyset",
+                    include_str!("../../../migrations/sqlite/0006_director_keyset.sql"),
                 ),
             ],
         };

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use switchyard_core::handoff::director::CandidateRow;
+use switchyard_core::handoff::director::{CandidateRow, PageCursor, PageQuery};
 use switchyard_core::handoff::ids::{CellId, Epoch, Generation, HostId, OpId, SourceAuthority};
 use switchyard_core::handoff::policy::Measurement;
 use switchyard_core::handoff::store::{authority_of, AttemptRow, RateRow, ReservationRow};
@@ -11,8 +11,9 @@ use switchyard_core::MonoMs;
 
 use super::codec::{
     assignment_of, attempt_of, candidate_of, cell_row_of, get, i, op_of, op_text, u, u32_of,
+    AnyQuery,
 };
-use super::{begin_failed, in_txn, CellInfo, Resolved, Rows, SqlStore, StoreFailure};
+use super::{begin_failed, in_txn, CellInfo, Dialect, Resolved, Rows, SqlStore, StoreFailure};
 
 impl SqlStore {
     // ----- read-only queries (no lock) -----
@@ -258,67 +259,128 @@ impl SqlStore {
         .await
     }
 
-    pub async fn count_hosts(&self) -> Result<u64, StoreFailure> {
+    /// HO-S1 / SCALE-3: one read-only keyset page of candidates: `after < host <= through`,
+    /// `ORDER BY host LIMIT limit`. The index on `host` seeks to `after`, so a late page costs
+    /// what the first one does; each target's load is one grouped read of `ho_cell_load` for
+    /// the page's targets (the counts the commits keep), never a count over `ho_assignments`.
+    pub async fn candidate_page(&self, q: PageQuery) -> Result<Vec<CandidateRow>, StoreFailure> {
+        if self.faults.take_page_read_failure() {
+            return Err(StoreFailure::Unavailable(
+                "injected page read failure".into(),
+            ));
+        }
+        let query = bind_page(sqlx::query(CANDIDATE_PAGE), q);
         self.bounded(async {
-            let r = sqlx::query("SELECT COUNT(*) AS n FROM ho_assignments")
-                .fetch_one(&self.pool)
-                .await
-                .map_err(begin_failed)?;
-            u(get(&r, "n")?, "count")
-        })
-        .await
-    }
-
-    /// HO-S1: one read-only page of candidates, `ORDER BY host LIMIT limit OFFSET offset`.
-    pub async fn candidate_page(
-        &self,
-        offset: u64,
-        limit: u32,
-    ) -> Result<Vec<CandidateRow>, StoreFailure> {
-        let q = sqlx::query(
-            "SELECT a.host, a.cell, a.epoch, a.incarnation, a.generation, a.desktop_capable, \
-             sc.handoff_capable AS src_capable, m.target AS m_target, m.measured_at_ms, \
-             m.current_rtt_ms, m.target_rtt_ms, tc.handoff_capable AS tgt_capable, \
-             tc.capacity AS tgt_capacity, \
-             (SELECT COUNT(*) FROM ho_assignments x WHERE x.cell = m.target) AS tgt_load, \
-             cd.until_ms \
-             FROM ho_assignments a \
-             JOIN ho_cells sc ON sc.cell = a.cell \
-             LEFT JOIN ho_measurements m ON m.host = a.host \
-             LEFT JOIN ho_cells tc ON tc.cell = m.target \
-             LEFT JOIN ho_cooldowns cd ON cd.host = a.host \
-             ORDER BY a.host LIMIT $1 OFFSET $2",
-        )
-        .bind(i64::from(limit))
-        .bind(i(offset, "offset")?);
-        self.bounded(async {
-            let rows = q.fetch_all(&self.pool).await.map_err(begin_failed)?;
+            let rows = query.fetch_all(&self.pool).await.map_err(begin_failed)?;
             rows.iter().map(candidate_of).collect()
         })
         .await
     }
 
-    pub async fn load_cursor(&self, director: &str) -> Result<u64, StoreFailure> {
-        let q = sqlx::query("SELECT page_offset FROM ho_director_cursors WHERE director = $1")
-            .bind(director.to_owned());
+    /// SCALE-3: the plan the database picks for [`Self::candidate_page`] with these binds, one
+    /// line per row: PostgreSQL's `EXPLAIN` (with `analyze`: run, with actual rows and
+    /// buffers; the query is read-only), SQLite's `EXPLAIN QUERY PLAN`. For diagnostics and
+    /// the plan test.
+    pub async fn explain_candidate_page(
+        &self,
+        q: PageQuery,
+        analyze: bool,
+    ) -> Result<Vec<String>, StoreFailure> {
+        let (sql, column) = match (self.dialect, analyze) {
+            (Dialect::Postgres, false) => (format!("EXPLAIN {CANDIDATE_PAGE}"), "QUERY PLAN"),
+            (Dialect::Postgres, true) => (
+                format!("EXPLAIN (ANALYZE, BUFFERS) {CANDIDATE_PAGE}"),
+                "QUERY PLAN",
+            ),
+            (Dialect::Sqlite, _) => (format!("EXPLAIN QUERY PLAN {CANDIDATE_PAGE}"), "detail"),
+        };
         self.bounded(async {
-            let row = q.fetch_optional(&self.pool).await.map_err(begin_failed)?;
-            match row {
-                Some(r) => u(get(&r, "page_offset")?, "page_offset"),
-                None => Ok(0),
-            }
+            let rows = bind_page(sqlx::query(&sql), q)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(begin_failed)?;
+            rows.iter().map(|r| get::<String>(r, column)).collect()
         })
         .await
     }
 
-    pub async fn save_cursor(&self, director: &str, offset: u64) -> Result<(), StoreFailure> {
+    /// SCALE-3: the director's cursor (`None`: the start of the list; so is a cursor saved as
+    /// an offset before migration 6).
+    pub async fn load_cursor(&self, director: &str) -> Result<PageCursor, StoreFailure> {
+        let q = sqlx::query("SELECT after_host FROM ho_director_cursors WHERE director = $1")
+            .bind(director.to_owned());
+        self.bounded(async {
+            let row = q.fetch_optional(&self.pool).await.map_err(begin_failed)?;
+            let after = match row {
+                Some(r) => get::<Option<i64>>(&r, "after_host")?
+                    .map(|h| u(h, "after_host").map(HostId))
+                    .transpose()?,
+                None => None,
+            };
+            Ok(PageCursor { after })
+        })
+        .await
+    }
+
+    pub async fn save_cursor(
+        &self,
+        director: &str,
+        cursor: PageCursor,
+    ) -> Result<(), StoreFailure> {
+        let after = cursor.after.map(|h| i(h.0, "after_host")).transpose()?;
+        // page_offset is the pre-SCALE-3 column (NOT NULL): kept at 0 for an older director
+        // that still reads it (it restarts from the top, as an old cursor does here).
         let q = sqlx::query(
-            "INSERT INTO ho_director_cursors (director, page_offset) VALUES ($1, $2) \
-             ON CONFLICT (director) DO UPDATE SET page_offset = excluded.page_offset",
+            "INSERT INTO ho_director_cursors (director, page_offset, after_host) \
+             VALUES ($1, 0, $2) \
+             ON CONFLICT (director) DO UPDATE SET page_offset = 0, after_host = excluded.after_host",
         )
         .bind(director.to_owned())
-        .bind(i(offset, "offset")?);
+        .bind(after);
         self.bounded(async { q.execute(&self.pool).await.map_err(in_txn).map(|_| ()) })
             .await
     }
+}
+
+/// SCALE-3: the page. `keys` is the keyset slice of `ho_assignments` (`$1`/`$2`: the
+/// exclusive lower and inclusive upper host bound, `$3` the limit); every other per-host
+/// table is read only between `$1` and the slice's last host. Without those bounds in the
+/// joins PostgreSQL may read `ho_measurements` and `ho_cooldowns` from their first row on (a
+/// merge join: it derives no range from `m.host = a.host`; measured 1 ms at the start, 99 ms
+/// half-way through 1,000,000 hosts), or whole (a hash join: `$1`/`$2` alone span the whole
+/// table on the first page). Then the load of each of the page's targets, summed over its
+/// `ho_cell_load` shard rows for the page's targets only. No OFFSET and no subquery per row
+/// over `ho_assignments` (the plan test checks both).
+const CANDIDATE_PAGE: &str = "WITH keys AS (\
+     SELECT host, cell, epoch, incarnation, generation, desktop_capable FROM ho_assignments \
+     WHERE host > $1 AND host <= $2 ORDER BY host LIMIT $3), \
+     page AS (\
+     SELECT a.host, a.cell, a.epoch, a.incarnation, a.generation, a.desktop_capable, \
+     sc.handoff_capable AS src_capable, m.target AS m_target, m.measured_at_ms, \
+     m.current_rtt_ms, m.target_rtt_ms, tc.handoff_capable AS tgt_capable, \
+     tc.capacity AS tgt_capacity, cd.until_ms \
+     FROM keys a \
+     JOIN ho_cells sc ON sc.cell = a.cell \
+     LEFT JOIN ho_measurements m ON m.host = a.host \
+     AND m.host > $1 AND m.host <= (SELECT MAX(host) FROM keys) \
+     LEFT JOIN ho_cells tc ON tc.cell = m.target \
+     LEFT JOIN ho_cooldowns cd ON cd.host = a.host \
+     AND cd.host > $1 AND cd.host <= (SELECT MAX(host) FROM keys)) \
+     SELECT p.host, p.cell, p.epoch, p.incarnation, p.generation, p.desktop_capable, \
+     p.src_capable, p.m_target, p.measured_at_ms, p.current_rtt_ms, p.target_rtt_ms, \
+     p.tgt_capable, p.tgt_capacity, p.until_ms, \
+     CAST(COALESCE(ld.hosts, 0) AS BIGINT) AS tgt_load \
+     FROM page p \
+     LEFT JOIN (SELECT l.cell, SUM(l.hosts) AS hosts FROM ho_cell_load l \
+     WHERE l.cell IN (SELECT m_target FROM page) GROUP BY l.cell) ld ON ld.cell = p.m_target \
+     ORDER BY p.host";
+
+/// The binds of [`CANDIDATE_PAGE`]. Host ids are `0..=i64::MAX` in the store: an unbounded side
+/// binds past that range, a bound beyond it saturates (nothing lies there).
+fn bind_page(query: AnyQuery<'_>, q: PageQuery) -> AnyQuery<'_> {
+    let key = |h: HostId| i64::try_from(h.0).unwrap_or(i64::MAX);
+    query
+        .bind(q.after.map_or(-1, key))
+        .bind(q.through.map_or(i64::MAX, key))
+        .bind(i64::from(q.limit))
 }
