@@ -137,10 +137,11 @@
 //! - HO-C1 (capability negotiation): every participant here is capable;
 //!   `handoff_requirements.rs::ho_c1_participant_without_the_capability_is_skipped`;
 //! - HO-S2's page rotation and dispatch budget (one host here):
-//!   `handoff_requirements.rs::{ho_s2_rotating_offset_moves_past_busy_hosts,
+//!   `handoff_requirements.rs::{ho_s2_rotating_cursor_moves_past_busy_hosts,
 //!   ho_s2_busy_is_a_deferral_not_a_dispatch_failure}`,
 //!   `handoff_props.rs::ho_s2_props_rotating_pages_never_starve_idle_hosts`,
-//!   `handoff_seed_tests.rs::ho_t3_*`;
+//!   `handoff_seed_tests.rs::ho_t3_*`, and at any N with a changing host list, failed pages
+//!   and restarts (SCALE-3): `scale_3_sweep.rs::scale_3_props_*`;
 //! - HO-A6's target-side recovery beyond the store (clients kept at the target) and the seed's
 //!   tests 5, 6 and 8 need the target cell and real transport (adapters).
 
