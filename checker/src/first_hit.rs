@@ -61,7 +61,7 @@ impl<M: Model> JudgedByIndex for FirstHits<M> {
             return (property.condition)(&self.inner, state);
         }
         // Reported already (by any thread): the answer below no longer depends on the
-        // condition, so it is not evaluated (49 witnesses, most found in the first few depths,
+        // condition, so it is not evaluated (54 witnesses, most found in the first few depths,
         // were otherwise judged at every state to the end of the search).
         if property.expectation != Expectation::Eventually && self.was_reported(index) {
             return property.expectation == Expectation::Always;

@@ -14,6 +14,7 @@ use switchyard_spec::failover::{
 };
 use switchyard_spec::halt::Halt;
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
+use switchyard_spec::sweep::{SweepAction, SweepModel, SweepParams, SweepProjection, SweepState};
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
 
 pub mod by_index;
@@ -267,6 +268,64 @@ impl CheckedModel for HandoffModel {
             p.db_jobs
         );
         line
+    }
+}
+
+impl CheckedModel for SweepModel {
+    const NAME: &'static str = "sweep";
+    type Params = SweepParams;
+    type Projection = SweepProjection;
+
+    fn params(&self) -> SweepParams {
+        self.params.clone()
+    }
+
+    fn project(state: &SweepState) -> SweepProjection {
+        state.project()
+    }
+
+    fn halt(&self) -> &Halt {
+        &self.halt
+    }
+
+    fn init_name(&self, _state: &SweepState) -> String {
+        "sweep".to_owned()
+    }
+
+    fn card(state: &SweepState) -> String {
+        let p = state.project();
+        let mut card = format!(
+            "hosts {:?} (busy {:?}), saved cursor {:?}",
+            p.hosts, p.busy, p.saved_cursor
+        );
+        match p.next_query {
+            Some((after, through, limit)) => {
+                let _ = write!(
+                    card,
+                    "\npass at {:?}: next page after {after:?} through {through:?} limit {limit}, sweeps completed {}, dispatched {}",
+                    p.director_cursor, p.sweeps_completed, p.dispatched
+                );
+            }
+            None if p.in_pass => {
+                let _ = write!(card, "\npass at {:?}: no page left", p.director_cursor);
+            }
+            None => {
+                let _ = write!(card, "\nbetween passes, cursor {:?}", p.director_cursor);
+            }
+        }
+        if let Some(host) = p.in_flight {
+            let _ = write!(card, ", request to {host} in flight");
+        }
+        let _ = write!(
+            card,
+            "\nthis sweep examined {:?}; idle hosts waiting (passes) {:?}",
+            p.sweep_examined, p.waiting
+        );
+        card
+    }
+
+    fn summary(state: &SweepState) -> String {
+        state.summary()
     }
 }
 
@@ -1131,6 +1190,11 @@ pub fn corpus_handoff_params() -> HandoffParams {
     HandoffParams::small()
 }
 
+/// The sweep corpus bound: the review bound (197,080 states, a second on one thread).
+pub fn corpus_sweep_params() -> SweepParams {
+    SweepParams::default()
+}
+
 /// Options for corpus generation: deterministic (one thread). The corpus keeps the last
 /// discovery of each witness, not the shortest: its traces are replayed against real relays
 /// and both SQL stores (`adapters/tests/failover_replay.rs`, `handoff_store_diff.rs`), where a
@@ -1207,6 +1271,35 @@ impl switchyard_spec::trace::Replayer for HandoffCoreReplayer {
     }
 
     fn project(&self) -> HoProjection {
+        self.state.project()
+    }
+}
+
+/// The core replayed through a sweep trace: the real `SelectionPass` and `DispatchBudget`,
+/// driven by the model's step function.
+#[derive(Debug)]
+pub struct SweepCoreReplayer {
+    model: SweepModel,
+    state: SweepState,
+}
+
+impl switchyard_spec::trace::Replayer for SweepCoreReplayer {
+    type Params = SweepParams;
+    type Action = SweepAction;
+    type Projection = SweepProjection;
+
+    fn init(params: &SweepParams, init: usize) -> Self {
+        assert_eq!(init, 0, "the sweep model has one initial state");
+        let model = SweepModel::new(params.clone());
+        let state = model.init_state();
+        SweepCoreReplayer { model, state }
+    }
+
+    fn step(&mut self, action: &SweepAction) {
+        self.state = self.model.step(&self.state, *action);
+    }
+
+    fn project(&self) -> SweepProjection {
         self.state.project()
     }
 }

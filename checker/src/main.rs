@@ -1,8 +1,8 @@
 //! `switchyard-check`: model-check the Switchyard specification.
 //!
-//! `switchyard-check check [failover|handoff|all]` explores every model exhaustively at the
-//! review bounds (the defaults), prints a table per model (the handoff model: one per scenario,
-//! `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
+//! `switchyard-check check [failover|handoff|sweep|all]` explores every model exhaustively at
+//! the review bounds (the defaults), prints a table per model (the handoff model: one per
+//! scenario, `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
 //! vacuous model), printing each counterexample and writing it as a JSON trace. A search that
 //! reaches the memory budget with no violation found exits 3.
 #![allow(clippy::print_stdout)]
@@ -21,6 +21,7 @@ use switchyard_spec::failover::{
     FailoverModel, FailoverParams, Variant, MAX_MODEL_HOSTS, MAX_MODEL_URLS,
 };
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, Scenario};
+use switchyard_spec::sweep::{SweepModel, SweepParams};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -48,6 +49,8 @@ enum Command {
 enum Which {
     Failover,
     Handoff,
+    /// The director's keyset sweep (SCALE-3, HO-S2).
+    Sweep,
     All,
 }
 
@@ -257,8 +260,9 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
         .into_iter()
         .map(|s| HandoffModel::in_scenario(s, handoff_params(args, s.params())))
         .collect();
+    let sweep = SweepModel::new(SweepParams::default());
     if let Some(address) = args.explore {
-        return explore(args.model, failover, handoff, address);
+        return explore(args.model, failover, handoff, sweep, address);
     }
     let options = RunOptions {
         strategy: if args.simulate {
@@ -291,6 +295,9 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
         for model in handoff {
             runs.push(check_one(model, &options, args.traces.as_deref())?);
         }
+    }
+    if matches!(args.model, Which::Sweep | Which::All) {
+        runs.push(check_one(sweep, &options, args.traces.as_deref())?);
     }
     Ok(runs)
 }
@@ -386,6 +393,7 @@ fn explore(
     which: Which,
     failover: FailoverModel,
     handoff: Vec<HandoffModel>,
+    sweep: SweepModel,
     address: SocketAddr,
 ) -> Result<Vec<RunSummary>, String> {
     if !address.ip().is_loopback() {
@@ -399,12 +407,13 @@ fn explore(
     // error, so `check --explore ADDR` as the README writes it works.
     if which == Which::All {
         println!(
-            "--explore walks one model: the failover model (`check handoff --explore {address}` for the handoff model)"
+            "--explore walks one model: the failover model (`check handoff --explore {address}` or `check sweep --explore {address}` for the others)"
         );
     }
     match which {
         Which::All | Which::Failover => serve("failover", Explorable::new(vec![failover]), address),
         Which::Handoff => serve("handoff", Explorable::new(handoff), address),
+        Which::Sweep => serve("sweep", Explorable::new(vec![sweep]), address),
     }
 }
 

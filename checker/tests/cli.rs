@@ -131,6 +131,33 @@ fn checker_runs_one_handoff_scenario_alone_and_names_it() {
     );
 }
 
+#[test]
+fn scale_3_checker_runs_the_sweep_model_alone_and_names_it() {
+    let (code, out, err) = check(&["sweep"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("model sweep:"), "{out}");
+    // The state count is pinned once, in spec/tests/sweep_model.rs.
+    assert!(out.contains(", exhaustive"), "{out}");
+    assert!(
+        !out.contains("model failover") && !out.contains("model handoff"),
+        "{out}"
+    );
+    for property in [
+        "SCALE-3 every host examined once per sweep",
+        "SCALE-3 a failed page resumes at its own start",
+        "SCALE-3 no host twice in one pass",
+        "HO-S2 busy never spends the budget",
+        "HO-S2 busy hosts never starve idle ones",
+    ] {
+        assert!(out.contains(property), "{property}: {out}");
+    }
+    assert_eq!(
+        out.lines().last().unwrap_or_default(),
+        "exit 0: all 6 properties hold and all 5 witnesses are reached in sweep",
+        "{out}"
+    );
+}
+
 /// A failover bound every witness is reached at, in a fraction of a second (21,668 states).
 const TINY_FAILOVER: [&str; 12] = [
     "failover",

@@ -94,3 +94,37 @@ fn explorer_starts_at_the_handoff_scenarios_by_name_and_states_are_short() {
         assert!(text.lines().count() <= 6, "{text}");
     }
 }
+
+#[test]
+fn scale_3_explorer_sweep_states_are_short_cards() {
+    use switchyard_spec::sweep::{SweepModel, SweepParams};
+    let explorable =
+        Explorable::new(vec![SweepModel::new(SweepParams::default())]).expect("one model");
+    assert_eq!(explorable.entry_names(), ["sweep"]);
+    // A walk of a few steps: every state on it is at most three lines.
+    let mut frontier = vec![explorable.init_states().remove(0)];
+    for _ in 0..6 {
+        let mut next = Vec::new();
+        for state in &frontier {
+            let text = shown(state);
+            assert!(text.lines().count() <= 3, "{text}");
+            let mut actions = Vec::new();
+            explorable.actions(state, &mut actions);
+            next.extend(
+                actions
+                    .into_iter()
+                    .take(2)
+                    .filter_map(|a| explorable.next_state(state, a)),
+            );
+        }
+        frontier = next;
+    }
+    let first = explorable
+        .next_state(&explorable.init_states()[0], ShownAction::Begin(0))
+        .expect("the sweep");
+    assert!(
+        shown(&first).starts_with("hosts [10, 20, 30, 40] (busy [10, 40]), saved cursor None"),
+        "{}",
+        shown(&first)
+    );
+}

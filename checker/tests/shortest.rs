@@ -122,3 +122,24 @@ fn handoff_witnesses_are_as_short_as_the_bfs_depth() {
     shorten_discoveries(&model(), &options, &mut report);
     assert_eq!(steps(&report), expected);
 }
+
+#[test]
+fn scale_3_sweep_witnesses_of_the_depth_first_default_are_shortened_to_the_bfs_depth() {
+    use switchyard_spec::sweep::{SweepModel, SweepParams};
+    let model = || SweepModel::new(SweepParams::default());
+    let expected = bfs_depths(&model());
+    assert_eq!(
+        expected.len(),
+        5,
+        "every witness, no violation: {expected:?}"
+    );
+    let options = RunOptions {
+        strategy: Strategy::Dfs,
+        threads: 2,
+        keep_last_discovery: false,
+        ..corpus_options()
+    };
+    let mut report = run(model(), &options);
+    shorten_discoveries(&model(), &options, &mut report);
+    assert_eq!(steps(&report), expected);
+}

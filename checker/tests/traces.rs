@@ -12,6 +12,7 @@ use switchyard_core::handoff::store::AssignmentStore;
 use switchyard_spec::failover::FailoverModel;
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection};
 use switchyard_spec::store_calls::StoreCall;
+use switchyard_spec::sweep::SweepModel;
 use switchyard_spec::trace::{replay, Replayer, Trace, TraceKind};
 
 fn corpus_dir() -> PathBuf {
@@ -119,6 +120,11 @@ fn trace_corpus_handoff_matches_what_the_checker_generates() {
 }
 
 #[test]
+fn trace_corpus_sweep_matches_what_the_checker_generates() {
+    check_corpus(SweepModel::new(corpus_sweep_params()), 5);
+}
+
+#[test]
 fn trace_corpus_failover_replays_against_the_core() {
     replay_corpus::<FailoverCoreReplayer>("failover", 7);
 }
@@ -126,6 +132,12 @@ fn trace_corpus_failover_replays_against_the_core() {
 #[test]
 fn trace_corpus_handoff_replays_against_the_core() {
     replay_corpus::<HandoffCoreReplayer>("handoff", 20);
+}
+
+/// SCALE-3 / HO-S2: the sweep traces replay against the real `SelectionPass`.
+#[test]
+fn scale_3_trace_corpus_sweep_replays_against_the_core() {
+    replay_corpus::<SweepCoreReplayer>("sweep", 5);
 }
 
 /// Apply one journaled call to `store`; `Err` names the call whose answer differs.

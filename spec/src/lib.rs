@@ -11,4 +11,5 @@ pub mod halt;
 pub mod handoff;
 pub mod share;
 pub mod store_calls;
+pub mod sweep;
 pub mod trace;
