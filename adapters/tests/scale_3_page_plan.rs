@@ -121,6 +121,8 @@ async fn scale_3_a_late_page_reads_what_the_first_one_does_no_subplan_no_offset_
              FROM generate_series(0, {last}) h; \
              UPDATE ho_cell_load l SET hosts = x.n FROM (SELECT cell, COUNT(*) AS n \
              FROM ho_assignments GROUP BY cell) x WHERE l.cell = x.cell AND l.shard = 0; \
+             UPDATE ho_limit_shards SET hosts = (SELECT COUNT(*) FROM ho_assignments) \
+             WHERE shard = 0; \
              INSERT INTO ho_measurements (host, target, measured_at_ms, current_rtt_ms, \
              target_rtt_ms) SELECT h, (h + 7) % 20 + 1, 1000, 120, 20 \
              FROM generate_series(0, {last}) h; \
