@@ -22,9 +22,17 @@ fn assert_none(change: &Stats, what: &str) {
     assert_eq!(change.reallocations, 0, "{what}: {change:?}");
 }
 
-/// One test function on purpose: the allocator is global, so a second test running on another
-/// thread would be counted too.
-#[test]
+/// Run without libtest (`harness = false` in Cargo.toml): the allocator is global, so anything
+/// on another thread is counted too, and libtest's own threads (its reporter and timers) were
+/// seen to allocate during a tick on a loaded machine (4 allocations in 1 run of 5 under load).
+/// Only this thread runs here.
+fn main() {
+    no_tick_makes_a_heap_allocation();
+    // The closing line CI reads (the plain form: this is no libtest run).
+    let mut out = std::io::stderr().lock();
+    let _ = std::io::Write::write_all(&mut out, b"no_alloc: 1 passed, 0 failed\n");
+}
+
 fn no_tick_makes_a_heap_allocation() {
     for n in [3, 16, 256, 4096] {
         let fixture = tick_fixture(n);

@@ -85,13 +85,7 @@ impl SqlStore {
             self.lock_all_shards(&mut tx).await?;
             q.execute(&mut *tx).await.map_err(in_txn)?;
             // SCALE-1: so may a bound: its tokens too.
-            sqlx::query(
-                "UPDATE ho_limit_shards SET commit_tokens = 0, in_flight_tokens = 0, \
-                 attempt_tokens = 0, host_tokens = 0",
-            )
-            .execute(&mut *tx)
-            .await
-            .map_err(in_txn)?;
+            Self::revoke_limit_tokens(&mut tx).await?;
             Self::commit(tx).await
         })
         .await
@@ -123,16 +117,23 @@ impl SqlStore {
             if done.rows_affected() != 1 {
                 return Err(no_settings());
             }
-            sqlx::query(
-                "UPDATE ho_limit_shards SET commit_tokens = 0, in_flight_tokens = 0, \
-                 attempt_tokens = 0, host_tokens = 0",
-            )
-            .execute(&mut *tx)
-            .await
-            .map_err(in_txn)?;
+            Self::revoke_limit_tokens(&mut tx).await?;
             Self::commit(tx).await
         })
         .await
+    }
+
+    /// Every token of the global limits and of the host bound, on every shard (all locked):
+    /// dealt again from the settings in force by the next exact path.
+    async fn revoke_limit_tokens(tx: &mut Txn) -> Result<(), StoreFailure> {
+        sqlx::query(
+            "UPDATE ho_limit_shards SET commit_tokens = 0, in_flight_tokens = 0, \
+             attempt_tokens = 0, host_tokens = 0",
+        )
+        .execute(&mut **tx)
+        .await
+        .map_err(in_txn)?;
+        Ok(())
     }
 
     /// HO-A5: the persistent enable switch.
