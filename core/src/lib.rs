@@ -6,6 +6,28 @@
 
 #![forbid(unsafe_code)]
 
+/// A core invariant: checked in debug builds (every test) and, in a release build, when the
+/// `invariants` feature is on (the checker enables it, so the review check runs with every
+/// invariant). A production build without the feature compiles it out, as `crate::invariant!`.
+#[macro_export]
+macro_rules! invariant {
+    ($($arg:tt)*) => {
+        if cfg!(any(debug_assertions, feature = "invariants")) {
+            assert!($($arg)*);
+        }
+    };
+}
+
+/// [`invariant!`] for an equality (`assert_eq!` under the same switch).
+#[macro_export]
+macro_rules! invariant_eq {
+    ($($arg:tt)*) => {
+        if cfg!(any(debug_assertions, feature = "invariants")) {
+            assert_eq!($($arg)*);
+        }
+    };
+}
+
 pub mod failover;
 pub mod handoff;
 pub mod limits;

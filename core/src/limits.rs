@@ -172,9 +172,9 @@ impl<P: Ord + Clone> ConnectionGate<P> {
             self.open <= self.bounds.total,
             "more connections than the bound"
         );
-        debug_assert_eq!(self.per_peer.values().sum::<usize>(), self.open);
-        debug_assert!(self.per_peer.len() <= self.open);
-        debug_assert!(self
+        crate::invariant_eq!(self.per_peer.values().sum::<usize>(), self.open);
+        crate::invariant!(self.per_peer.len() <= self.open);
+        crate::invariant!(self
             .per_peer
             .values()
             .all(|&n| 0 < n && n <= self.bounds.per_peer));

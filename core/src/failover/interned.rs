@@ -102,8 +102,8 @@ impl Candidates {
                 .for_each(&mut eat);
             url.as_str().bytes().for_each(&mut eat);
         }
-        debug_assert_eq!(urls.len(), by_url.len());
-        debug_assert!(by_url
+        crate::invariant_eq!(urls.len(), by_url.len());
+        crate::invariant!(by_url
             .windows(2)
             .all(|w| urls[usize::from(w[0])] < urls[usize::from(w[1])]));
         Candidates {

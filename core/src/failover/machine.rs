@@ -558,7 +558,7 @@ impl Supervisor {
     /// tries each candidate at most once.
     #[inline(always)]
     fn health_step(&mut self, now: MonoMs, new_round: bool) -> bool {
-        debug_assert!(self.open_in_flight.is_none());
+        crate::invariant!(self.open_in_flight.is_none());
         let reason = SwitchReason::Unhealthy {
             health: self.health_snapshot(now),
         };
@@ -1024,7 +1024,7 @@ impl Supervisor {
     /// The end of every input: the quiet-tick bound follows what the input changed.
     fn settle(&mut self) {
         self.derived.quiet_until = self.quiet_until();
-        debug_assert!(self.derived_is_exact());
+        crate::invariant!(self.derived_is_exact());
     }
 
     /// See `Derived::quiet_until`.

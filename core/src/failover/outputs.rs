@@ -55,7 +55,7 @@ impl Outputs {
             return self.spill.pop_front();
         }
         let output = self.ring[self.head].take();
-        debug_assert!(output.is_some(), "ring_len counts the ring's outputs");
+        crate::invariant!(output.is_some(), "ring_len counts the ring's outputs");
         self.head = (self.head + 1) % INLINE;
         self.ring_len -= 1;
         output

@@ -383,7 +383,7 @@ impl AdmissionGate {
                 kind,
             },
         );
-        debug_assert!(previous.is_none(), "ticket id reused");
+        crate::invariant!(previous.is_none(), "ticket id reused");
         *self.counters.slot(kind) += 1;
         self.assert_consistent();
         Ok(ticket)
@@ -428,7 +428,7 @@ impl AdmissionGate {
         }
         // A live ticket under a barrier is impossible: the barrier needs zero tickets and
         // refuses new ones.
-        debug_assert!(!matches!(self.state, GateState::Gated(_)));
+        crate::invariant!(!matches!(self.state, GateState::Gated(_)));
         let reason = if self.drained {
             Some(AbandonReason::SourceDraining)
         } else if matches!(self.state, GateState::Closed(_)) {
@@ -471,11 +471,11 @@ impl AdmissionGate {
         op_id: OpId,
         seq: u32,
     ) -> Result<Barrier, Counters> {
-        debug_assert!(matches!(self.state, GateState::Open) && !self.drained);
+        crate::invariant!(matches!(self.state, GateState::Open) && !self.drained);
         if !self.counters.is_zero() {
             return Err(self.counters);
         }
-        debug_assert!(self.live.is_empty());
+        crate::invariant!(self.live.is_empty());
         let barrier = Barrier {
             op_id,
             seq,
@@ -517,19 +517,19 @@ impl AdmissionGate {
     /// HO-A4: a replacement control registered; new work belongs to `generation`. Old tickets
     /// stay counted until released (their connections are real) but fail `revalidate`.
     pub(crate) fn set_generation(&mut self, generation: Generation) {
-        debug_assert!(generation > self.generation);
-        debug_assert!(matches!(self.state, GateState::Open));
+        crate::invariant!(generation > self.generation);
+        crate::invariant!(matches!(self.state, GateState::Open));
         self.generation = generation;
     }
 
     fn assert_consistent(&self) {
-        debug_assert_eq!(
+        crate::invariant_eq!(
             u64::try_from(self.live.len()).unwrap_or(u64::MAX),
             self.counters.total(),
             "counters must equal live tickets"
         );
-        debug_assert!(self.live.len() <= MAX_TICKETS_PER_HOST);
-        debug_assert!(
+        crate::invariant!(self.live.len() <= MAX_TICKETS_PER_HOST);
+        crate::invariant!(
             !matches!(self.state, GateState::Gated(_)) || self.live.is_empty(),
             "a barrier stands only over zero tickets"
         );

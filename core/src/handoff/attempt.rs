@@ -396,7 +396,7 @@ impl SourceHandoff {
             return;
         }
         self.actions.push_back(action);
-        debug_assert!(self.actions.len() <= MAX_PENDING_ACTIONS);
+        crate::invariant!(self.actions.len() <= MAX_PENDING_ACTIONS);
     }
 
     /// HO-S2: validate the request and the session, then in one synchronous step check every
@@ -591,14 +591,14 @@ impl SourceHandoff {
             Phase::Quarantined { retry_at, .. } if now >= retry_at => self.enter_reconciling(now),
             _ => return Disposition::Ignored(Ignored::NotAwaited),
         }
-        debug_assert!(self.gate.barrier().is_some(), "timeouts keep the barrier");
+        crate::invariant!(self.gate.barrier().is_some(), "timeouts keep the barrier");
         Disposition::Applied
     }
 
     /// Terminal outcome of the attempt in flight: the only place a barrier leaves.
     fn finish(&mut self, outcome: TxnOutcome) {
         let Some(a) = self.attempt.take() else {
-            debug_assert!(false, "finish without an attempt");
+            crate::invariant!(false, "finish without an attempt");
             return;
         };
         let op_id = a.attempt.op_id;
@@ -619,7 +619,7 @@ impl SourceHandoff {
                     }
                     self.push(Action::ReopenAdmission { attempt: a.attempt });
                 } else {
-                    debug_assert!(drained);
+                    crate::invariant!(drained);
                     self.gate.close(ClosedReason::Drained);
                 }
             }
@@ -635,7 +635,7 @@ impl SourceHandoff {
                 }
             }
         }
-        debug_assert!(self.gate.barrier().is_none());
+        crate::invariant!(self.gate.barrier().is_none());
         let result = HandoffResult { op_id, outcome };
         self.last_result = Some(result);
         // HO-A6: the reply goes last; retirement never depends on delivering it.
@@ -649,13 +649,14 @@ impl SourceHandoff {
     /// barrier stood over zero tickets and was just removed, so no ticket is orphaned by the
     /// new generation; the control session stays the one that registered.
     fn adopt_fenced_authority(&mut self, request: &HandoffRequest) {
-        debug_assert_eq!(
-            request.source, self.authority,
+        crate::invariant_eq!(
+            request.source,
+            self.authority,
             "no rebind while gated: the attempt's claim is still this source's authority"
         );
-        debug_assert!(!self.gate.is_drained(), "a drained source never reopens");
-        debug_assert_eq!(self.gate.state(), GateState::Open, "reopened just before");
-        debug_assert!(self.gate.is_idle(), "the barrier stood over zero tickets");
+        crate::invariant!(!self.gate.is_drained(), "a drained source never reopens");
+        crate::invariant_eq!(self.gate.state(), GateState::Open, "reopened just before");
+        crate::invariant!(self.gate.is_idle(), "the barrier stood over zero tickets");
         self.authority = fenced_authority(self.authority);
         self.gate.set_generation(self.authority.generation);
     }
@@ -715,7 +716,7 @@ impl SourceHandoff {
         if authority.incarnation < cur.incarnation || authority.generation <= cur.generation {
             return Err(RebindRefusal::NotNewer);
         }
-        debug_assert!(self.attempt.is_none());
+        crate::invariant!(self.attempt.is_none());
         self.authority = authority;
         self.gate.set_generation(authority.generation);
         self.session_generation = authority.generation;

@@ -654,8 +654,8 @@ impl SourceCell {
             // Released here on every path; a ticket of a replaced machine is a no-op.
             let _ = self.release(&op);
         }
-        debug_assert!(self.actions.len() <= MAX_CELL_ACTIONS);
-        debug_assert!(result.is_err() || self.control(host).is_some());
+        crate::invariant!(self.actions.len() <= MAX_CELL_ACTIONS);
+        crate::invariant!(result.is_err() || self.control(host).is_some());
         result
     }
 
@@ -694,7 +694,7 @@ impl SourceCell {
         }
         let (machine, how) = if matches!(gate.state(), GateState::Closed(_)) {
             // A retired gate closed over zero tickets and admits nothing since.
-            debug_assert!(gate.counters().is_zero() && slot.machine.attempt().is_none());
+            crate::invariant!(gate.counters().is_zero() && slot.machine.attempt().is_none());
             let machine = MachineId(self.fresh_id());
             let fresh = self.fresh_machine(now, authority, desktop_capable);
             let Some(slot) = self.hosts.get_mut(&host) else {
@@ -896,7 +896,7 @@ impl SourceCell {
         if !gate.counters().is_zero() {
             return Err(UndrainRefusal::StillClosing);
         }
-        debug_assert!(slot.control.is_none(), "a drain closes the control");
+        crate::invariant!(slot.control.is_none(), "a drain closes the control");
         self.hosts.remove(&host);
         self.actions.push_back(CellAction::Forget { host });
         Ok(())
@@ -924,6 +924,6 @@ impl SourceCell {
                 action,
             });
         }
-        debug_assert!(self.actions.len() <= MAX_CELL_ACTIONS);
+        crate::invariant!(self.actions.len() <= MAX_CELL_ACTIONS);
     }
 }

@@ -256,7 +256,7 @@ impl SelectionPass {
                 self.dispatched += 1;
             }
             decisions.push(Decision { host, verdict });
-            debug_assert!(last.is_none_or(|l| host > l), "keys strictly increase");
+            crate::invariant!(last.is_none_or(|l| host > l), "keys strictly increase");
             last = Some(host);
             self.examined += 1;
         }
@@ -283,11 +283,11 @@ impl SelectionPass {
             // The wrapped segment reached the pass's start: no page left to read.
             self.over = true;
         }
-        debug_assert!(
+        crate::invariant!(
             self.examined <= u64::from(self.pages_read) * u64::from(self.limits.page_size),
             "at most a page size per page"
         );
-        debug_assert!(
+        crate::invariant!(
             !self.wrapped
                 || self
                     .start

@@ -88,7 +88,7 @@ pub fn fast_commit(
 /// The shard row after a fast commit: each count one more, each token one less.
 #[must_use]
 pub fn spend_commit(shard: &ShardRow) -> ShardRow {
-    debug_assert!(
+    crate::invariant!(
         shard.commit_tokens > 0 && shard.in_flight_tokens > 0 && shard.attempt_tokens > 0
     );
     ShardRow {
@@ -110,8 +110,8 @@ fn clamp_u64(n: i64) -> u64 {
 /// the target cell's per-shard host counts.
 #[must_use]
 pub fn exact_limits(shards: &[ShardRow], target_hosts: i64) -> LimitFacts {
-    debug_assert!(!shards.is_empty(), "a store has at least one limit shard");
-    debug_assert!(
+    crate::invariant!(!shards.is_empty(), "a store has at least one limit shard");
+    crate::invariant!(
         shards
             .windows(2)
             .all(|w| w[0].window_start == w[1].window_start),
@@ -119,7 +119,7 @@ pub fn exact_limits(shards: &[ShardRow], target_hosts: i64) -> LimitFacts {
     );
     let sum = |f: fn(&ShardRow) -> i64| shards.iter().map(f).fold(0i64, i64::saturating_add);
     let commits = sum(|s| s.commits);
-    debug_assert!(
+    crate::invariant!(
         commits >= 0 && target_hosts >= 0,
         "a global count is never negative"
     );
@@ -223,7 +223,7 @@ pub fn rebalance(config: &StoreConfig, after: &LimitFacts, shards: u32) -> Rebal
             shards,
         ),
     };
-    debug_assert_eq!(
+    crate::invariant_eq!(
         (0..shards.max(1))
             .map(|j| r.in_flight_tokens.share(j))
             .sum::<u64>(),
@@ -318,7 +318,7 @@ pub fn enrol_exact(config: &StoreConfig, hosts: i64, shards: u32) -> Option<Spli
 /// The shard row after a token enrolment: one more host, one host token less.
 #[must_use]
 pub fn spend_enrolment(shard: &ShardRow) -> ShardRow {
-    debug_assert!(shard.host_tokens > 0, "the token path holds a host token");
+    crate::invariant!(shard.host_tokens > 0, "the token path holds a host token");
     ShardRow {
         hosts: shard.hosts.saturating_add(1),
         host_tokens: shard.host_tokens.saturating_sub(1),

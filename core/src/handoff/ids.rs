@@ -43,7 +43,7 @@ pub struct Generation(pub u64);
 impl Epoch {
     #[must_use]
     pub fn next(self) -> Epoch {
-        debug_assert!(self.0 < u64::MAX, "epoch overflow");
+        crate::invariant!(self.0 < u64::MAX, "epoch overflow");
         Epoch(self.0.saturating_add(1))
     }
 }
@@ -51,7 +51,7 @@ impl Epoch {
 impl Generation {
     #[must_use]
     pub fn next(self) -> Generation {
-        debug_assert!(self.0 < u64::MAX, "generation overflow");
+        crate::invariant!(self.0 < u64::MAX, "generation overflow");
         Generation(self.0.saturating_add(1))
     }
 }

@@ -158,7 +158,7 @@ pub fn cohort_bucket(host: HostId) -> u8 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     let bucket = z % COHORT_BUCKETS;
-    debug_assert!(bucket < COHORT_BUCKETS);
+    crate::invariant!(bucket < COHORT_BUCKETS);
     u8::try_from(bucket).unwrap_or(u8::MAX)
 }
 

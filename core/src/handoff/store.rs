@@ -386,7 +386,7 @@ pub struct CommitWrites {
 pub fn claim_check(claim: &SourceAuthority, current: Option<&SourceAuthority>) -> AuthorityCheck {
     match current {
         Some(current) => {
-            debug_assert_eq!(current.host, claim.host, "authority of another host");
+            crate::invariant_eq!(current.host, claim.host, "authority of another host");
             claim.check_against(current)
         }
         None => AuthorityCheck::Mismatch(AuthorityField::Host),
@@ -482,8 +482,8 @@ pub fn decide_commit(
     facts: &CommitFacts,
     config: &StoreConfig,
 ) -> Result<CommitWrites, AbortReason> {
-    debug_assert!(req.op_id_is_consistent(), "op id checked by the caller");
-    debug_assert_eq!(
+    crate::invariant!(req.op_id_is_consistent(), "op id checked by the caller");
+    crate::invariant_eq!(
         req.source
             .check_against(&authority_of(req.source.host, &facts.host.assignment)),
         AuthorityCheck::Exact,
@@ -510,9 +510,9 @@ pub fn decide_commit(
         return Err(AbortReason::StoreFull);
     }
     // Every limit had room, so the commit below keeps each one (HO-S4 never overshoots).
-    debug_assert!(limits.target_load < target.capacity);
-    debug_assert!(limits.in_flight < u64::from(config.max_in_flight_migrations));
-    debug_assert!(rate.commits < config.max_commits_per_window);
+    crate::invariant!(limits.target_load < target.capacity);
+    crate::invariant!(limits.in_flight < u64::from(config.max_in_flight_migrations));
+    crate::invariant!(rate.commits < config.max_commits_per_window);
     commit_writes(now, req, &facts.host, limits.rate, config)
         .ok_or(AbortReason::Policy(Ineligible::UnknownTarget))
 }
@@ -830,7 +830,7 @@ pub fn decide_reconcile(
     attempt_rows: u64,
     max_attempt_rows: u64,
 ) -> ReconcileDecision {
-    debug_assert!(req.op_id_is_consistent(), "op id checked by the caller");
+    crate::invariant!(req.op_id_is_consistent(), "op id checked by the caller");
     let host = req.source.host;
     let authority = current.map(|row| authority_of(host, &row));
     if let Some(answer) = reconcile_precheck(req, authority.as_ref(), recorded) {
@@ -857,7 +857,7 @@ pub fn decide_reconcile(
     // The answer as a later duplicate reads it from the rows written now.
     let after = renewed.map(|row| authority_of(host, &row)).or(authority);
     let answer = recorded_outcome(req, after.as_ref(), &attempt);
-    debug_assert_eq!(
+    crate::invariant_eq!(
         exact,
         answer
             == TxnOutcome::RolledBack {
@@ -1094,7 +1094,7 @@ impl AssignmentStore {
             return TxnOutcome::AuthorityChanged { check };
         }
         let Some(assignment) = self.assignments.get(&host).copied() else {
-            debug_assert!(false, "authority check passed for an unknown host");
+            crate::invariant!(false, "authority check passed for an unknown host");
             return TxnOutcome::AuthorityChanged {
                 check: AuthorityCheck::Mismatch(AuthorityField::Host),
             };
@@ -1131,7 +1131,7 @@ impl AssignmentStore {
         self.attempts.insert(req.op_id, writes.attempt);
         self.cooldowns.insert(host, writes.cooldown_until);
         self.rate = writes.rate;
-        debug_assert_eq!(self.check_invariants(), Ok(()));
+        crate::invariant_eq!(self.check_invariants(), Ok(()));
         TxnOutcome::Committed {
             target: req.target,
             new_epoch: writes.assignment.epoch,
@@ -1166,7 +1166,7 @@ impl AssignmentStore {
                 if let Some(row) = writes.assignment {
                     self.assignments.insert(host, row);
                 }
-                debug_assert_eq!(self.check_invariants(), Ok(()));
+                crate::invariant_eq!(self.check_invariants(), Ok(()));
                 Some(answer)
             }
         }
@@ -1207,7 +1207,7 @@ impl AssignmentStore {
             self.reservations.remove(&op);
             self.set_registration(op, Registration::Registered);
         }
-        debug_assert_eq!(self.check_invariants(), Ok(()));
+        crate::invariant_eq!(self.check_invariants(), Ok(()));
         Ok(authority_of(host, &new_row))
     }
 
@@ -1219,10 +1219,10 @@ impl AssignmentStore {
             ..
         }) = self.attempts.get_mut(&op)
         {
-            debug_assert_eq!(*r, Registration::Pending);
+            crate::invariant_eq!(*r, Registration::Pending);
             *r = registration;
         } else {
-            debug_assert!(false, "reservation without a committed attempt");
+            crate::invariant!(false, "reservation without a committed attempt");
         }
     }
 
@@ -1255,7 +1255,7 @@ impl AssignmentStore {
             self.reservations.remove(op);
             self.set_registration(*op, Registration::RecoveryStarted);
         }
-        debug_assert_eq!(self.check_invariants(), Ok(()));
+        crate::invariant_eq!(self.check_invariants(), Ok(()));
         expired
     }
 
