@@ -268,6 +268,7 @@ impl SqlStore {
                         bind_split(q, *target_tokens)?.bind(source)
                     }
                 };
+                self.statements.sent(1);
                 let row = q.fetch_one(&mut **tx).await.map_err(in_txn)?;
                 let tokens = get::<Option<i64>>(&row, "target_tokens")?;
                 if matches!(limits, LimitWrites::Spend { .. }) && tokens.unwrap_or(0) <= 0 {
@@ -286,6 +287,7 @@ impl SqlStore {
             Dialect::Sqlite => {
                 let mut tokens = 0;
                 if let LimitWrites::Spend { shard, .. } = limits {
+                    self.statements.sent(1);
                     let row = sqlx::query(
                         "SELECT tokens FROM ho_cell_load WHERE cell = $1 AND shard = $2",
                     )
@@ -393,6 +395,7 @@ impl SqlStore {
                     }
                 }
                 for (what, q, expected) in statements {
+                    self.statements.sent(1);
                     let done = q.execute(&mut **tx).await.map_err(in_txn)?;
                     rows_are(
                         done.rows_affected(),
@@ -457,6 +460,8 @@ impl SqlStore {
         req: &HandoffRequest,
     ) -> Result<TxnOutcome, StoreFailure> {
         let d = self.dialect;
+        let n = |k: u64| self.statements.sent(k);
+        n(2);
         let mut tx = self.begin().await?;
         let host = req.source.host;
         let locked = Self::lock_host(&mut tx, d, host).await?;
@@ -465,6 +470,7 @@ impl SqlStore {
             // Held under the lock until the test lets go (or the transaction timeout fires).
             let _ = resume.await;
         }
+        n(1);
         let facts = Self::txn_facts_in(&mut tx, req, i64::try_from(host.0).ok()).await?;
         let current = locked.map(|l| authority_of(host, &l.row));
         // Every early answer below wrote nothing: dropping the transaction rolls it back.
@@ -497,6 +503,7 @@ impl SqlStore {
         };
         if !host_facts.migration_pending {
             let hint = u32::try_from(host.0 % u64::from(self.shards)).unwrap_or(0);
+            n(if d == Dialect::Postgres { 1 } else { 2 });
             let (shard, row) = Self::lock_any_shard(&mut tx, d, hint).await?;
             if shard_covers_commit(now, &config, &row) {
                 // The rows do not depend on the counts; the rate row of `writes` is the exact
@@ -514,13 +521,16 @@ impl SqlStore {
                         .write_commit(&mut tx, req.op_id, &writes, req.source.cell, &spend)
                         .await?;
                     if fast_commit(now, &config, &row, target_tokens) {
+                        n(1);
                         Self::commit(tx).await?;
                         return Ok(committed(&writes));
                     }
                 }
             }
+            n(1);
             Self::leave_token_path(&mut tx).await?;
         }
+        n(3);
         let shards = self.lock_all_shards(&mut tx).await?;
         // Read after every shard is locked: a settings change (which locks them all) either
         // committed before, or waits for this transaction; the tokens dealt out below must
@@ -551,6 +561,7 @@ impl SqlStore {
         };
         self.write_commit(&mut tx, req.op_id, &writes, req.source.cell, &rebalanced)
             .await?;
+        n(1);
         Self::commit(tx).await?;
         Ok(committed(&writes))
     }

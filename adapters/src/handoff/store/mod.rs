@@ -355,6 +355,35 @@ pub struct SqlStore {
     faults: Arc<super::hooks::Faults>,
     /// HO-S4: the number of limit shards (`ho_limit_shards` rows 0..n), read at connect.
     shards: u32,
+    /// Statements sent by the planned operations (test seam: counts only with `test-hooks`).
+    statements: Arc<Statements>,
+}
+
+/// HO-S4: how many statements (round trips on PostgreSQL) the planned operations sent: a
+/// test pins the count per path. A zero-sized no-op without the `test-hooks` feature.
+#[derive(Debug, Default)]
+pub struct Statements {
+    #[cfg(feature = "test-hooks")]
+    sent: std::sync::atomic::AtomicU64,
+}
+
+impl Statements {
+    #[inline]
+    fn sent(&self, n: u64) {
+        #[cfg(feature = "test-hooks")]
+        self.sent.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+        #[cfg(not(feature = "test-hooks"))]
+        let _ = n;
+    }
+
+    /// Statements sent so far (always 0 without `test-hooks`).
+    #[must_use]
+    pub fn count(&self) -> u64 {
+        #[cfg(feature = "test-hooks")]
+        return self.sent.load(std::sync::atomic::Ordering::SeqCst);
+        #[cfg(not(feature = "test-hooks"))]
+        0
+    }
 }
 
 type Txn = sqlx::Transaction<'static, sqlx::Any>;
@@ -432,6 +461,7 @@ impl SqlStore {
             opts,
             faults: Arc::new(super::hooks::Faults::default()),
             shards,
+            statements: Arc::new(Statements::default()),
         })
     }
 
@@ -445,6 +475,13 @@ impl SqlStore {
     /// The fault seams (armable only with the `test-hooks` feature; inert otherwise).
     pub fn faults(&self) -> &super::hooks::Faults {
         &self.faults
+    }
+
+    /// The statement counter of the planned operations (commit, reconcile, register, enrol,
+    /// fence).
+    #[must_use]
+    pub fn statements(&self) -> &Statements {
+        &self.statements
     }
 
     pub async fn close(&self) {
