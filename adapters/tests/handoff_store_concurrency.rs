@@ -16,7 +16,7 @@ mod support_pg;
 use std::time::Duration;
 
 use sqlx::{Connection, Executor, PgConnection};
-use switchyard_adapters::handoff::store::{Rows, SqlStore, StoreOptions};
+use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
 use switchyard_core::handoff::policy::{HandoffRequest, Ineligible, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
@@ -198,7 +198,7 @@ async fn race(
     let host_ids: Vec<HostId> = (0..hosts).map(HostId).collect();
     assert_eq!(
         store.rows().await.expect("rows"),
-        Rows::of_reference(&reference, &cells, &host_ids),
+        reference.snapshot(),
         "rows equal the reference run in commit order"
     );
     assert_eq!(reference.check_invariants(), Ok(()));

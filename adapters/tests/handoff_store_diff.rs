@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use sqlx::Executor;
-use switchyard_adapters::handoff::store::{Rows, SqlStore, StoreFailure, StoreOptions};
+use switchyard_adapters::handoff::store::{SqlStore, StoreFailure, StoreOptions};
 use switchyard_core::handoff::ids::*;
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::*;
@@ -614,7 +614,7 @@ async fn run_case(
                     .to_owned(),
             );
         }
-        let rows = Rows::of_reference(&w.reference, &cells(), &HOSTS);
+        let rows = w.reference.snapshot();
         match &expected {
             Answer::Start(out) => stats.lease_answers.insert(format!("start {}", out.is_ok())),
             Answer::Lease(out) => stats.lease_answers.insert(format!("lease {out}")),
@@ -910,7 +910,7 @@ fn ho_store_diff_checker_traces_replayed_on_sqlite_and_postgres() {
                 state = model.step_journaled(&state, step.action, &mut journal);
                 assert_eq!(state.project(), step.after, "{name}: step {index} diverged");
             }
-            let expected = Rows::of_reference(&state.store, &cells, &hosts);
+            let expected = state.store.snapshot();
             for (_, store) in &stores {
                 let dialect = store.dialect();
                 rt.block_on(async {

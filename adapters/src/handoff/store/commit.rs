@@ -1,19 +1,17 @@
-//! HO-S4: the bounded assignment transaction, and HO-A1 / HO-A2: the locked reconciliation.
+//! HO-S4: the bounded assignment transaction, and HO-A1 / HO-A2: the locked reconciliation:
+//! executors of the core's `CommitPlan` and `ReconcilePlan`
+//! (`switchyard_core::handoff::store::plan`). Each is a loop that runs the step the plan asks
+//! for (the statements below) and feeds the result back; which rows are read, checked and
+//! written, and when, is the plan's.
 
 use std::sync::LazyLock;
 
-use switchyard_core::handoff::attempt::Ambiguity;
-use switchyard_core::handoff::escrow::{
-    after_commit, after_fence, exact_limits, fast_commit, load_split, rebalance,
-    shard_covers_commit, spend_commit, Rebalance, ShardRow, Split,
-};
-use switchyard_core::handoff::ids::{AuthorityCheck, AuthorityField, CellId, OpId};
+use switchyard_core::handoff::escrow::{Rebalance, ShardRow};
+use switchyard_core::handoff::ids::{CellId, OpId};
 use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::{
-    authority_of, claim_check, commit_precheck, commit_writes, decide_commit, decide_reconcile,
-    reconcile_precheck, recorded_outcome, AbortReason, AssignmentRow, AttemptRow, CellRow,
-    CommitFacts, CommitWrites, FenceWrites, HostFacts, RateRow, ReconcileDecision, StoreConfig,
-    TxnOutcome,
+    AssignmentRow, AttemptRow, CommitInput, CommitPlan, CommitRead, CommitStep, CommitWrites,
+    FenceWrites, LimitWrites, ReconcileInput, ReconcilePlan, ReconcileStep, StoreFault, TxnOutcome,
 };
 use switchyard_core::MonoMs;
 
@@ -24,42 +22,16 @@ use super::codec::{
 use super::shards::{bind_rebalance, bind_split, load_rebalance_set, rebalance_set};
 use super::{in_txn, Dialect, SqlStore, StoreFailure, Txn};
 
-/// What `run_transaction` read in its facts statement.
-#[derive(Debug, Clone, Copy)]
-struct TxnFacts {
-    recorded: Option<AttemptRow>,
-    config: StoreConfig,
-    target_cell: Option<CellRow>,
-    source_cell_capable: bool,
-    cooldown_until: Option<MonoMs>,
-    migration_pending: bool,
-}
-
 /// A write that must touch exactly one row. Anything else fails the transaction (it is dropped,
 /// so rolled back; reported as ambiguous like every error inside a transaction).
 fn one_row(rows: u64, what: &str) -> Result<(), StoreFailure> {
     if rows == 1 {
         Ok(())
     } else {
-        Err(StoreFailure::Ambiguous {
-            kind: Ambiguity::TransportError,
-            detail: format!("{what} touched {rows} rows, expected 1"),
-        })
+        Err(StoreFailure::InTransaction(format!(
+            "{what} touched {rows} rows, expected 1"
+        )))
     }
-}
-
-/// HO-S4: how a commit counts against the global limits (`switchyard_core::handoff::escrow`).
-#[derive(Debug, Clone, Copy)]
-enum LimitWrites {
-    /// Token path: the locked shard's row after the commit (`spend_commit`).
-    Spend { shard: u32, row: ShardRow },
-    /// Exact path (every shard locked): every shard's row from the totals after the commit,
-    /// and the target's hosts and tokens re-dealt over its load rows.
-    Rebalance {
-        rebalance: Rebalance,
-        target_hosts: u32,
-        target_tokens: Split,
-    },
 }
 
 impl SqlStore {
@@ -84,7 +56,7 @@ impl SqlStore {
         tx: &mut Txn,
         req: &HandoffRequest,
         host: Option<i64>,
-    ) -> Result<TxnFacts, StoreFailure> {
+    ) -> Result<CommitRead, StoreFailure> {
         let row = sqlx::query(
             "SELECT s.enabled, s.freshness_window_ms, s.host_cooldown_ms, \
              s.max_in_flight_migrations, s.rate_window_ms, s.max_commits_per_window, \
@@ -125,7 +97,7 @@ impl SqlStore {
         let cooldown_until = get::<Option<i64>>(&row, "until_ms")?
             .map(|v| u(v, "until_ms").map(MonoMs))
             .transpose()?;
-        Ok(TxnFacts {
+        Ok(CommitRead {
             recorded,
             config: config_of(&row)?,
             target_cell,
@@ -159,11 +131,13 @@ impl SqlStore {
         let shards = u64::from(self.shards);
         match (self.dialect, &w.assignment) {
             (Dialect::Postgres, None) => {
+                self.statements.sent(1);
                 let q = bind_rebalance(a.bind(sqlx::query(PG_FENCE.as_str())), r)?;
                 let done = q.execute(&mut **tx).await.map_err(in_txn)?;
                 rows_are(done.rows_affected(), shards, "fence write")
             }
             (Dialect::Postgres, Some(row)) => {
+                self.statements.sent(1);
                 let q = assignment(a.bind(sqlx::query(PG_FENCE_RENEWED.as_str())), row)?;
                 let done = bind_rebalance(q, r)?
                     .execute(&mut **tx)
@@ -172,6 +146,8 @@ impl SqlStore {
                 rows_are(done.rows_affected(), shards, "fence write")
             }
             (Dialect::Sqlite, _) => {
+                self.statements
+                    .sent(if w.assignment.is_some() { 3 } else { 2 });
                 let q = sqlx::query(
                     "INSERT INTO ho_attempts (op_id, host, src_cell, src_epoch, src_incarnation, \
                      src_generation, target, outcome, new_epoch, registration, recorded_at_ms) \
@@ -277,10 +253,9 @@ impl SqlStore {
                 }
                 let written: i64 = get(&row, "written")?;
                 if written != expected {
-                    return Err(StoreFailure::Ambiguous {
-                        kind: Ambiguity::TransportError,
-                        detail: format!("commit wrote {written} of {expected} rows"),
-                    });
+                    return Err(StoreFailure::InTransaction(format!(
+                        "commit wrote {written} of {expected} rows"
+                    )));
                 }
                 Ok(tokens.map_or(0, |t| u64::try_from(t).unwrap_or(0)))
             }
@@ -410,216 +385,195 @@ impl SqlStore {
 
     // ----- HO-S4: the bounded assignment transaction -----
 
-    /// HO-S4 / HO-A1: reference `run_transaction`, as one bounded SQL transaction.
+    /// HO-S4 / HO-A1: reference `run_transaction`, as one bounded SQL transaction: this
+    /// executes the core's [`CommitPlan`] step by step (the order, the checks and the token
+    /// or exact path are the plan's). One round trip per step on PostgreSQL (the savepoint and
+    /// the shard lock share one; the commit's rows are one data-modifying statement); SQLite
+    /// runs a statement per table where PostgreSQL has one (embedded: no round trips).
     pub async fn run_transaction(
         &self,
         now: MonoMs,
         req: &HandoffRequest,
     ) -> Result<TxnOutcome, StoreFailure> {
-        if !req.op_id_is_consistent() {
-            return Ok(TxnOutcome::RolledBack {
-                reason: AbortReason::InvalidOpId,
-            });
+        let plan = CommitPlan::new(now, req, self.shards);
+        if let CommitStep::Done(answer) = plan.poll() {
+            // Answered before any transaction (an inconsistent op id).
+            return Ok(answer);
         }
         self.faults.before_begin.reached().await;
         if self.faults.take_begin_failure() {
             return Err(StoreFailure::Unavailable("injected: begin failed".into()));
         }
         let lose = self.faults.take_lost_result();
-        let result = self.bounded(self.transaction_body(now, req)).await;
+        let result = self.bounded(self.execute_commit(plan, req)).await;
         match result {
-            Ok(outcome) if lose => Err(StoreFailure::Ambiguous {
-                kind: Ambiguity::ResultLost,
-                detail: format!("injected: result of {outcome:?} lost"),
-            }),
+            Ok(outcome) if lose => Err(StoreFailure::CommitLost(format!(
+                "injected: result of {outcome:?} lost"
+            ))),
             other => other,
         }
     }
 
-    /// The assignment transaction, one round trip per statement on PostgreSQL:
-    ///
-    /// 1. BEGIN;
-    /// 2. lock the host row (the first lock; alone in its statement);
-    /// 3. the host's facts ([`Self::txn_facts_in`]) in a statement that starts after the host
-    ///    lock. A recorded op id, a changed authority or a failed `commit_precheck` is answered
-    ///    here: nothing written, no limit shard locked;
-    /// 4. token path: a savepoint and one free limit shard locked, in one round trip
-    ///    ([`Self::lock_any_shard`]); without a token of every global limit on it
-    ///    (`shard_covers_commit`), back to the savepoint and on to the exact path. Else
-    /// 5. write the commit's rows and spend the tokens, reading the target cell's host token on
-    ///    that shard as it was before (`fast_commit`; none: back to the savepoint, exact path);
-    /// 6. COMMIT.
-    ///
-    /// Exact path (and any host with a pending migration), still under the host lock: every
-    /// shard locked in order; the settings, the target cell and its hosts summed, read after
-    /// the locks; `decide_commit` on the exact totals (`exact_limits`) as in the reference; the
-    /// rows written and the tokens dealt out again (`rebalance`, `load_split`); COMMIT.
-    async fn transaction_body(
+    /// The executor of a [`CommitPlan`]: run each step, feed its result back.
+    async fn execute_commit(
         &self,
-        now: MonoMs,
+        mut plan: CommitPlan,
         req: &HandoffRequest,
     ) -> Result<TxnOutcome, StoreFailure> {
         let d = self.dialect;
-        let n = |k: u64| self.statements.sent(k);
-        n(2);
-        let mut tx = self.begin().await?;
-        let host = req.source.host;
-        let locked = Self::lock_host(&mut tx, d, host).await?;
-        if let Some((reached, resume)) = self.faults.take_pause() {
-            let _ = reached.send(());
-            // Held under the lock until the test lets go (or the transaction timeout fires).
-            let _ = resume.await;
-        }
-        n(1);
-        let facts = Self::txn_facts_in(&mut tx, req, i64::try_from(host.0).ok()).await?;
-        let current = locked.map(|l| authority_of(host, &l.row));
-        // Every early answer below wrote nothing: dropping the transaction rolls it back.
-        if let Some(row) = facts.recorded {
-            return Ok(recorded_outcome(req, current.as_ref(), &row));
-        }
-        let check = claim_check(&req.source, current.as_ref());
-        if check != AuthorityCheck::Exact {
-            return Ok(TxnOutcome::AuthorityChanged { check });
-        }
-        let Some(locked) = locked else {
-            return Ok(TxnOutcome::AuthorityChanged {
-                check: AuthorityCheck::Mismatch(AuthorityField::Host),
-            });
-        };
-        let host_facts = HostFacts {
-            assignment: locked.row,
-            source_cell_capable: facts.source_cell_capable,
-            target_cell: facts.target_cell,
-            cooldown_until: facts.cooldown_until,
-            migration_pending: facts.migration_pending,
-        };
-        let config = facts.config;
-        if let Err(reason) = commit_precheck(now, req, &host_facts, &config) {
-            return Ok(TxnOutcome::RolledBack { reason });
-        }
-        let committed = |writes: &CommitWrites| TxnOutcome::Committed {
-            target: req.target,
-            new_epoch: writes.assignment.epoch,
-        };
-        if !host_facts.migration_pending {
-            let hint = u32::try_from(host.0 % u64::from(self.shards)).unwrap_or(0);
-            n(if d == Dialect::Postgres { 1 } else { 2 });
-            let (shard, row) = Self::lock_any_shard(&mut tx, d, hint).await?;
-            if shard_covers_commit(now, &config, &row) {
-                // The rows do not depend on the counts; the rate row of `writes` is the exact
-                // path's (this path counts the commit on the shard instead).
-                let window = RateRow {
-                    window_start: row.window_start,
-                    commits: 0,
-                };
-                if let Some(writes) = commit_writes(now, req, &host_facts, window, &config) {
-                    let spend = LimitWrites::Spend {
-                        shard,
-                        row: spend_commit(&row),
-                    };
-                    let target_tokens = self
-                        .write_commit(&mut tx, req.op_id, &writes, req.source.cell, &spend)
-                        .await?;
-                    if fast_commit(now, &config, &row, target_tokens) {
-                        n(1);
-                        Self::commit(tx).await?;
-                        return Ok(committed(&writes));
-                    }
+        let sent = |n: u64| self.statements.sent(n);
+        let mut tx: Option<Txn> = None;
+        loop {
+            let input = match plan.poll() {
+                CommitStep::Begin => {
+                    sent(1);
+                    tx = Some(self.begin().await?);
+                    CommitInput::Begun
                 }
-            }
-            n(1);
-            Self::leave_token_path(&mut tx).await?;
+                CommitStep::LockHost { host } => {
+                    sent(1);
+                    let locked = Self::lock_host(open(&mut tx)?, d, host).await?;
+                    if let Some((reached, resume)) = self.faults.take_pause() {
+                        let _ = reached.send(());
+                        // Held under the lock until the test lets go (or the timeout fires).
+                        let _ = resume.await;
+                    }
+                    CommitInput::Host(locked.map(|l| l.row))
+                }
+                CommitStep::ReadFacts => {
+                    sent(1);
+                    let host = i64::try_from(req.source.host.0).ok();
+                    CommitInput::Facts(Self::txn_facts_in(open(&mut tx)?, req, host).await?)
+                }
+                CommitStep::LockAnyShard { hint } => {
+                    sent(if d == Dialect::Postgres { 1 } else { 2 });
+                    CommitInput::Shard(Self::lock_free_shard(open(&mut tx)?, d, hint).await?)
+                }
+                CommitStep::LockShard { shard } => {
+                    sent(1);
+                    CommitInput::Shard(Some(Self::lock_shard(open(&mut tx)?, d, shard).await?))
+                }
+                CommitStep::WriteCommit { writes, limits } => {
+                    let target_tokens = self
+                        .write_commit(open(&mut tx)?, req.op_id, &writes, req.source.cell, &limits)
+                        .await?;
+                    CommitInput::Written { target_tokens }
+                }
+                CommitStep::ToSavepoint => {
+                    sent(1);
+                    Self::leave_token_path(open(&mut tx)?).await?;
+                    CommitInput::AtSavepoint
+                }
+                CommitStep::LockAllShards => {
+                    sent(1);
+                    CommitInput::Shards(self.lock_all_shards(open(&mut tx)?).await?)
+                }
+                CommitStep::ReadSettings => {
+                    sent(1);
+                    CommitInput::Settings(Self::settings_in(open(&mut tx)?).await?)
+                }
+                CommitStep::ReadTarget { cell } => {
+                    sent(1);
+                    CommitInput::Target(self.cell_now_in(open(&mut tx)?, cell).await?)
+                }
+                CommitStep::Commit => {
+                    sent(1);
+                    Self::commit(take(&mut tx)?).await?;
+                    CommitInput::Committed
+                }
+                // Dropping an open transaction rolls it back: an early answer wrote nothing.
+                CommitStep::Done(answer) => return Ok(answer),
+                CommitStep::Failed(fault) => return Err(failed(fault)),
+            };
+            plan.handle(input);
         }
-        n(3);
-        let shards = self.lock_all_shards(&mut tx).await?;
-        // Read after every shard is locked: a settings change (which locks them all) either
-        // committed before, or waits for this transaction; the tokens dealt out below must
-        // follow the settings in force.
-        let config = Self::settings_in(&mut tx).await?;
-        // The target as it is now, for the same reason: a cell write (a lowered capacity)
-        // locks every shard after writing its row.
-        let target_now = self.cell_now_in(&mut tx, req.target).await?;
-        let host_facts = HostFacts {
-            target_cell: target_now.map(|(row, _)| row),
-            ..host_facts
-        };
-        let limits = exact_limits(&shards, target_now.map_or(0, |(_, hosts)| hosts));
-        let commit_facts = CommitFacts {
-            host: host_facts,
-            limits,
-        };
-        let writes = match decide_commit(now, req, &commit_facts, &config) {
-            Ok(writes) => writes,
-            Err(reason) => return Ok(TxnOutcome::RolledBack { reason }),
-        };
-        let after = after_commit(&limits, &writes);
-        let capacity = host_facts.target_cell.map_or(0, |c| c.capacity);
-        let rebalanced = LimitWrites::Rebalance {
-            rebalance: rebalance(&config, &after, self.shards),
-            target_hosts: after.target_load,
-            target_tokens: load_split(capacity, after.target_load, self.shards),
-        };
-        self.write_commit(&mut tx, req.op_id, &writes, req.source.cell, &rebalanced)
-            .await?;
-        n(1);
-        Self::commit(tx).await?;
-        Ok(committed(&writes))
     }
 
     // ----- HO-A1 / HO-A2: locked reconciliation -----
 
-    /// Reference `reconcile`, under the host lock: the rows read, then `reconcile_precheck`
-    /// (a recorded op id is answered without locking a limit shard), then every limit shard
-    /// and `decide_reconcile` on the exact attempt count, whose fence rows are written (with
-    /// the shards' tokens dealt out again). `Ok(None)`: the fence could not be written (store
-    /// full): stay quarantined.
+    /// Reference `reconcile`: executes the core's [`ReconcilePlan`] under the host lock.
+    /// `Ok(None)`: the fence could not be written (store full): stay quarantined.
     pub async fn reconcile(
         &self,
         now: MonoMs,
         req: &HandoffRequest,
     ) -> Result<Option<TxnOutcome>, StoreFailure> {
-        if !req.op_id_is_consistent() {
-            return Ok(Some(TxnOutcome::RolledBack {
-                reason: AbortReason::InvalidOpId,
-            }));
+        let mut plan = ReconcilePlan::new(now, req, self.shards);
+        if let ReconcileStep::Done(answer) = plan.poll() {
+            return Ok(answer);
         }
         if self.faults.take_begin_failure() {
             return Err(StoreFailure::Unavailable("injected: begin failed".into()));
         }
         self.bounded(async {
             let d = self.dialect;
-            let mut tx = self.begin().await?;
-            let host = req.source.host;
-            let current = Self::lock_host(&mut tx, d, host).await?.map(|l| l.row);
-            let authority = current.map(|row| authority_of(host, &row));
-            let recorded = Self::attempt_in(&mut tx, req.op_id).await?;
-            // Every early answer below wrote nothing: dropping the transaction rolls it back.
-            if let Some(answer) = reconcile_precheck(req, authority.as_ref(), recorded.as_ref()) {
-                return Ok(Some(answer));
-            }
-            let shards = self.lock_all_shards(&mut tx).await?;
-            // After the shard locks, as in the exact path of a commit.
-            let config = Self::settings_in(&mut tx).await?;
-            let limits = exact_limits(&shards, 0);
-            match decide_reconcile(
-                now,
-                req,
-                current,
-                recorded.as_ref(),
-                limits.attempt_rows,
-                config.bounds.max_attempt_rows,
-            ) {
-                ReconcileDecision::Answer(answer) => Ok(Some(answer)),
-                ReconcileDecision::StoreFull => Ok(None),
-                ReconcileDecision::Fence { writes, answer } => {
-                    let r = rebalance(&config, &after_fence(&limits), self.shards);
-                    self.write_fence(&mut tx, req.op_id, &writes, &r).await?;
-                    Self::commit(tx).await?;
-                    Ok(Some(answer))
-                }
+            let sent = |n: u64| self.statements.sent(n);
+            let mut tx: Option<Txn> = None;
+            loop {
+                let input = match plan.poll() {
+                    ReconcileStep::Begin => {
+                        sent(1);
+                        tx = Some(self.begin().await?);
+                        ReconcileInput::Begun
+                    }
+                    ReconcileStep::LockHost { host } => {
+                        sent(1);
+                        let locked = Self::lock_host(open(&mut tx)?, d, host).await?;
+                        ReconcileInput::Host(locked.map(|l| l.row))
+                    }
+                    ReconcileStep::ReadAttempt { op } => {
+                        sent(1);
+                        ReconcileInput::Attempt(Self::attempt_in(open(&mut tx)?, op).await?)
+                    }
+                    ReconcileStep::LockAllShards => {
+                        sent(1);
+                        ReconcileInput::Shards(self.lock_all_shards(open(&mut tx)?).await?)
+                    }
+                    ReconcileStep::ReadSettings => {
+                        sent(1);
+                        ReconcileInput::Settings(Self::settings_in(open(&mut tx)?).await?)
+                    }
+                    ReconcileStep::WriteFence { writes, rebalance } => {
+                        self.write_fence(open(&mut tx)?, req.op_id, &writes, &rebalance)
+                            .await?;
+                        ReconcileInput::Written
+                    }
+                    ReconcileStep::Commit => {
+                        sent(1);
+                        Self::commit(take(&mut tx)?).await?;
+                        ReconcileInput::Committed
+                    }
+                    ReconcileStep::Done(answer) => return Ok(answer),
+                    ReconcileStep::Failed(fault) => return Err(failed(fault)),
+                };
+                plan.handle(input);
             }
         })
         .await
+    }
+}
+
+/// The open transaction of an executor (a plan asks for IO only after `Begin`).
+pub(super) fn open(tx: &mut Option<Txn>) -> Result<&mut Txn, StoreFailure> {
+    tx.as_mut()
+        .ok_or_else(|| StoreFailure::InTransaction("plan step before BEGIN".into()))
+}
+
+/// The transaction to commit (the last step that uses it).
+pub(super) fn take(tx: &mut Option<Txn>) -> Result<Txn, StoreFailure> {
+    tx.take()
+        .ok_or_else(|| StoreFailure::InTransaction("COMMIT without a transaction".into()))
+}
+
+/// A plan that ended in `Failed` (it refused what a step returned).
+pub(super) fn failed(fault: StoreFault) -> StoreFailure {
+    let detail = "the plan refused a step's result".to_owned();
+    match fault {
+        StoreFault::Unavailable => StoreFailure::Unavailable(detail),
+        StoreFault::InTransaction => StoreFailure::InTransaction(detail),
+        StoreFault::TimedOut => StoreFailure::TimedOut(detail),
+        StoreFault::CommitLost => StoreFailure::CommitLost(detail),
+        StoreFault::BadRow => StoreFailure::BadRow(detail),
     }
 }
 
@@ -628,10 +582,9 @@ fn rows_are(rows: u64, expected: u64, what: &str) -> Result<(), StoreFailure> {
     if rows == expected {
         Ok(())
     } else {
-        Err(StoreFailure::Ambiguous {
-            kind: Ambiguity::TransportError,
-            detail: format!("{what} touched {rows} rows, expected {expected}"),
-        })
+        Err(StoreFailure::InTransaction(format!(
+            "{what} touched {rows} rows, expected {expected}"
+        )))
     }
 }
 

@@ -50,7 +50,6 @@ mod shards;
 pub use seed::{BulkSeed, SeedError};
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,12 +58,9 @@ use futures_util::future::BoxFuture;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::{AnyConnection, AnyPool, Executor};
-use switchyard_core::handoff::attempt::{Ambiguity, DurableResult};
-use switchyard_core::handoff::ids::{CellId, Epoch, HostId, OpId};
-use switchyard_core::handoff::store::{
-    AssignmentRow, AssignmentStore, AttemptRow, CellRow, RateRow, ReservationRow, StoreConfig,
-};
-use switchyard_core::MonoMs;
+use switchyard_core::handoff::attempt::DurableResult;
+use switchyard_core::handoff::ids::{CellId, Epoch, HostId};
+use switchyard_core::handoff::store::{durable_result_of, AssignmentRow, CellRow, StoreFault};
 
 use codec::assignment_of;
 
@@ -147,30 +143,45 @@ impl Default for StoreOptions {
     }
 }
 
-/// Why a store call did not produce a durable answer.
+/// Why a store call did not produce a durable answer: what the store saw happen, classified
+/// as the core's [`StoreFault`]; HO-A2's reading of it is the core's ([`durable_result_of`]).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreFailure {
     /// Nothing ran (no connection, no transaction): durable access is unavailable.
     #[error("assignment store unavailable: {0}")]
     Unavailable(String),
-    /// The transaction may or may not have committed.
-    #[error("assignment store outcome unknown ({kind:?}): {detail}")]
-    Ambiguous { kind: Ambiguity, detail: String },
-    /// A row or value the store returned is out of range: treated as unavailable (quarantine).
+    /// A statement inside the transaction failed (or touched an unexpected number of rows).
+    #[error("assignment store outcome unknown (error inside the transaction): {0}")]
+    InTransaction(String),
+    /// The client-side bound of the whole call fired.
+    #[error("assignment store outcome unknown (timeout): {0}")]
+    TimedOut(String),
+    /// COMMIT was sent and its answer lost.
+    #[error("assignment store outcome unknown (commit result lost): {0}")]
+    CommitLost(String),
+    /// A row or value the store returned is out of range.
     #[error("assignment store returned an invalid row: {0}")]
     BadRow(String),
 }
 
 impl StoreFailure {
-    /// HO-A2: how the source machine must read this failure. Never a rollback.
+    /// What happened, as the core classifies it.
+    #[must_use]
+    pub fn fault(&self) -> StoreFault {
+        match self {
+            StoreFailure::Unavailable(_) => StoreFault::Unavailable,
+            StoreFailure::InTransaction(_) => StoreFault::InTransaction,
+            StoreFailure::TimedOut(_) => StoreFault::TimedOut,
+            StoreFailure::CommitLost(_) => StoreFault::CommitLost,
+            StoreFailure::BadRow(_) => StoreFault::BadRow,
+        }
+    }
+
+    /// HO-A2: how the source machine must read this failure (the core's mapping). Never a
+    /// rollback.
     #[must_use]
     pub fn durable_result(&self) -> DurableResult {
-        match self {
-            StoreFailure::Unavailable(_) | StoreFailure::BadRow(_) => {
-                DurableResult::StoreUnavailable
-            }
-            StoreFailure::Ambiguous { kind, .. } => DurableResult::Ambiguous(*kind),
-        }
+        durable_result_of(self.fault())
     }
 }
 
@@ -189,43 +200,9 @@ pub enum StoreSetupError {
     Store(#[from] StoreFailure),
 }
 
-/// Every row of the store, in the reference's shapes (for the differential test and for
-/// diagnostics).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rows {
-    pub config: StoreConfig,
-    pub cells: BTreeMap<CellId, CellRow>,
-    pub assignments: BTreeMap<HostId, AssignmentRow>,
-    pub reservations: BTreeMap<OpId, ReservationRow>,
-    pub attempts: BTreeMap<OpId, AttemptRow>,
-    pub cooldowns: BTreeMap<HostId, MonoMs>,
-    pub rate: RateRow,
-}
-
-impl Rows {
-    /// The rows of a reference store, for the cells and hosts a test created.
-    #[must_use]
-    pub fn of_reference(store: &AssignmentStore, cells: &[CellId], hosts: &[HostId]) -> Rows {
-        Rows {
-            config: *store.config(),
-            cells: cells
-                .iter()
-                .filter_map(|c| store.cell(*c).map(|r| (*c, *r)))
-                .collect(),
-            assignments: hosts
-                .iter()
-                .filter_map(|h| store.assignment(*h).map(|r| (*h, *r)))
-                .collect(),
-            reservations: store.reservations().map(|(k, v)| (*k, *v)).collect(),
-            attempts: store.attempts().map(|(k, v)| (*k, *v)).collect(),
-            cooldowns: hosts
-                .iter()
-                .filter_map(|h| store.cooldown_until(*h).map(|u| (*h, u)))
-                .collect(),
-            rate: store.rate(),
-        }
-    }
-}
+/// Every row of the store: the core's one snapshot type (the reference's
+/// `AssignmentStore::snapshot`), for the differential tests and diagnostics.
+pub use switchyard_core::handoff::store::StoreSnapshot;
 
 /// HO-L2: the cell is held by another live process (the core's refusal, shared with the
 /// reference store).
@@ -251,10 +228,7 @@ pub struct CellInfo {
 /// An sqlx error inside a transaction body: the transaction did not commit, but the safe
 /// reading is "unknown" (the source reconciles under the lock).
 fn in_txn(e: sqlx::Error) -> StoreFailure {
-    StoreFailure::Ambiguous {
-        kind: Ambiguity::TransportError,
-        detail: e.to_string(),
-    }
+    StoreFailure::InTransaction(e.to_string())
 }
 
 fn begin_failed(e: sqlx::Error) -> StoreFailure {
@@ -503,18 +477,17 @@ impl SqlStore {
     ) -> Result<T, StoreFailure> {
         match tokio::time::timeout(self.opts.txn_timeout, fut).await {
             Ok(r) => r,
-            Err(_) => Err(StoreFailure::Ambiguous {
-                kind: Ambiguity::Timeout,
-                detail: format!("transaction exceeded {:?}", self.opts.txn_timeout),
-            }),
+            Err(_) => Err(StoreFailure::TimedOut(format!(
+                "transaction exceeded {:?}",
+                self.opts.txn_timeout
+            ))),
         }
     }
 
     async fn commit(tx: Txn) -> Result<(), StoreFailure> {
-        tx.commit().await.map_err(|e| StoreFailure::Ambiguous {
-            kind: Ambiguity::ResultLost,
-            detail: e.to_string(),
-        })
+        tx.commit()
+            .await
+            .map_err(|e| StoreFailure::CommitLost(e.to_string()))
     }
 
     // ----- row access inside a transaction -----

@@ -13,18 +13,21 @@ use super::codec::{
     assignment_of, attempt_of, candidate_of, cell_row_of, get, i, op_of, op_text, u, u32_of,
     AnyQuery,
 };
-use super::{begin_failed, in_txn, CellInfo, Dialect, Resolved, Rows, SqlStore, StoreFailure};
+use super::{
+    begin_failed, in_txn, CellInfo, Dialect, Resolved, SqlStore, StoreFailure, StoreSnapshot,
+};
 
 impl SqlStore {
     // ----- read-only queries (no lock) -----
 
     /// Every row (differential test, diagnostics).
-    pub async fn rows(&self) -> Result<Rows, StoreFailure> {
+    pub async fn rows(&self) -> Result<StoreSnapshot, StoreFailure> {
         self.bounded(async {
             let mut conn = self.pool.acquire().await.map_err(begin_failed)?;
             let config = Self::settings_in(&mut conn).await?;
-            let mut rows = Rows {
+            let mut rows = StoreSnapshot {
                 config,
+                leases: BTreeMap::new(),
                 cells: BTreeMap::new(),
                 assignments: BTreeMap::new(),
                 reservations: BTreeMap::new(),
@@ -33,13 +36,19 @@ impl SqlStore {
                 rate: RateRow::default(),
             };
             let q = |s: &'static str| sqlx::query(s);
-            for r in q("SELECT cell, capacity, handoff_capable, incarnation FROM ho_cells")
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(in_txn)?
+            for r in q(
+                "SELECT cell, capacity, handoff_capable, incarnation, lease_until FROM ho_cells",
+            )
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(in_txn)?
             {
-                rows.cells
-                    .insert(CellId(u32_of(get(&r, "cell")?, "cell")?), cell_row_of(&r)?);
+                let cell = CellId(u32_of(get(&r, "cell")?, "cell")?);
+                rows.cells.insert(cell, cell_row_of(&r)?);
+                let until = MonoMs(u(get(&r, "lease_until")?, "lease_until")?);
+                if until > MonoMs::ZERO {
+                    rows.leases.insert(cell, until);
+                }
             }
             for r in q(
                 "SELECT host, cell, epoch, incarnation, generation, desktop_capable \

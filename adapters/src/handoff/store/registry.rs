@@ -2,18 +2,20 @@
 //! emergency-drain fence (HO-A5) and bounded migration recovery (HO-A6).
 
 use sqlx::AnyConnection;
-use switchyard_core::handoff::escrow::{enrol_exact, enrol_path, spend_enrolment, EnrolPath};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::store::{
-    authority_of, cell_lease, cell_lease_release, cell_lease_renewal, decide_insert_host,
-    decide_register, decide_upsert_cell, drain_fence, register_cell_lock, register_raises_cell,
-    AssignmentRow, CellHeld, CellLease, CellLock, CellRow, DrainWrite, LeaseLost, LimitSettings,
-    RegisterRefusal, Registration, StartRefusal, StoreConfig, StoreError as SetupRefusal,
-    MAX_EXPIRED_PER_CALL,
+    cell_lease, cell_lease_release, cell_lease_renewal, decide_upsert_cell, AssignmentRow,
+    CellHeld, CellLease, CellLock, CellRow, DrainInput, DrainPlan, DrainStep, DrainWrite,
+    EnrolInput, EnrolPlan, EnrolStep, LeaseLost, LimitSettings, RegisterInput, RegisterPlan,
+    RegisterRefusal, RegisterStep, Registration, StartRefusal, StoreConfig,
+    StoreError as SetupRefusal, MAX_EXPIRED_PER_CALL,
 };
 use switchyard_core::MonoMs;
 
-use super::codec::{cell_row_of, config_of, get, i, no_settings, op_of, registration_text, u};
+use super::codec::{
+    cell_row_of, config_of, get, i, no_settings, op_of, op_text, registration_text, u,
+};
+use super::commit::{failed, open, take};
 use super::{begin_failed, in_txn, Dialect, SqlStore, StoreFailure, Txn};
 
 /// How a statement locks the row it reads.
@@ -376,118 +378,139 @@ impl SqlStore {
         .await
     }
 
-    /// Setup and enrolment: assign a new host (reference `insert_host`,
-    /// [`decide_insert_host`]). SCALE-1 / SCALE-2: a constant number of statements whatever
-    /// the number of hosts and cells, no count over a table, no lock on every shard on the
-    /// ordinary path:
-    ///
-    /// 1. BEGIN; the cell's row (unlocked: only its existence and incarnation matter);
-    /// 2. the host lock: an unknown cell or an existing host is answered here, no shard locked;
-    /// 3. token path: a savepoint and one free limit shard ([`Self::lock_any_shard`]), the
-    ///    cell's host tokens on every shard (a statement after that lock); `enrol_path`
-    ///    decides. With a host token: the row inserted (`ON CONFLICT DO NOTHING`: a concurrent
-    ///    enrolment of the same host that committed first makes this `HostExists`), the host
-    ///    counted and the token spent on that shard, the cell's token there spent if it has
-    ///    one; COMMIT.
-    /// 4. exact path (no host token, or the cell holds tokens only on other shards): back to
-    ///    the savepoint, every shard locked in order, the settings read after the locks, the
-    ///    store's host count summed from the shards (`enrol_exact`): `TooManyHosts` at the
-    ///    bound, else the row, the host counted on shard 0, the host tokens dealt out again and
-    ///    the cell's host tokens revoked; COMMIT.
+    /// Setup and enrolment: assign a new host (reference `insert_host`): executes the core's
+    /// [`EnrolPlan`]. SCALE-1 / SCALE-2: a constant number of statements whatever the number
+    /// of hosts and cells, no count over a table, no lock on every shard on the ordinary
+    /// (token) path; the plan's exact path locks every shard and sums the host count.
     pub async fn insert_host(
         &self,
         host: HostId,
         cell: CellId,
         desktop_capable: bool,
     ) -> Result<Result<SourceAuthority, SetupRefusal>, StoreFailure> {
+        let mut plan = EnrolPlan::new(host, cell, desktop_capable, self.shards);
         self.bounded(async {
             let d = self.dialect;
-            let mut tx = self.begin().await?;
-            let cell_row = Self::cell_in(&mut tx, d, cell, RowLock::None).await?;
-            let exists = Self::lock_host(&mut tx, d, host).await?.is_some();
-            // Every answer that needs no count first (the order the reference checks in).
-            let row = match decide_insert_host(cell_row, exists, true, cell, desktop_capable) {
-                Ok(row) => row,
-                Err(refusal) => return Ok(Err(refusal)),
-            };
-            let hint = u32::try_from(host.0 % u64::from(self.shards)).unwrap_or(0);
-            let (shard, shard_row) = Self::lock_any_shard(&mut tx, d, hint).await?;
-            let (own, others) = self.cell_tokens_in(&mut tx, cell, shard).await?;
-            if let EnrolPath::Token { spend_cell_token } = enrol_path(&shard_row, own, others) {
-                if !Self::insert_row(&mut tx, host, &row).await? {
-                    return Ok(Err(SetupRefusal::HostExists));
-                }
-                let after = spend_enrolment(&shard_row);
-                let done = sqlx::query(
-                    "UPDATE ho_limit_shards SET hosts = $1, host_tokens = $2 WHERE shard = $3",
-                )
-                .bind(after.hosts)
-                .bind(i(after.host_tokens, "host_tokens")?)
-                .bind(i64::from(shard))
-                .execute(&mut *tx)
-                .await
-                .map_err(in_txn)?;
-                expect_rows(done.rows_affected(), 1, "limit shard")?;
-                let done = sqlx::query(
-                    "UPDATE ho_cell_load SET hosts = hosts + 1, tokens = tokens - $1 \
-                     WHERE cell = $2 AND shard = $3",
-                )
-                .bind(i64::from(spend_cell_token))
-                .bind(i64::from(cell.0))
-                .bind(i64::from(shard))
-                .execute(&mut *tx)
-                .await
-                .map_err(in_txn)?;
-                expect_rows(done.rows_affected(), 1, "cell load")?;
-                Self::commit(tx).await?;
-                return Ok(Ok(authority_of(host, &row)));
-            }
-            Self::leave_token_path(&mut tx).await?;
-            let shards = self.lock_all_shards(&mut tx).await?;
-            let config = Self::settings_in(&mut tx).await?;
-            let hosts = shards
-                .iter()
-                .map(|s| s.hosts)
-                .fold(0i64, i64::saturating_add);
-            let split = enrol_exact(&config, hosts, self.shards);
-            let row =
-                match decide_insert_host(cell_row, false, split.is_some(), cell, desktop_capable) {
-                    Ok(row) => row,
-                    Err(refusal) => return Ok(Err(refusal)),
+            let sent = |n: u64| self.statements.sent(n);
+            let mut tx: Option<Txn> = None;
+            loop {
+                let input = match plan.poll() {
+                    EnrolStep::Begin => {
+                        sent(1);
+                        tx = Some(self.begin().await?);
+                        EnrolInput::Begun
+                    }
+                    EnrolStep::ReadCell { cell } => {
+                        sent(1);
+                        EnrolInput::Cell(Self::cell_in(open(&mut tx)?, d, cell, RowLock::None).await?)
+                    }
+                    EnrolStep::LockHost { host } => {
+                        sent(1);
+                        let locked = Self::lock_host(open(&mut tx)?, d, host).await?;
+                        EnrolInput::Host(locked.map(|l| l.row))
+                    }
+                    EnrolStep::LockAnyShard { hint } => {
+                        sent(if d == Dialect::Postgres { 1 } else { 2 });
+                        EnrolInput::Shard(Self::lock_free_shard(open(&mut tx)?, d, hint).await?)
+                    }
+                    EnrolStep::LockShard { shard } => {
+                        sent(1);
+                        EnrolInput::Shard(Some(Self::lock_shard(open(&mut tx)?, d, shard).await?))
+                    }
+                    EnrolStep::ReadCellTokens { cell, shard } => {
+                        sent(1);
+                        let (own, others) = self.cell_tokens_in(open(&mut tx)?, cell, shard).await?;
+                        EnrolInput::CellTokens { own, others }
+                    }
+                    EnrolStep::InsertHost { host, row } => {
+                        sent(1);
+                        EnrolInput::Inserted(Self::insert_row(open(&mut tx)?, host, &row).await?)
+                    }
+                    EnrolStep::SpendEnrolment {
+                        shard,
+                        row,
+                        cell,
+                        spend_cell_token,
+                    } => {
+                        sent(2);
+                        let tx = open(&mut tx)?;
+                        let done = sqlx::query(
+                            "UPDATE ho_limit_shards SET hosts = $1, host_tokens = $2 WHERE shard = $3",
+                        )
+                        .bind(row.hosts)
+                        .bind(i(row.host_tokens, "host_tokens")?)
+                        .bind(i64::from(shard))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(in_txn)?;
+                        expect_rows(done.rows_affected(), 1, "limit shard")?;
+                        let done = sqlx::query(
+                            "UPDATE ho_cell_load SET hosts = hosts + 1, tokens = tokens - $1 \
+                             WHERE cell = $2 AND shard = $3",
+                        )
+                        .bind(i64::from(spend_cell_token))
+                        .bind(i64::from(cell.0))
+                        .bind(i64::from(shard))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(in_txn)?;
+                        expect_rows(done.rows_affected(), 1, "cell load")?;
+                        EnrolInput::Written
+                    }
+                    EnrolStep::ToSavepoint => {
+                        sent(1);
+                        Self::leave_token_path(open(&mut tx)?).await?;
+                        EnrolInput::AtSavepoint
+                    }
+                    EnrolStep::LockAllShards => {
+                        sent(1);
+                        EnrolInput::Shards(self.lock_all_shards(open(&mut tx)?).await?)
+                    }
+                    EnrolStep::ReadSettings => {
+                        sent(1);
+                        EnrolInput::Settings(Self::settings_in(open(&mut tx)?).await?)
+                    }
+                    EnrolStep::WriteEnrolExact { cell, split } => {
+                        sent(2);
+                        let tx = open(&mut tx)?;
+                        let done = sqlx::query(
+                            "UPDATE ho_limit_shards SET hosts = hosts + CASE WHEN shard = 0 THEN 1 ELSE 0 END, \
+                             host_tokens = $1 + CASE WHEN shard < $2 THEN 1 ELSE 0 END",
+                        )
+                        .bind(i(split.base, "host_tokens")?)
+                        .bind(i64::from(split.extra_below))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(in_txn)?;
+                        expect_rows(done.rows_affected(), u64::from(self.shards), "limit shards")?;
+                        // HO-S4: the host counts on the cell, and the cell's host tokens are
+                        // revoked (the room they stood for is one host smaller).
+                        let done = sqlx::query(
+                            "UPDATE ho_cell_load SET tokens = 0, \
+                             hosts = hosts + CASE WHEN shard = 0 THEN 1 ELSE 0 END WHERE cell = $1",
+                        )
+                        .bind(i64::from(cell.0))
+                        .execute(&mut **tx)
+                        .await
+                        .map_err(in_txn)?;
+                        expect_rows(
+                            done.rows_affected(),
+                            u64::from(self.shards),
+                            "cell load rows",
+                        )?;
+                        EnrolInput::Written
+                    }
+                    EnrolStep::Commit => {
+                        sent(1);
+                        Self::commit(take(&mut tx)?).await?;
+                        EnrolInput::Committed
+                    }
+                    // Dropping an open transaction rolls it back: nothing was written.
+                    EnrolStep::Done(answer) => return Ok(answer),
+                    EnrolStep::Failed(fault) => return Err(failed(fault)),
                 };
-            let Some(split) = split else {
-                return Ok(Err(SetupRefusal::TooManyHosts));
-            };
-            if !Self::insert_row(&mut tx, host, &row).await? {
-                return Ok(Err(SetupRefusal::HostExists));
+                plan.handle(input);
             }
-            let done = sqlx::query(
-                "UPDATE ho_limit_shards SET hosts = hosts + CASE WHEN shard = 0 THEN 1 ELSE 0 END, \
-                 host_tokens = $1 + CASE WHEN shard < $2 THEN 1 ELSE 0 END",
-            )
-            .bind(i(split.base, "host_tokens")?)
-            .bind(i64::from(split.extra_below))
-            .execute(&mut *tx)
-            .await
-            .map_err(in_txn)?;
-            expect_rows(done.rows_affected(), u64::from(self.shards), "limit shards")?;
-            // HO-S4: the host counts on the cell, and the cell's host tokens are revoked (the
-            // room they stood for is one host smaller).
-            let done = sqlx::query(
-                "UPDATE ho_cell_load SET tokens = 0, \
-                 hosts = hosts + CASE WHEN shard = 0 THEN 1 ELSE 0 END WHERE cell = $1",
-            )
-            .bind(i64::from(cell.0))
-            .execute(&mut *tx)
-            .await
-            .map_err(in_txn)?;
-            expect_rows(
-                done.rows_affected(),
-                u64::from(self.shards),
-                "cell load rows",
-            )?;
-            Self::commit(tx).await?;
-            Ok(Ok(authority_of(host, &row)))
         })
         .await
     }
@@ -572,11 +595,9 @@ impl SqlStore {
 
     // ----- HO-A4 / HO-A6: registration -----
 
-    /// Reference `register_control`: under the host lock, then the cell's lock,
-    /// [`decide_register`] over the rows read; its row, the cell's incarnation (if it rises)
-    /// and the completed reservations of (host, cell) are written. SCALE-2: the cell's row is
-    /// locked shared ([`register_cell_lock`]: only a process start excludes a registration),
-    /// so the registrations of one cell run side by side.
+    /// Reference `register_control`: executes the core's [`RegisterPlan`] (under the host
+    /// lock, then the cell's lock; SCALE-2: shared, `register_cell_lock`, so the
+    /// registrations of one cell run side by side).
     pub async fn register_control(
         &self,
         now: MonoMs,
@@ -586,64 +607,98 @@ impl SqlStore {
         desktop_capable: bool,
     ) -> Result<Result<SourceAuthority, RegisterRefusal>, StoreFailure> {
         let _ = now;
+        let mut plan = RegisterPlan::new(host, cell, incarnation, desktop_capable);
         self.bounded(async {
             let d = self.dialect;
-            let mut tx = self.begin().await?;
-            let current = Self::lock_host(&mut tx, d, host).await?.map(|l| l.row);
-            // An unknown host is refused whatever the cell: its lock is not taken.
-            let cell_row = match current {
-                Some(_) => {
-                    let seen = Self::cell_in(&mut tx, d, cell, RowLock::None).await?;
-                    let lock = match register_cell_lock(seen, incarnation) {
-                        CellLock::Share => RowLock::Share,
-                        CellLock::Exclusive => RowLock::NoKeyUpdate,
-                    };
-                    Self::cell_in(&mut tx, d, cell, lock).await?
-                }
-                None => None,
-            };
-            let new_row =
-                match decide_register(current, cell_row, cell, incarnation, desktop_capable) {
-                    Ok(row) => row,
-                    // Nothing written: dropping the transaction rolls it back.
-                    Err(refusal) => return Ok(Err(refusal)),
+            let sent = |n: u64| self.statements.sent(n);
+            let mut tx: Option<Txn> = None;
+            loop {
+                let input = match plan.poll() {
+                    RegisterStep::Begin => {
+                        sent(1);
+                        tx = Some(self.begin().await?);
+                        RegisterInput::Begun
+                    }
+                    RegisterStep::LockHost { host } => {
+                        sent(1);
+                        let locked = Self::lock_host(open(&mut tx)?, d, host).await?;
+                        RegisterInput::Host(locked.map(|l| l.row))
+                    }
+                    RegisterStep::ReadCell { cell } => {
+                        sent(1);
+                        RegisterInput::Cell(
+                            Self::cell_in(open(&mut tx)?, d, cell, RowLock::None).await?,
+                        )
+                    }
+                    RegisterStep::LockCell { cell, lock } => {
+                        sent(1);
+                        let lock = match lock {
+                            CellLock::Share => RowLock::Share,
+                            CellLock::Exclusive => RowLock::NoKeyUpdate,
+                        };
+                        RegisterInput::Cell(Self::cell_in(open(&mut tx)?, d, cell, lock).await?)
+                    }
+                    RegisterStep::WriteCellIncarnation { cell, incarnation } => {
+                        sent(1);
+                        sqlx::query("UPDATE ho_cells SET incarnation = $1 WHERE cell = $2")
+                            .bind(i(incarnation.0, "incarnation")?)
+                            .bind(i64::from(cell.0))
+                            .execute(&mut **open(&mut tx)?)
+                            .await
+                            .map_err(in_txn)?;
+                        RegisterInput::Written
+                    }
+                    RegisterStep::WriteAssignment { host, row } => {
+                        sent(1);
+                        sqlx::query(
+                            "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3, \
+                             generation = $4, desktop_capable = $5 WHERE host = $6",
+                        )
+                        .bind(i64::from(row.cell.0))
+                        .bind(i(row.epoch.0, "epoch")?)
+                        .bind(i(row.incarnation.0, "incarnation")?)
+                        .bind(i(row.generation.0, "generation")?)
+                        .bind(i64::from(row.desktop_capable))
+                        .bind(i(host.0, "host")?)
+                        .execute(&mut **open(&mut tx)?)
+                        .await
+                        .map_err(in_txn)?;
+                        RegisterInput::Written
+                    }
+                    RegisterStep::ReadReservations { host, cell } => {
+                        sent(1);
+                        let rows = sqlx::query(
+                            "SELECT op_id FROM ho_reservations WHERE host = $1 AND cell = $2 \
+                             ORDER BY op_id",
+                        )
+                        .bind(i(host.0, "host")?)
+                        .bind(i64::from(cell.0))
+                        .fetch_all(&mut **open(&mut tx)?)
+                        .await
+                        .map_err(in_txn)?;
+                        let ops = rows
+                            .iter()
+                            .map(|r| op_of(&get::<String>(r, "op_id")?))
+                            .collect::<Result<Vec<_>, _>>()?;
+                        RegisterInput::Reservations(ops)
+                    }
+                    RegisterStep::FinishReservation { op, registration } => {
+                        sent(3);
+                        Self::finish_reservation(open(&mut tx)?, &op_text(op), registration)
+                            .await?;
+                        RegisterInput::Written
+                    }
+                    RegisterStep::Commit => {
+                        sent(1);
+                        Self::commit(take(&mut tx)?).await?;
+                        RegisterInput::Committed
+                    }
+                    // Dropping an open transaction rolls it back: a refusal wrote nothing.
+                    RegisterStep::Done(answer) => return Ok(answer),
+                    RegisterStep::Failed(fault) => return Err(failed(fault)),
                 };
-            if cell_row.is_some_and(|c| register_raises_cell(&c, &new_row)) {
-                sqlx::query("UPDATE ho_cells SET incarnation = $1 WHERE cell = $2")
-                    .bind(i(new_row.incarnation.0, "incarnation")?)
-                    .bind(i64::from(cell.0))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(in_txn)?;
+                plan.handle(input);
             }
-            let h = i(host.0, "host")?;
-            sqlx::query(
-                "UPDATE ho_assignments SET cell = $1, epoch = $2, incarnation = $3, \
-                 generation = $4, desktop_capable = $5 WHERE host = $6",
-            )
-            .bind(i64::from(new_row.cell.0))
-            .bind(i(new_row.epoch.0, "epoch")?)
-            .bind(i(new_row.incarnation.0, "incarnation")?)
-            .bind(i(new_row.generation.0, "generation")?)
-            .bind(i64::from(new_row.desktop_capable))
-            .bind(h)
-            .execute(&mut *tx)
-            .await
-            .map_err(in_txn)?;
-            let done = sqlx::query(
-                "SELECT op_id FROM ho_reservations WHERE host = $1 AND cell = $2 ORDER BY op_id",
-            )
-            .bind(h)
-            .bind(i64::from(cell.0))
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(in_txn)?;
-            for r in done {
-                let op: String = get(&r, "op_id")?;
-                Self::finish_reservation(&mut tx, &op, Registration::Registered).await?;
-            }
-            Self::commit(tx).await?;
-            Ok(Ok(authority_of(host, &new_row)))
         })
         .await
     }
@@ -682,29 +737,48 @@ impl SqlStore {
 
     // ----- HO-A5: the emergency-drain fence -----
 
-    /// Reference `emergency_drain`, under the host lock.
+    /// Reference `emergency_drain`: executes the core's [`DrainPlan`] under the host lock.
     pub async fn emergency_drain(
         &self,
         authority: &SourceAuthority,
     ) -> Result<DrainWrite, StoreFailure> {
+        let mut plan = DrainPlan::new(authority);
         self.bounded(async {
-            let mut tx = self.begin().await?;
-            let locked = Self::lock_host(&mut tx, self.dialect, authority.host).await?;
-            let new_row = match drain_fence(authority, locked.map(|l| l.row)) {
-                Ok(new_row) => new_row,
-                // Nothing written: dropping the transaction rolls it back.
-                Err(answer) => return Ok(answer),
-            };
-            sqlx::query("UPDATE ho_assignments SET generation = $1 WHERE host = $2")
-                .bind(i(new_row.generation.0, "generation")?)
-                .bind(i(authority.host.0, "host")?)
-                .execute(&mut *tx)
-                .await
-                .map_err(in_txn)?;
-            Self::commit(tx).await?;
-            Ok(DrainWrite::Fenced {
-                authority: authority_of(authority.host, &new_row),
-            })
+            let sent = |n: u64| self.statements.sent(n);
+            let mut tx: Option<Txn> = None;
+            loop {
+                let input = match plan.poll() {
+                    DrainStep::Begin => {
+                        sent(1);
+                        tx = Some(self.begin().await?);
+                        DrainInput::Begun
+                    }
+                    DrainStep::LockHost { host } => {
+                        sent(1);
+                        let locked = Self::lock_host(open(&mut tx)?, self.dialect, host).await?;
+                        DrainInput::Host(locked.map(|l| l.row))
+                    }
+                    DrainStep::WriteGeneration { host, generation } => {
+                        sent(1);
+                        sqlx::query("UPDATE ho_assignments SET generation = $1 WHERE host = $2")
+                            .bind(i(generation.0, "generation")?)
+                            .bind(i(host.0, "host")?)
+                            .execute(&mut **open(&mut tx)?)
+                            .await
+                            .map_err(in_txn)?;
+                        DrainInput::Written
+                    }
+                    DrainStep::Commit => {
+                        sent(1);
+                        Self::commit(take(&mut tx)?).await?;
+                        DrainInput::Committed
+                    }
+                    // Dropping an open transaction rolls it back: nothing was written.
+                    DrainStep::Done(answer) => return Ok(answer),
+                    DrainStep::Failed(fault) => return Err(failed(fault)),
+                };
+                plan.handle(input);
+            }
         })
         .await
     }

@@ -16,7 +16,6 @@ use std::time::Duration;
 use switchyard_core::MonoMs;
 
 use sqlx::Executor;
-use switchyard_core::handoff::attempt::Ambiguity;
 
 use super::codec::{get, i, u};
 use super::{begin_failed, in_txn, Dialect, SqlStore, StoreFailure};
@@ -217,10 +216,10 @@ impl SqlStore {
             Ok::<Result<(), SeedError>, StoreFailure>(Ok(()))
         };
         let timed_out = |what: &str| {
-            SeedError::Store(StoreFailure::Ambiguous {
-                kind: Ambiguity::Timeout,
-                detail: format!("{what} exceeded {:?}", seed.timeout),
-            })
+            SeedError::Store(StoreFailure::TimedOut(format!(
+                "{what} exceeded {:?}",
+                seed.timeout
+            )))
         };
         tokio::time::timeout(seed.timeout, work)
             .await

@@ -127,15 +127,16 @@ impl SqlStore {
     }
 
     /// Token path: set the savepoint [`TOKEN_PATH`] and lock one free shard, preferring
-    /// `hint` and the shards after it (spreads the writers); if every shard is locked (an exact
-    /// path holds them all), wait for `hint`'s. Returns the locked row as it is now. Rolling
-    /// back to the savepoint ([`Self::leave_token_path`]) releases the shard and undoes
-    /// whatever the token path wrote, while the host lock taken before stays.
-    pub(super) async fn lock_any_shard(
+    /// `hint` and the shards after it (spreads the writers). `None`: every shard is locked (an
+    /// exact path holds them all; the plan then waits for one, [`Self::lock_shard`]). SQLite
+    /// has one writer, so `hint`'s shard is free. Rolling back to the savepoint
+    /// ([`Self::leave_token_path`]) releases the shard and undoes whatever the token path
+    /// wrote, while the host lock taken before stays.
+    pub(super) async fn lock_free_shard(
         tx: &mut Txn,
         dialect: Dialect,
         hint: u32,
-    ) -> Result<(u32, ShardRow), StoreFailure> {
+    ) -> Result<Option<(u32, ShardRow)>, StoreFailure> {
         if dialect == Dialect::Postgres {
             // One round trip for both (a simple query: the hint is an integer of ours).
             let sql = format!(
@@ -152,24 +153,30 @@ impl SqlStore {
                     free.len()
                 )));
             }
-            if let Some(row) = free.first() {
-                return shard_of(row);
-            }
-        } else {
-            (&mut **tx)
-                .execute(format!("SAVEPOINT {TOKEN_PATH}").as_str())
-                .await
-                .map_err(in_txn)?;
+            return free.first().map(shard_of).transpose();
         }
+        (&mut **tx)
+            .execute(format!("SAVEPOINT {TOKEN_PATH}").as_str())
+            .await
+            .map_err(in_txn)?;
+        Self::lock_shard(tx, dialect, hint).await.map(Some)
+    }
+
+    /// Lock shard `shard` (waiting for it) and read its row.
+    pub(super) async fn lock_shard(
+        tx: &mut Txn,
+        dialect: Dialect,
+        shard: u32,
+    ) -> Result<(u32, ShardRow), StoreFailure> {
         let row = sqlx::query(&format!(
             "SELECT {SHARD_COLUMNS} FROM ho_limit_shards WHERE shard = $1{}",
             dialect.for_update()
         ))
-        .bind(i64::from(hint))
+        .bind(i64::from(shard))
         .fetch_optional(&mut **tx)
         .await
         .map_err(in_txn)?
-        .ok_or_else(|| StoreFailure::BadRow(format!("limit shard {hint} missing")))?;
+        .ok_or_else(|| StoreFailure::BadRow(format!("limit shard {shard} missing")))?;
         shard_of(&row)
     }
 

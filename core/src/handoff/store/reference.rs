@@ -1,15 +1,27 @@
 //! The reference assignment store: in-memory tables, the serialisation point the SQL stores
-//! match row for row, and the store the model checker runs.
+//! match row for row, and the store the model checker runs. Each `&mut self` method is one
+//! transaction under the host lock; a method either writes all of its rows or none.
+//!
+//! The planned operations (commit, reconcile, register, enrol, fence) are executors of the
+//! plans of [`super::plan`]: a loop that answers each step from the maps, the same sequence
+//! the SQL stores run. The reference holds no limit shards: it answers the token path's
+//! `LockAnyShard` with a shard that holds **no token**, so the plan always goes back to the
+//! savepoint and takes the exact path, where `LockAllShards` is answered with one virtual
+//! shard holding the exact totals of the maps (reservations, attempt rows, the rate window,
+//! hosts). The answers are therefore the exact path's, which the escrow guarantees the SQL
+//! stores' token path matches (`crate::handoff::escrow`); the token path itself is checked by
+//! the SQL stores' differential tests and the plans' own tests. Setup, the cell lease and
+//! expiry are plain methods (no plan: one row under one lock each).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::decide::*;
+use super::plan::*;
 use super::rows::*;
-use crate::handoff::ids::{
-    AuthorityCheck, AuthorityField, CellId, HostId, Incarnation, OpId, SourceAuthority,
-};
+use crate::handoff::escrow::ShardRow;
+use crate::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use crate::handoff::policy::HandoffRequest;
 use crate::MonoMs;
 
@@ -39,6 +51,26 @@ impl AssignmentStore {
             cooldowns: BTreeMap::new(),
             rate: RateRow::default(),
             leases: BTreeMap::new(),
+        }
+    }
+
+    /// Every table, as the SQL stores' row dump returns them (the differential tests).
+    #[must_use]
+    pub fn snapshot(&self) -> StoreSnapshot {
+        StoreSnapshot {
+            config: self.config,
+            cells: self.cells.clone(),
+            assignments: self.assignments.clone(),
+            reservations: self.reservations.clone(),
+            attempts: self.attempts.clone(),
+            cooldowns: self.cooldowns.clone(),
+            rate: self.rate,
+            leases: self
+                .leases
+                .iter()
+                .filter(|(_, until)| **until > MonoMs::ZERO)
+                .map(|(c, u)| (*c, *u))
+                .collect(),
         }
     }
 
@@ -136,22 +168,48 @@ impl AssignmentStore {
         })
     }
 
-    /// Setup: assign a new host to `cell` ([`decide_insert_host`]).
+    /// Setup and enrolment: assign a new host to `cell`, running the [`EnrolPlan`].
     pub fn insert_host(
         &mut self,
         host: HostId,
         cell: CellId,
         desktop_capable: bool,
     ) -> Result<SourceAuthority, StoreError> {
-        let row = decide_insert_host(
-            self.cells.get(&cell).copied(),
-            self.assignments.contains_key(&host),
-            count(self.assignments.len()) < self.config.bounds.max_hosts,
-            cell,
-            desktop_capable,
-        )?;
-        self.assignments.insert(host, row);
-        Ok(authority_of(host, &row))
+        let mut plan = EnrolPlan::new(host, cell, desktop_capable, 1);
+        for _ in 0..MAX_PLAN_STEPS {
+            let input = match plan.poll() {
+                EnrolStep::Begin => EnrolInput::Begun,
+                EnrolStep::ReadCell { cell } => EnrolInput::Cell(self.cells.get(&cell).copied()),
+                EnrolStep::LockHost { host } => {
+                    EnrolInput::Host(self.assignments.get(&host).copied())
+                }
+                // No shards: no token (see the module doc), so the exact path decides.
+                EnrolStep::LockAnyShard { .. } | EnrolStep::LockShard { .. } => {
+                    EnrolInput::Shard(Some((0, ShardRow::default())))
+                }
+                EnrolStep::ReadCellTokens { .. } => EnrolInput::CellTokens { own: 0, others: 0 },
+                EnrolStep::ToSavepoint => EnrolInput::AtSavepoint,
+                EnrolStep::LockAllShards => EnrolInput::Shards(vec![self.exact_shard()]),
+                EnrolStep::ReadSettings => EnrolInput::Settings(self.config),
+                EnrolStep::InsertHost { host, row } => {
+                    let fresh = !self.assignments.contains_key(&host);
+                    if fresh {
+                        self.assignments.insert(host, row);
+                    }
+                    EnrolInput::Inserted(fresh)
+                }
+                // The counts are the maps themselves: nothing more to write.
+                EnrolStep::SpendEnrolment { .. } | EnrolStep::WriteEnrolExact { .. } => {
+                    EnrolInput::Written
+                }
+                EnrolStep::Commit => EnrolInput::Committed,
+                EnrolStep::Done(answer) => return answer,
+                EnrolStep::Failed(_) => break,
+            };
+            plan.handle(input);
+        }
+        crate::invariant!(false, "the enrolment plan ends within its steps");
+        Err(StoreError::TooManyHosts)
     }
 
     #[must_use]
@@ -206,118 +264,129 @@ impl AssignmentStore {
         u32::try_from(n).unwrap_or(u32::MAX)
     }
 
-    /// The recorded outcome of an op id, with the authority check for fenced aborts.
-    fn recorded_outcome(&self, req: &HandoffRequest, row: &AttemptRow) -> TxnOutcome {
-        recorded_outcome(req, self.authority(req.source.host).as_ref(), row)
+    /// The one virtual limit shard the reference answers the exact path with: the exact
+    /// totals of its maps, no tokens.
+    fn exact_shard(&self) -> ShardRow {
+        let n = |len: usize| i64::try_from(len).unwrap_or(i64::MAX);
+        ShardRow {
+            window_start: self.rate.window_start,
+            commits: i64::from(self.rate.commits),
+            in_flight: n(self.reservations.len()),
+            attempt_rows: n(self.attempts.len()),
+            hosts: n(self.assignments.len()),
+            ..ShardRow::default()
+        }
     }
 
-    /// HO-S4: the bounded assignment transaction. Re-checks the op id, the exact authority and
-    /// the director's policy; then, atomically, reserves the target, moves the assignment
-    /// (epoch + 1), starts the host cooldown, counts the rate window and records the attempt.
-    /// HO-A1: an op id already recorded returns the recorded result and never migrates twice.
-    ///
-    /// The steps are the ones a SQL store runs: the host's facts, [`commit_precheck`], the
-    /// global [`LimitFacts`] (read last: a SQL store reads them under its global lock), then
-    /// [`decide_commit`] and its rows.
+    /// HO-S4: the bounded assignment transaction, running the [`CommitPlan`]: re-checks the op
+    /// id, the exact authority and the director's policy; then, atomically, reserves the
+    /// target, moves the assignment (epoch + 1), starts the host cooldown, counts the rate
+    /// window and records the attempt. HO-A1: an op id already recorded returns the recorded
+    /// result and never migrates twice. The token path is answered "no token", so the exact
+    /// path decides on the maps' totals.
     pub fn run_transaction(&mut self, now: MonoMs, req: &HandoffRequest) -> TxnOutcome {
-        if !req.op_id_is_consistent() {
-            return TxnOutcome::RolledBack {
-                reason: AbortReason::InvalidOpId,
-            };
-        }
-        if let Some(row) = self.attempts.get(&req.op_id) {
-            return self.recorded_outcome(req, row);
-        }
+        let mut plan = CommitPlan::new(now, req, 1);
         let host = req.source.host;
-        let current = self.authority(host);
-        let check = claim_check(&req.source, current.as_ref());
-        if check != AuthorityCheck::Exact {
-            return TxnOutcome::AuthorityChanged { check };
-        }
-        let Some(assignment) = self.assignments.get(&host).copied() else {
-            crate::invariant!(false, "authority check passed for an unknown host");
-            return TxnOutcome::AuthorityChanged {
-                check: AuthorityCheck::Mismatch(AuthorityField::Host),
+        for _ in 0..MAX_PLAN_STEPS {
+            let input = match plan.poll() {
+                CommitStep::Begin => CommitInput::Begun,
+                CommitStep::LockHost { host } => {
+                    CommitInput::Host(self.assignments.get(&host).copied())
+                }
+                CommitStep::ReadFacts => CommitInput::Facts(CommitRead {
+                    recorded: self.attempts.get(&req.op_id).copied(),
+                    config: self.config,
+                    target_cell: self.cells.get(&req.target).copied(),
+                    source_cell_capable: self
+                        .cells
+                        .get(&req.source.cell)
+                        .is_some_and(|c| c.handoff_capable),
+                    cooldown_until: self.cooldowns.get(&host).copied(),
+                    migration_pending: self.reservations.values().any(|r| r.host == host),
+                }),
+                // No shards: no token (see the module doc), so the exact path decides.
+                CommitStep::LockAnyShard { .. } | CommitStep::LockShard { .. } => {
+                    CommitInput::Shard(Some((0, ShardRow::default())))
+                }
+                CommitStep::ToSavepoint => CommitInput::AtSavepoint,
+                CommitStep::LockAllShards => CommitInput::Shards(vec![self.exact_shard()]),
+                CommitStep::ReadSettings => CommitInput::Settings(self.config),
+                CommitStep::ReadTarget { cell } => CommitInput::Target(
+                    self.cells
+                        .get(&cell)
+                        .map(|row| (*row, i64::from(self.cell_load(cell)))),
+                ),
+                CommitStep::WriteCommit { writes, limits } => {
+                    crate::invariant!(
+                        matches!(limits, LimitWrites::Rebalance { .. }),
+                        "the reference has no tokens to spend"
+                    );
+                    // All checks passed: write every row (nothing before wrote).
+                    self.assignments.insert(host, writes.assignment);
+                    self.reservations.insert(req.op_id, writes.reservation);
+                    self.attempts.insert(req.op_id, writes.attempt);
+                    self.cooldowns.insert(host, writes.cooldown_until);
+                    self.rate = writes.rate;
+                    CommitInput::Written { target_tokens: 0 }
+                }
+                CommitStep::Commit => {
+                    crate::invariant_eq!(self.check_invariants(), Ok(()));
+                    CommitInput::Committed
+                }
+                CommitStep::Done(outcome) => return outcome,
+                CommitStep::Failed(_) => break,
             };
-        };
-        let host_facts = HostFacts {
-            assignment,
-            source_cell_capable: self
-                .cells
-                .get(&req.source.cell)
-                .is_some_and(|c| c.handoff_capable),
-            target_cell: self.cells.get(&req.target).copied(),
-            cooldown_until: self.cooldowns.get(&host).copied(),
-            migration_pending: self.reservations.values().any(|r| r.host == host),
-        };
-        if let Err(reason) = commit_precheck(now, req, &host_facts, &self.config) {
-            return TxnOutcome::RolledBack { reason };
+            plan.handle(input);
         }
-        let facts = CommitFacts {
-            host: host_facts,
-            limits: LimitFacts {
-                target_load: self.cell_load(req.target),
-                in_flight: u64::try_from(self.reservations.len()).unwrap_or(u64::MAX),
-                rate: self.rate,
-                attempt_rows: count(self.attempts.len()),
-            },
-        };
-        let writes = match decide_commit(now, req, &facts, &self.config) {
-            Ok(writes) => writes,
-            Err(reason) => return TxnOutcome::RolledBack { reason },
-        };
-        // All checks passed: write every row (nothing above wrote).
-        self.assignments.insert(host, writes.assignment);
-        self.reservations.insert(req.op_id, writes.reservation);
-        self.attempts.insert(req.op_id, writes.attempt);
-        self.cooldowns.insert(host, writes.cooldown_until);
-        self.rate = writes.rate;
-        crate::invariant_eq!(self.check_invariants(), Ok(()));
-        TxnOutcome::Committed {
-            target: req.target,
-            new_epoch: writes.assignment.epoch,
+        crate::invariant!(false, "the commit plan ends within its steps");
+        TxnOutcome::RolledBack {
+            reason: AbortReason::StoreFull,
         }
     }
 
-    /// HO-A1 / HO-A2: locked reconciliation by op id ([`decide_reconcile`]). Returns the
-    /// recorded outcome; if no attempt exists, writes a terminal fence record first, so that a
-    /// late original commit of this op id fails its re-check. `None` means the fence could not
-    /// be written (store full): the caller stays quarantined.
+    /// HO-A1 / HO-A2: locked reconciliation by op id, running the [`ReconcilePlan`]. Returns
+    /// the recorded outcome; if no attempt exists, writes a terminal fence record first, so
+    /// that a late original commit of this op id fails its re-check. `None` means the fence
+    /// could not be written (store full): the caller stays quarantined.
     pub fn reconcile(&mut self, now: MonoMs, req: &HandoffRequest) -> Option<TxnOutcome> {
-        if !req.op_id_is_consistent() {
-            // Nothing can ever commit under an inconsistent id: a definitive rollback.
-            return Some(TxnOutcome::RolledBack {
-                reason: AbortReason::InvalidOpId,
-            });
-        }
+        let mut plan = ReconcilePlan::new(now, req, 1);
         let host = req.source.host;
-        let decision = decide_reconcile(
-            now,
-            req,
-            self.assignments.get(&host).copied(),
-            self.attempts.get(&req.op_id),
-            count(self.attempts.len()),
-            self.config.bounds.max_attempt_rows,
-        );
-        match decision {
-            ReconcileDecision::Answer(answer) => Some(answer),
-            ReconcileDecision::StoreFull => None,
-            ReconcileDecision::Fence { writes, answer } => {
-                self.attempts.insert(req.op_id, writes.attempt);
-                if let Some(row) = writes.assignment {
-                    self.assignments.insert(host, row);
+        for _ in 0..MAX_PLAN_STEPS {
+            let input = match plan.poll() {
+                ReconcileStep::Begin => ReconcileInput::Begun,
+                ReconcileStep::LockHost { host } => {
+                    ReconcileInput::Host(self.assignments.get(&host).copied())
                 }
-                crate::invariant_eq!(self.check_invariants(), Ok(()));
-                Some(answer)
-            }
+                ReconcileStep::ReadAttempt { op } => {
+                    ReconcileInput::Attempt(self.attempts.get(&op).copied())
+                }
+                ReconcileStep::LockAllShards => ReconcileInput::Shards(vec![self.exact_shard()]),
+                ReconcileStep::ReadSettings => ReconcileInput::Settings(self.config),
+                ReconcileStep::WriteFence { writes, .. } => {
+                    self.attempts.insert(req.op_id, writes.attempt);
+                    if let Some(row) = writes.assignment {
+                        self.assignments.insert(host, row);
+                    }
+                    ReconcileInput::Written
+                }
+                ReconcileStep::Commit => {
+                    crate::invariant_eq!(self.check_invariants(), Ok(()));
+                    ReconcileInput::Committed
+                }
+                ReconcileStep::Done(answer) => return answer,
+                ReconcileStep::Failed(_) => break,
+            };
+            plan.handle(input);
         }
+        crate::invariant!(false, "the reconcile plan ends within its steps");
+        None
     }
 
     /// HO-A4 / HO-A6: a desktop control registers at `cell` (replacement control, source
-    /// restart, or arrival at the target), serialised with the handoff under the host lock
-    /// ([`decide_register`]). Bumps the generation (a pending handoff of the old generation then
-    /// fails its re-check) and completes a pending migration to this cell (its reservation is
-    /// released).
+    /// restart, or arrival at the target), serialised with the handoff under the host lock,
+    /// running the [`RegisterPlan`]. Bumps the generation (a pending handoff of the old
+    /// generation then fails its re-check) and completes a pending migration to this cell
+    /// (its reservation is released).
     pub fn register_control(
         &mut self,
         now: MonoMs,
@@ -327,29 +396,51 @@ impl AssignmentStore {
         desktop_capable: bool,
     ) -> Result<SourceAuthority, RegisterRefusal> {
         let _ = now;
-        let new_row = decide_register(
-            self.assignments.get(&host).copied(),
-            self.cells.get(&cell).copied(),
-            cell,
-            incarnation,
-            desktop_capable,
-        )?;
-        if let Some(c) = self.cells.get_mut(&cell) {
-            c.incarnation = new_row.incarnation;
+        let mut plan = RegisterPlan::new(host, cell, incarnation, desktop_capable);
+        // Each reservation of the host adds one step; a host holds at most one.
+        let bound = MAX_PLAN_STEPS + self.reservations.len();
+        for _ in 0..bound {
+            let input = match plan.poll() {
+                RegisterStep::Begin => RegisterInput::Begun,
+                RegisterStep::LockHost { host } => {
+                    RegisterInput::Host(self.assignments.get(&host).copied())
+                }
+                RegisterStep::ReadCell { cell } | RegisterStep::LockCell { cell, .. } => {
+                    RegisterInput::Cell(self.cells.get(&cell).copied())
+                }
+                RegisterStep::WriteCellIncarnation { cell, incarnation } => {
+                    if let Some(c) = self.cells.get_mut(&cell) {
+                        c.incarnation = incarnation;
+                    }
+                    RegisterInput::Written
+                }
+                RegisterStep::WriteAssignment { host, row } => {
+                    self.assignments.insert(host, row);
+                    RegisterInput::Written
+                }
+                RegisterStep::ReadReservations { host, cell } => RegisterInput::Reservations(
+                    self.reservations
+                        .iter()
+                        .filter(|(_, r)| r.host == host && r.cell == cell)
+                        .map(|(op, _)| *op)
+                        .collect(),
+                ),
+                RegisterStep::FinishReservation { op, registration } => {
+                    self.reservations.remove(&op);
+                    self.set_registration(op, registration);
+                    RegisterInput::Written
+                }
+                RegisterStep::Commit => {
+                    crate::invariant_eq!(self.check_invariants(), Ok(()));
+                    RegisterInput::Committed
+                }
+                RegisterStep::Done(answer) => return answer,
+                RegisterStep::Failed(_) => break,
+            };
+            plan.handle(input);
         }
-        self.assignments.insert(host, new_row);
-        let done: Vec<OpId> = self
-            .reservations
-            .iter()
-            .filter(|(_, r)| r.host == host && r.cell == cell)
-            .map(|(op, _)| *op)
-            .collect();
-        for op in done {
-            self.reservations.remove(&op);
-            self.set_registration(op, Registration::Registered);
-        }
-        crate::invariant_eq!(self.check_invariants(), Ok(()));
-        Ok(authority_of(host, &new_row))
+        crate::invariant!(false, "the register plan ends within its steps");
+        Err(RegisterRefusal::UnknownHost)
     }
 
     fn set_registration(&mut self, op: OpId, registration: Registration) {
@@ -367,18 +458,31 @@ impl AssignmentStore {
         }
     }
 
-    /// HO-A5: emergency drain / auth enforcement joins the host-lock serialisation: if the
-    /// claimed authority is current, bump the generation so any pending handoff of it fails.
+    /// HO-A5: emergency drain / auth enforcement joins the host-lock serialisation, running
+    /// the [`DrainPlan`]: if the claimed authority is current, bump the generation so any
+    /// pending handoff of it fails.
     pub fn emergency_drain(&mut self, authority: &SourceAuthority) -> DrainWrite {
-        match drain_fence(authority, self.assignments.get(&authority.host).copied()) {
-            Ok(new_row) => {
-                self.assignments.insert(authority.host, new_row);
-                DrainWrite::Fenced {
-                    authority: authority_of(authority.host, &new_row),
+        let mut plan = DrainPlan::new(authority);
+        for _ in 0..MAX_PLAN_STEPS {
+            let input = match plan.poll() {
+                DrainStep::Begin => DrainInput::Begun,
+                DrainStep::LockHost { host } => {
+                    DrainInput::Host(self.assignments.get(&host).copied())
                 }
-            }
-            Err(answer) => answer,
+                DrainStep::WriteGeneration { host, generation } => {
+                    if let Some(row) = self.assignments.get_mut(&host) {
+                        row.generation = generation;
+                    }
+                    DrainInput::Written
+                }
+                DrainStep::Commit => DrainInput::Committed,
+                DrainStep::Done(answer) => return answer,
+                DrainStep::Failed(_) => break,
+            };
+            plan.handle(input);
         }
+        crate::invariant!(false, "the drain plan ends within its steps");
+        DrainWrite::NotCurrent
     }
 
     /// HO-A6: ordinary bounded migration recovery: reservations whose desktop has not

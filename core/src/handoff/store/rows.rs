@@ -1,6 +1,8 @@
 //! Row types, settings and bounds, errors and answers of the assignment store (HO-S4, HO-A1,
 //! HO-A2, HO-A4..A6, HO-L2, SCALE-1): the shapes every store reads and writes.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::handoff::ids::{AuthorityCheck, CellId, Epoch, HostId, Incarnation, OpId};
@@ -362,4 +364,20 @@ pub struct CommitWrites {
     pub cooldown_until: MonoMs,
     /// The rate window with this commit counted.
     pub rate: RateRow,
+}
+
+/// Every table of an assignment store, in the reference's shapes: the one dump the reference
+/// ([`super::AssignmentStore::snapshot`]) and the SQL stores (their row dump) both produce, so
+/// the differential tests compare them row for row. `leases` holds the cells whose identity
+/// lease ends after zero (a released lease, or a cell never started, has none).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StoreSnapshot {
+    pub config: StoreConfig,
+    pub cells: BTreeMap<CellId, CellRow>,
+    pub assignments: BTreeMap<HostId, AssignmentRow>,
+    pub reservations: BTreeMap<OpId, ReservationRow>,
+    pub attempts: BTreeMap<OpId, AttemptRow>,
+    pub cooldowns: BTreeMap<HostId, MonoMs>,
+    pub rate: RateRow,
+    pub leases: BTreeMap<CellId, MonoMs>,
 }
