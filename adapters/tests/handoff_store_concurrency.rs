@@ -194,8 +194,6 @@ async fn race(
             "reference outcome of {req:?}"
         );
     }
-    let cells = [SOURCE, TARGET];
-    let host_ids: Vec<HostId> = (0..hosts).map(HostId).collect();
     assert_eq!(
         store.rows().await.expect("rows"),
         reference.snapshot(),

@@ -34,8 +34,6 @@ const CELLS: [(CellId, u32, bool); 4] = [
     // Capacity 1: fills up.
     (CellId(4), 1, true),
 ];
-/// Every cell id the generator names (5 is unknown until a process starts it).
-const CELL_IDS: [CellId; 5] = [CellId(1), CellId(2), CellId(3), CellId(4), CellId(5)];
 const HOSTS: [HostId; 3] = [HostId(7), HostId(8), HostId(9)];
 
 fn config() -> StoreConfig {
@@ -569,10 +567,6 @@ fn fresh_reference() -> AssignmentStore {
     r
 }
 
-fn cells() -> Vec<CellId> {
-    CELL_IDS.to_vec()
-}
-
 struct Stats {
     steps: u64,
     committed: u64,
@@ -888,7 +882,6 @@ fn ho_store_diff_checker_traces_replayed_on_sqlite_and_postgres() {
         .collect();
     names.sort();
     assert!(names.len() >= 20, "handoff traces found: {}", names.len());
-    let (cells, hosts) = ([SRC, TGT], [HOST]);
     let mut kinds = std::collections::BTreeMap::<String, u64>::new();
     for path in &names {
         let name = path.file_name().unwrap_or_default().to_string_lossy();

@@ -4,12 +4,15 @@
 //! statement per table (SQLite, which has no round trips to save).
 //!
 //! Every write method is one bounded transaction with the outcome and rows of the reference
-//! `switchyard_core::handoff::store::AssignmentStore` method of the same name. The assignment
-//! transaction reads its facts and lets the core decide: `claim_check`, `recorded_outcome`,
-//! `commit_precheck`, `decide_commit` and `commit_writes` are the very functions the reference
-//! calls, so the check order and the rows written are defined once, in the core. The
-//! differential test (`tests/handoff_store_diff.rs`) replays generated sequences against the
-//! reference, SQLite and PostgreSQL and compares outcomes and rows after every step; the
+//! `switchyard_core::handoff::store::AssignmentStore` method of the same name. The planned
+//! operations (the assignment transaction, the locked reconciliation, registration, enrolment
+//! and the drain fence) are executors of the core's plans (`switchyard_core::handoff::store::
+//! plan`), the very plans the reference store runs: a loop that runs the step the plan asks
+//! for (a lock, a read, the savepoint, the writes, COMMIT) and feeds the result back, so the
+//! sequence and every decision on a row are defined once, in the core. A failure is
+//! classified as the core's `StoreFault` ([`StoreFailure::fault`]); its reading is the core's.
+//! The differential test (`tests/handoff_store_diff.rs`) replays generated sequences against
+//! the reference, SQLite and PostgreSQL and compares outcomes and rows after every step; the
 //! concurrency test (`tests/handoff_store_concurrency.rs`) queues PostgreSQL transactions on
 //! the host lock and on the limits lock.
 //!

@@ -1,5 +1,7 @@
 //! Settings, cells and their identity lease (HO-L2), hosts, registration (HO-A4 / HO-A6), the
-//! emergency-drain fence (HO-A5) and bounded migration recovery (HO-A6).
+//! emergency-drain fence (HO-A5) and bounded migration recovery (HO-A6). Enrolment,
+//! registration and the drain fence execute the core's `EnrolPlan`, `RegisterPlan` and
+//! `DrainPlan` step by step.
 
 use sqlx::AnyConnection;
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};

@@ -123,7 +123,9 @@ pub enum CommitInput {
     Shard(Option<(u32, ShardRow)>),
     /// The commit's rows are written. Token path: the target's host tokens on the locked shard
     /// before this write (`0`: none, or no load row); the exact path reports `0`.
-    Written { target_tokens: u64 },
+    Written {
+        target_tokens: u64,
+    },
     AtSavepoint,
     Shards(Vec<ShardRow>),
     Settings(StoreConfig),
@@ -269,7 +271,10 @@ impl CommitPlan {
                 let Some((shard, row)) = locked else {
                     // Every shard is held by another writer: wait for the hint's.
                     let shard = shard_hint(req.source.host, self.shards);
-                    self.ask(CommitStep::LockShard { shard }, CommitState::Shard { host, config });
+                    self.ask(
+                        CommitStep::LockShard { shard },
+                        CommitState::Shard { host, config },
+                    );
                     return;
                 };
                 self.on_shard(host, config, shard, row);
@@ -296,7 +301,10 @@ impl CommitPlan {
             (CommitState::Shards { host }, CommitInput::Shards(shards)) => {
                 // Read after every shard is locked: a settings change (which locks them all)
                 // either committed before, or waits; the tokens dealt below follow it.
-                self.ask(CommitStep::ReadSettings, CommitState::Settings { host, shards });
+                self.ask(
+                    CommitStep::ReadSettings,
+                    CommitState::Settings { host, shards },
+                );
             }
             (CommitState::Settings { host, shards }, CommitInput::Settings(config)) => {
                 // The target as it is now, for the same reason: a cell write (a lowered
@@ -786,7 +794,10 @@ impl RegisterPlan {
                 // An unknown host is refused whatever the cell: its lock is not taken.
                 None => self.done(Err(RegisterRefusal::UnknownHost)),
                 Some(current) => {
-                    self.ask(RegisterStep::ReadCell { cell }, RegisterState::Seen { current });
+                    self.ask(
+                        RegisterStep::ReadCell { cell },
+                        RegisterState::Seen { current },
+                    );
                 }
             },
             (RegisterState::Seen { current }, RegisterInput::Cell(seen)) => self.ask(
@@ -1006,7 +1017,10 @@ pub enum EnrolInput {
     Cell(Option<CellRow>),
     Host(Option<AssignmentRow>),
     Shard(Option<(u32, ShardRow)>),
-    CellTokens { own: i64, others: i64 },
+    CellTokens {
+        own: i64,
+        others: i64,
+    },
     /// `false`: the host has a row already (a concurrent enrolment won); nothing written.
     Inserted(bool),
     Written,
