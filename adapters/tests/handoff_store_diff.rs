@@ -19,9 +19,7 @@ use switchyard_core::handoff::ids::*;
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::*;
 use switchyard_core::MonoMs;
-use switchyard_spec::handoff::{
-    HandoffModel, HandoffParams, HoAction, HoProjection, HOST, SRC, TGT,
-};
+use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection};
 use switchyard_spec::store_calls::StoreCall;
 use switchyard_spec::trace::Trace;
 use tempfile::TempDir;

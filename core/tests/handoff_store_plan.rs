@@ -272,6 +272,7 @@ proptest! {
                 CommitStep::ToSavepoint => {
                     // Everything written since the savepoint is undone.
                     audit.dirty = false;
+                    spent_without_token = false;
                     CommitInput::AtSavepoint
                 }
                 CommitStep::LockAllShards => CommitInput::Shards(src.shards()),
