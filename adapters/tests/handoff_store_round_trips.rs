@@ -85,7 +85,7 @@ async fn run(store: &SqlStore) -> Counts {
         );
     }
     let mut counts = Counts::default();
-    let mut sent = |store: &SqlStore, before: u64| store.statements().count() - before;
+    let sent = |store: &SqlStore, before: u64| store.statements().count() - before;
 
     let mut forged = request(authority[0], TGT, now);
     forged.target = CellId(9);

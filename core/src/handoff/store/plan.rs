@@ -77,6 +77,9 @@ pub struct CommitRead {
 }
 
 /// A step of [`CommitPlan`]: the IO it asks for next.
+// The write step carries the commit's rows by value: a step is polled once per IO, and a box
+// would allocate on every commit for no gain.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CommitStep {
     /// Open the transaction (→ [`CommitInput::Begun`]).
