@@ -132,5 +132,9 @@ async fn ho_a4_enrolment_on_enrols_an_unknown_host_at_this_cell() {
         .expect("read")
         .expect("a row for the enrolled host");
     assert_eq!(authority.cell, CellId(1));
-    assert!(cell.log().contains("enrol_unknown_hosts=true"), "{}", cell.log());
+    assert!(
+        cell.log().contains("enrol_unknown_hosts=true"),
+        "{}",
+        cell.log()
+    );
 }
