@@ -996,11 +996,14 @@ impl DirectorProbe {
 
 impl Probe for DirectorProbe {
     fn ready(&self) -> Result<(), String> {
-        if !self.start.reached() {
-            return Err(format!(
-                "store unreachable: {} attempts to reach it at start failed; retrying",
-                self.start.failed()
-            ));
+        match (self.start.reached(), self.start.failed()) {
+            (true, _) => {}
+            (false, 0) => return Err("connecting to the store".to_owned()),
+            (false, failed) => {
+                return Err(format!(
+                    "store unreachable: {failed} attempts to reach it at start failed; retrying"
+                ))
+            }
         }
         if self.totals().last_pass_failed {
             return Err("the last pass failed: the store is unreachable".to_owned());
