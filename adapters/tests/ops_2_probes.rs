@@ -101,6 +101,8 @@ fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
         "127.0.0.1:0",
     ]);
     let addr = director.value("metrics_addr=");
+    // The probes answer from the start; ready once the store is reached and a pass ran.
+    let _ = director.value("examined=");
     assert_eq!(get(&addr, "/readyz").0, 200);
     let (_, metrics) = get(&addr, "/metrics");
     assert!(

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model, Property, UniformChooser};
+use switchyard_spec::enrol::{EnrolModel, EnrolParams, EnrolProjection, EnrolState};
 use switchyard_spec::failover::{
     FailoverModel, FailoverParams, FoAction, FoProjection, FoState, Variant,
 };
@@ -325,6 +326,46 @@ impl CheckedModel for SweepModel {
     }
 
     fn summary(state: &SweepState) -> String {
+        state.summary()
+    }
+}
+
+impl CheckedModel for EnrolModel {
+    const NAME: &'static str = "enrol";
+    type Params = EnrolParams;
+    type Projection = EnrolProjection;
+
+    fn params(&self) -> EnrolParams {
+        self.params.clone()
+    }
+
+    fn project(state: &EnrolState) -> EnrolProjection {
+        state.project()
+    }
+
+    fn halt(&self) -> &Halt {
+        &self.halt
+    }
+
+    fn init_name(&self, state: &EnrolState) -> String {
+        let l = state.layout;
+        format!(
+            "{} cell(s), enrol {:?}, max_hosts {}",
+            if l.two_cells { 2 } else { 1 },
+            l.enrol,
+            l.max_hosts
+        )
+    }
+
+    fn card(state: &EnrolState) -> String {
+        let p = state.project();
+        format!(
+            "host row {:?} (cell, epoch, generation), {} rows of at most {}\ndesktops {:?}",
+            p.host_row, p.rows, p.layout.max_hosts, p.desktops
+        )
+    }
+
+    fn summary(state: &EnrolState) -> String {
         state.summary()
     }
 }

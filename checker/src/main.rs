@@ -1,6 +1,6 @@
 //! `switchyard-check`: model-check the Switchyard specification.
 //!
-//! `switchyard-check check [failover|handoff|sweep|all]` explores every model exhaustively at
+//! `switchyard-check check [failover|handoff|sweep|enrol|all]` explores every model exhaustively at
 //! the review bounds (the defaults), prints a table per model (the handoff model: one per
 //! scenario, `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
 //! vacuous model), printing each counterexample and writing it as a JSON trace. A search that
@@ -17,6 +17,7 @@ use serde::Serialize;
 use stateright::Model;
 use switchyard_checker::explorer::Explorable;
 use switchyard_checker::*;
+use switchyard_spec::enrol::{EnrolModel, EnrolParams};
 use switchyard_spec::failover::{
     FailoverModel, FailoverParams, Variant, MAX_MODEL_HOSTS, MAX_MODEL_URLS,
 };
@@ -51,6 +52,8 @@ enum Which {
     Handoff,
     /// The director's keyset sweep (SCALE-3, HO-S2).
     Sweep,
+    /// Enrolment of an unknown host by two concurrent registrations (HO-A4, SCALE-1).
+    Enrol,
     All,
 }
 
@@ -261,8 +264,9 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
         .map(|s| HandoffModel::in_scenario(s, handoff_params(args, s.params())))
         .collect();
     let sweep = SweepModel::new(SweepParams::default());
+    let enrol = EnrolModel::new(EnrolParams::default());
     if let Some(address) = args.explore {
-        return explore(args.model, failover, handoff, sweep, address);
+        return explore(args.model, failover, handoff, sweep, enrol, address);
     }
     let options = RunOptions {
         strategy: if args.simulate {
@@ -298,6 +302,9 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     }
     if matches!(args.model, Which::Sweep | Which::All) {
         runs.push(check_one(sweep, &options, args.traces.as_deref())?);
+    }
+    if matches!(args.model, Which::Enrol | Which::All) {
+        runs.push(check_one(enrol, &options, args.traces.as_deref())?);
     }
     Ok(runs)
 }
@@ -394,6 +401,7 @@ fn explore(
     failover: FailoverModel,
     handoff: Vec<HandoffModel>,
     sweep: SweepModel,
+    enrol: EnrolModel,
     address: SocketAddr,
 ) -> Result<Vec<RunSummary>, String> {
     if !address.ip().is_loopback() {
@@ -414,6 +422,7 @@ fn explore(
         Which::All | Which::Failover => serve("failover", Explorable::new(vec![failover]), address),
         Which::Handoff => serve("handoff", Explorable::new(handoff), address),
         Which::Sweep => serve("sweep", Explorable::new(vec![sweep]), address),
+        Which::Enrol => serve("enrol", Explorable::new(vec![enrol]), address),
     }
 }
 

@@ -158,6 +158,32 @@ fn scale_3_checker_runs_the_sweep_model_alone_and_names_it() {
     );
 }
 
+#[test]
+fn ho_a4_scale_1_checker_runs_the_enrol_model_alone_and_names_it() {
+    let (code, out, err) = check(&["enrol"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("model enrol:"), "{out}");
+    // The state count is pinned once, in spec/tests/enrol_model.rs.
+    assert!(out.contains(", exhaustive"), "{out}");
+    assert!(
+        !out.contains("model failover") && !out.contains("model sweep"),
+        "{out}"
+    );
+    for property in [
+        "SCALE-1 a cell that does not enrol never writes a row",
+        "SCALE-1 the host bound is never exceeded",
+        "SCALE-1 a refused enrolment is named by its cause",
+        "HO-A4 one assignment row per host: an enrolment never replaces it",
+    ] {
+        assert!(out.contains(property), "{property}: {out}");
+    }
+    assert_eq!(
+        out.lines().last().unwrap_or_default(),
+        "exit 0: all 6 properties hold and all 5 witnesses are reached in enrol",
+        "{out}"
+    );
+}
+
 /// A failover bound every witness is reached at, in a fraction of a second (21,668 states).
 const TINY_FAILOVER: [&str; 12] = [
     "failover",

@@ -15,6 +15,7 @@ use hyper::Method;
 use switchyard_core::handoff::attempt::DrainReason;
 use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::lifecycle::{StartFailure, StartRetry, DIRECTOR_START_RETRY};
 use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::{
     LimitSettings, StoreBounds, StoreConfig, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_CELLS,
@@ -24,11 +25,13 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::auth::{self, KeyRing, Secret};
-use super::cell::{start_cell, CellConfig, CellHandle};
+use super::cell::{holder_name, start_cell, CellConfig, CellHandle, LEASE_LOST_EXIT_CODE};
 use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
 use super::client_auth::mint_client_token;
 use super::clock::Clock;
-use super::director::{Director, DirectorConfig, DirectorTotals};
+use super::director::{
+    open_store_with_retry, Director, DirectorConfig, DirectorTotals, StoreStart,
+};
 use super::http;
 use super::proto::{
     DrainAnswer, DrainRequest, DrainState, RefusedAnswer, UndrainAnswer, UndrainRequest,
@@ -280,6 +283,14 @@ pub struct CellArgs {
     #[arg(long, env = "SWITCHYARD_CLIENT_TOKEN_MAX_LIFETIME_MS", default_value_t = 604_800_000,
           value_parser = clap::value_parser!(u64).range(1_000..=31_536_000_000))]
     client_token_max_lifetime_ms: u64,
+    /// HO-A4 / SCALE-1: a desktop of a host the store does not know is enrolled at this cell
+    /// on its first registration (`true`), or refused `enrolment_disabled` with nothing
+    /// written (`false`: hosts are provisioned ahead, so a stray or misconfigured desktop
+    /// cannot create one). Default `true`: the embedded quick start and a fleet that grows by
+    /// desktops registering need no provisioning step.
+    #[arg(long, env = "SWITCHYARD_ENROL_UNKNOWN_HOSTS", default_value_t = true,
+          action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
+    enrol_unknown_hosts: bool,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -348,6 +359,16 @@ pub struct DirectorArgs {
         default_value = "127.0.0.1:9464"
     )]
     metrics_listen: SocketAddr,
+    /// OPS-1: attempts to reach the store at start before giving up (exit 1). Unset: retry
+    /// until it answers or the director is stopped (with --once: one attempt).
+    #[arg(long, env = "SWITCHYARD_DIRECTOR_STORE_ATTEMPTS",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    store_attempts: Option<u32>,
+    /// OPS-1: the longest wait between two attempts to reach the store at start (the first
+    /// waits 250 ms, each next one twice as long up to this).
+    #[arg(long, env = "SWITCHYARD_DIRECTOR_STORE_RETRY_MAX_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(250..=300_000))]
+    store_retry_max_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -485,18 +506,34 @@ pub fn default_store_config() -> StoreConfig {
 }
 
 async fn open_store(db: &DbArgs) -> Result<SqlStore, String> {
+    open_store_classified(db).await.map_err(|(_, e)| e)
+}
+
+/// OPS-1: [`open_store`] for a start that retries: whether a failure is the store not
+/// answering (retried) or refusing what it was given (a URL it cannot use: retrying cannot
+/// help).
+async fn open_store_classified(db: &DbArgs) -> Result<SqlStore, (StartFailure, String)> {
+    use super::store::StoreSetupError;
     let opts = StoreOptions {
         txn_timeout: Duration::from_millis(db.db_txn_timeout_ms),
         max_connections: db.db_max_connections,
         ..StoreOptions::default()
     };
-    let store = SqlStore::connect(&db.db, opts)
-        .await
-        .map_err(|e| e.to_string())?;
+    let store = SqlStore::connect(&db.db, opts).await.map_err(|e| {
+        let failure = match &e {
+            StoreSetupError::UnsupportedUrl(_)
+            | StoreSetupError::Connect {
+                source: sqlx::Error::Configuration(_),
+                ..
+            } => StartFailure::Refused,
+            _ => StartFailure::Unreachable,
+        };
+        (failure, e.to_string())
+    })?;
     store
         .put_settings(&default_store_config(), false)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| (StartFailure::Unreachable, e.to_string()))?;
     Ok(store)
 }
 
@@ -590,6 +627,8 @@ fn print_json<T: serde::Serialize>(v: &T) {
 enum Failure {
     Refused(String),
     Failed(String),
+    /// HO-L2: a cell lost its identity lease to another process and stopped gracefully.
+    LeaseLost(String),
 }
 
 /// Anything not marked refused is a failure while running.
@@ -620,6 +659,7 @@ pub async fn run(command: HandoffCommand) -> ExitCode {
         Ok(()) => return ExitCode::SUCCESS,
         Err(Failure::Refused(e)) => (e, 2),
         Err(Failure::Failed(e)) => (e, 1),
+        Err(Failure::LeaseLost(e)) => (e, LEASE_LOST_EXIT_CODE),
     };
     // One error format for every command: `switchyard: <why>` on stderr.
     let line = line.replace(['\n', '\r'], " ");
@@ -770,14 +810,21 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     cfg.cell_lease = Duration::from_millis(a.cell_lease_ms);
     cfg.client_token_max_lifetime = Duration::from_millis(a.client_token_max_lifetime_ms);
     cfg.limits = a.limits.limits(DEFAULT_LIMITS).map_err(refused)?;
+    cfg.enroll_unknown_hosts = a.enrol_unknown_hosts;
+    info!(
+        enrol_unknown_hosts = a.enrol_unknown_hosts,
+        "enrolment of unknown hosts at this cell"
+    );
     let cell = start_cell(cfg, store, Clock::default())
         .await
         .map_err(|e| e.to_string())?;
     info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; SIGTERM or Ctrl-C stops it");
-    tokio::select! {
-        _ = signals.stopped() => {}
-        () = reload_keys_on_sighup(&cell, a.keys_file.as_deref()) => {}
-    }
+    // OPS-1 / HO-L2: a signal, or the lease lost to another process: the same graceful stop.
+    let lost = tokio::select! {
+        _ = signals.stopped() => None,
+        () = reload_keys_on_sighup(&cell, a.keys_file.as_deref()) => None,
+        lost = cell.lease_lost() => Some(lost),
+    };
     // Attempts in flight get most of the bound; the rest is for closing and the lease.
     let attempts_bound = lifecycle::STOP_BOUND.saturating_sub(Duration::from_secs(2));
     let mut stats = None;
@@ -801,7 +848,14 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
             "cell stopped"
         );
     }
-    Ok(())
+    match lost {
+        Some(lost) => Err(Failure::LeaseLost(format!(
+            "cell {} lost its identity lease to another process (incarnation {}) and stopped (exit {LEASE_LOST_EXIT_CODE})",
+            a.cell_id,
+            holder_name(lost)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// SEC-2: re-read the keys file on every SIGHUP and roll the cell's keys; a file that does not
@@ -845,7 +899,11 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     if a.cohort_percent > 100 {
         return Err(refused("--cohort-percent must be 0..=100".into()));
     }
-    let store = open_store(&a.db).await?;
+    let schedule = StartRetry {
+        max_delay_ms: a.store_retry_max_ms,
+        max_attempts: a.store_attempts.or(a.once.then_some(1)),
+        ..DIRECTOR_START_RETRY
+    };
     let cfg = DirectorConfig {
         id: a.id,
         policy: DirectorPolicy {
@@ -863,25 +921,39 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         secret,
         interval: Duration::from_millis(a.interval_ms.max(100)),
     };
-    let director = Director::new(cfg, store, Clock::default());
+    let start = StoreStart::default();
     if a.once {
+        let store =
+            open_store_with_retry(schedule, &start, || open_store_classified(&a.db)).await?;
+        let director = Director::new(cfg, store, Clock::default());
         let report = director.pass().await.map_err(|e| e.to_string())?;
         print_json(&report);
         return Ok(());
     }
-    // OPS-1: registered before the first pass (`--once` keeps the default: Ctrl-C ends it).
+    // OPS-1: registered before the store is reached (`--once` keeps the default: Ctrl-C ends
+    // it); OPS-2: the probes answer meanwhile ("store unreachable").
     let signals = lifecycle::Signals::listen();
+    let stopped = signals.stopped();
+    tokio::pin!(stopped);
     let (stop, stop_rx) = watch::channel(false);
-    probes::serve_alone(
-        "director",
-        a.metrics_listen,
-        Arc::new(DirectorProbe(director.totals())),
-        stop_rx.clone(),
-    )
-    .await?;
+    let probe = Arc::new(DirectorProbe {
+        start: Arc::new(start),
+        totals: std::sync::OnceLock::new(),
+    });
+    probes::serve_alone("director", a.metrics_listen, probe.clone(), stop_rx.clone()).await?;
+    let store = tokio::select! {
+        store = open_store_with_retry(schedule, &probe.start, || open_store_classified(&a.db)) => store?,
+        _ = &mut stopped => {
+            let _ = stop.send(true);
+            info!(failed_attempts = probe.start.failed(), "director stopped before the store was reached");
+            return Ok(());
+        }
+    };
+    let director = Director::new(cfg, store, Clock::default());
+    let _ = probe.totals.set(director.totals());
     let mut task = tokio::spawn(director.run(stop_rx));
     let totals = tokio::select! {
-        _ = signals.stopped() => {
+        _ = &mut stopped => {
             // A pass in flight finishes (its requests are idempotent by op id anyway).
             let _ = stop.send(true);
             let mut totals = None;
@@ -906,25 +978,56 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// OPS-2: the director is ready unless its last pass failed on the store.
-struct DirectorProbe(Arc<std::sync::Mutex<DirectorTotals>>);
+/// OPS-2: the director is ready once it reached the store, unless its last pass failed on it.
+struct DirectorProbe {
+    start: Arc<StoreStart>,
+    /// Set once the store is reached and the director runs.
+    totals: std::sync::OnceLock<Arc<std::sync::Mutex<DirectorTotals>>>,
+}
+
+impl DirectorProbe {
+    fn totals(&self) -> DirectorTotals {
+        self.totals
+            .get()
+            .map(|t| *t.lock().unwrap_or_else(|e| e.into_inner()))
+            .unwrap_or_default()
+    }
+}
 
 impl Probe for DirectorProbe {
     fn ready(&self) -> Result<(), String> {
-        let totals = *self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if totals.last_pass_failed {
+        match (self.start.reached(), self.start.failed()) {
+            (true, _) => {}
+            (false, 0) => return Err("connecting to the store".to_owned()),
+            (false, failed) => {
+                return Err(format!(
+                    "store unreachable: {failed} attempts to reach it at start failed; retrying"
+                ))
+            }
+        }
+        if self.totals().last_pass_failed {
             return Err("the last pass failed: the store is unreachable".to_owned());
         }
         Ok(())
     }
 
     fn samples(&self) -> Vec<Sample> {
-        let totals = *self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let totals = self.totals();
         let mut samples = probes::counters_of("director", "director total", &totals);
         samples.push(probes::gauge(
             "director_last_pass_failed",
             "1 if the last pass failed on the store",
             u64::from(totals.last_pass_failed),
+        ));
+        samples.push(probes::gauge(
+            "director_store_unreachable_at_start",
+            "1 while the director has not yet reached its store",
+            u64::from(!self.start.reached()),
+        ));
+        samples.push(probes::counter(
+            "director_store_start_failures",
+            "attempts to reach the store at start that failed",
+            u64::from(self.start.failed()),
         ));
         samples
     }

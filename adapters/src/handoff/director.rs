@@ -6,6 +6,8 @@
 //! a failure). A lost response is retried with the very same request (same op id).
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +20,7 @@ use switchyard_core::handoff::director::{
     SelectionPass,
 };
 use switchyard_core::handoff::ids::{CellId, OpId};
+use switchyard_core::handoff::lifecycle::{RetryStep, StartAttempts, StartFailure, StartRetry};
 use switchyard_core::handoff::policy::HandoffRequest;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -44,6 +47,80 @@ pub struct DirectorConfig {
     /// derived from it.
     pub secret: Secret,
     pub interval: Duration,
+}
+
+/// OPS-1 / OPS-2: how the director's start is reaching its store (the probes read it).
+#[derive(Debug, Default)]
+pub struct StoreStart {
+    failed: AtomicU32,
+    reached: AtomicBool,
+}
+
+impl StoreStart {
+    /// Attempts to reach the store that failed so far.
+    #[must_use]
+    pub fn failed(&self) -> u32 {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// The store answered: the director runs.
+    #[must_use]
+    pub fn reached(&self) -> bool {
+        self.reached.load(Ordering::SeqCst)
+    }
+}
+
+/// OPS-1: open the store, retrying as the core's `StartAttempts` says (a capped doubling
+/// delay; give up only where told: a refused store, or the attempts spent). OPS-2: the first
+/// failure, and a failure with another cause, at WARN; the others at INFO; each with the next
+/// delay. `Err`: the last cause (a single attempt's as it was).
+pub async fn open_store_with_retry<F, Fut>(
+    schedule: StartRetry,
+    status: &StoreStart,
+    mut open: F,
+) -> Result<SqlStore, String>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<SqlStore, (StartFailure, String)>>,
+{
+    let mut attempts = StartAttempts::new(schedule);
+    let mut last_cause: Option<String> = None;
+    loop {
+        let (failure, cause) = match open().await {
+            Ok(store) => {
+                if attempts.failed() > 0 {
+                    info!(
+                        failed_attempts = attempts.failed(),
+                        "store reachable: the director starts its passes"
+                    );
+                }
+                status.reached.store(true, Ordering::SeqCst);
+                return Ok(store);
+            }
+            Err(e) => e,
+        };
+        let step = attempts.failure(failure);
+        status.failed.store(attempts.failed(), Ordering::SeqCst);
+        match step {
+            RetryStep::GiveUp { attempts: 1 } => return Err(cause),
+            RetryStep::GiveUp { attempts } => {
+                return Err(format!("{cause} (gave up after {attempts} attempts)"));
+            }
+            RetryStep::RetryIn { attempt, delay_ms } => {
+                if last_cause.as_deref() != Some(cause.as_str()) {
+                    warn!(store_unreachable_attempt = attempt, retry_in_ms = delay_ms, error = %cause, "the director cannot reach the store; retrying (not ready meanwhile)");
+                } else {
+                    info!(
+                        store_unreachable_attempt = attempt,
+                        retry_in_ms = delay_ms,
+                        "the director still cannot reach the store; retrying"
+                    );
+                }
+                last_cause = Some(cause);
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            }
+        }
+    }
 }
 
 /// OPS-1: what a running director did, summed over its passes (logged when it stops).

@@ -20,8 +20,10 @@ pub mod admission;
 pub mod attempt;
 pub mod cell;
 pub mod director;
+pub mod enrol;
 pub mod escrow;
 pub mod ids;
+pub mod lifecycle;
 pub mod policy;
 pub mod store;
 

@@ -9,12 +9,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use switchyard_core::handoff::admission::{Heartbeat, WorkKind};
 use switchyard_core::handoff::cell::{
-    admission_refusal_name, close_code, enrol_turn_away, install_turn_away, register_turn_away,
-    TurnAway, TurnAwayFrame, STORE_UNAVAILABLE_TURN_AWAY,
+    admission_refusal_name, close_code, install_turn_away, register_turn_away, TurnAway,
+    TurnAwayFrame, STORE_UNAVAILABLE_TURN_AWAY,
+};
+use switchyard_core::handoff::enrol::{
+    after_insert, after_register, EnrolRefusal, EnrolStep, RegisterTry, Registered,
 };
 use switchyard_core::handoff::ids::{CellId, HostId, SourceAuthority};
 use switchyard_core::handoff::policy::Measurement;
-use switchyard_core::handoff::store::{RegisterRefusal, StoreError as SetupRefusal};
+use switchyard_core::handoff::store::RegisterRefusal;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -66,44 +69,36 @@ pub(super) async fn desktop_ws(
         .on_upgrade(move |socket| desktop_session(sh, host, capable, op, socket))
 }
 
-/// What registering a control came to.
-enum Registered {
-    Yes(SourceAuthority),
-    /// HO-A4: the store refused the registration.
-    Refused(RegisterRefusal),
-    /// SCALE-1: the store refused to enrol the unknown host (e.g. `too_many_hosts`).
-    NotEnrolled(SetupRefusal),
-    /// The store could not be reached, or its answer is unknown.
-    Failed(String),
-}
-
-/// Register in the store (HO-A4: under the host lock there), enrolling an unknown host.
-async fn register(sh: &Shared, host: HostId, capable: bool) -> Registered {
+/// Register in the store (HO-A4: under the host lock there). An unknown host is enrolled here
+/// or refused as the core decides (`enrol::after_register` / `after_insert`, behind the
+/// cell's `--enrol-unknown-hosts`); this runs the store calls it asks for. `Err`: the store
+/// could not be reached, or its answer is unknown.
+async fn register(sh: &Shared, host: HostId, capable: bool) -> Result<Registered, String> {
     let cell = sh.cfg.cell;
-    let now = sh.clock.now();
-    let again = || async {
-        match sh
+    let enrol = sh.cfg.enroll_unknown_hosts;
+    let mut attempt = RegisterTry::First;
+    loop {
+        let answer = sh
             .store
-            .register_control(now, host, cell, sh.incarnation, capable)
+            .register_control(sh.clock.now(), host, cell, sh.incarnation, capable)
             .await
-        {
-            Ok(Ok(a)) => Registered::Yes(a),
-            Ok(Err(refusal)) => Registered::Refused(refusal),
-            Err(e) => Registered::Failed(e.to_string()),
+            .map_err(|e| e.to_string())?;
+        let mut step = after_register(enrol, attempt, answer);
+        if step == EnrolStep::InsertHost {
+            let inserted = sh
+                .store
+                .insert_host(host, cell, capable)
+                .await
+                .map_err(|e| e.to_string())?;
+            step = after_insert(inserted);
         }
-    };
-    let first = again().await;
-    if matches!(first, Registered::Refused(RegisterRefusal::UnknownHost))
-        && sh.cfg.enroll_unknown_hosts
-    {
-        match sh.store.insert_host(host, cell, capable).await {
-            Ok(Ok(_)) | Ok(Err(SetupRefusal::HostExists)) => {}
-            Ok(Err(refusal)) => return Registered::NotEnrolled(refusal),
-            Err(e) => return Registered::Failed(e.to_string()),
+        match step {
+            EnrolStep::Done(end) => return Ok(end),
+            EnrolStep::RegisterAgain => attempt = RegisterTry::AfterEnrolment,
+            // The core asks for an insert only after a first registration.
+            EnrolStep::InsertHost => return Ok(Registered::Refused(RegisterRefusal::UnknownHost)),
         }
-        return again().await;
     }
-    first
 }
 
 /// Turn a control away as the core decided: its frame, then its close code.
@@ -130,34 +125,38 @@ async fn desktop_session(
 ) {
     sh.stats.bump(|s| s.control_registrations += 1);
     let authority = match register(&sh, host, capable).await {
-        Registered::Yes(a) => a,
-        Registered::Refused(refusal) => {
+        Ok(Registered::Yes(a)) => a,
+        Ok(Registered::Refused(refusal)) => {
             // HO-A4: e.g. a committed handoff won: the old ownership is refused.
             drop(op);
             return turn_away(socket, register_turn_away(refusal), "register").await;
         }
-        Registered::NotEnrolled(refusal) => {
-            // SCALE-1: a bound, named as such (the database is fine).
-            let t = enrol_turn_away(refusal);
+        Ok(Registered::NotEnrolled(refusal)) => {
+            // SCALE-1: a bound or the cell's policy, named as such (the database is fine).
+            let t = refusal.turn_away();
             let mut first = false;
             sh.stats.bump(|s| {
-                first = s.enrolments_refused == 0;
+                let kind = match refusal {
+                    EnrolRefusal::Disabled => &mut s.enrolments_disabled,
+                    EnrolRefusal::Store(_) => &mut s.enrolments_full,
+                };
+                first = *kind == 0;
+                *kind += 1;
                 s.enrolments_refused += 1;
             });
-            // OPS-2: once when the bound is first reached, not per desktop retry.
+            // OPS-2: once when each cause is first met, not per desktop retry.
             if first {
-                warn!(host = host.0, refusal = t.name, "enrolment refused by the store (a store bound is reached; raise it with the cell's flags)");
+                match refusal {
+                    EnrolRefusal::Disabled => warn!(host = host.0, refusal = t.name, "enrolment refused: the store does not know this host and this cell does not enrol unknown hosts (--enrol-unknown-hosts false); provision the host, or let a cell enrol it"),
+                    EnrolRefusal::Store(_) => warn!(host = host.0, refusal = t.name, "enrolment refused by the store (a store bound is reached; raise it with the cell's flags)"),
+                }
             } else {
-                debug!(
-                    host = host.0,
-                    refusal = t.name,
-                    "enrolment refused by the store"
-                );
+                debug!(host = host.0, refusal = t.name, "enrolment refused");
             }
             drop(op);
             return turn_away(socket, t, "enrol").await;
         }
-        Registered::Failed(e) => {
+        Err(e) => {
             warn!(host = host.0, error = %e, "control registration failed");
             drop(op);
             return turn_away(socket, STORE_UNAVAILABLE_TURN_AWAY, "register").await;

@@ -47,7 +47,8 @@ use switchyard_core::handoff::admission::GateState;
 use switchyard_core::handoff::attempt::{HandoffReply, HandoffResult, Phase, SourceConfig};
 use switchyard_core::handoff::cell::{MachineId, SourceCell};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
-use switchyard_core::handoff::store::StartRefusal;
+use switchyard_core::handoff::lifecycle::{LeaseKeeper, LeaseStep, Renewal};
+use switchyard_core::handoff::store::{LeaseLost, StartRefusal};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
@@ -85,7 +86,9 @@ pub struct CellConfig {
     pub activity_lease: Duration,
     /// Hard-drain deadline for closing a drained host's clients.
     pub hard_drain_deadline: Duration,
-    /// A desktop of an unknown host is enrolled here on its first registration.
+    /// HO-A4 / SCALE-1: a desktop of a host the store does not know is enrolled here on its
+    /// first registration (`--enrol-unknown-hosts`); else it is refused `enrolment_disabled`
+    /// and nothing is written (`switchyard_core::handoff::enrol` decides).
     pub enroll_unknown_hosts: bool,
     /// HO-L2: how long the cell's identity lease lasts; renewed every third of it. A second
     /// process with the same cell id is refused while it lasts.
@@ -183,9 +186,15 @@ pub struct CellStats {
     pub replies_unheard: u64,
     pub control_registrations: u64,
     pub control_refused: u64,
-    /// SCALE-1: desktops whose enrolment the store refused (a bound reached).
+    /// SCALE-1: desktops of unknown hosts not enrolled (every cause).
     #[serde(default)]
     pub enrolments_refused: u64,
+    /// HO-A4: of those, refused because this cell does not enrol (`enrolment_disabled`).
+    #[serde(default)]
+    pub enrolments_disabled: u64,
+    /// SCALE-1: of those, refused by the store (`too_many_hosts`, a bound reached).
+    #[serde(default)]
+    pub enrolments_full: u64,
     pub relayed: u64,
     pub late_results_ignored: u64,
     /// SEC-1: clients closed with 4401 (no, a malformed, an expired or another host's
@@ -254,6 +263,8 @@ struct Shared {
     /// dropped as a crash drops them.
     graceful: AtomicBool,
     shutdown: watch::Sender<bool>,
+    /// HO-L2: set once the lease renewal found another process holding the cell.
+    lease_lost: watch::Sender<Option<LeaseLost>>,
     stats: Counters,
     hooks: CellHooks,
     /// SEC-3: the listener's limits and counters.
@@ -359,6 +370,21 @@ impl CellHandle {
         info!(cell = self.shared.cfg.cell.0, keys = ?ids, "internal keys replaced");
     }
 
+    /// HO-L2: resolves once the cell lost its identity lease to another process (its graceful
+    /// stop has begun); pending forever otherwise. The process then finishes the stop
+    /// ([`CellHandle::shutdown`]) and exits with [`LEASE_LOST_EXIT_CODE`].
+    pub async fn lease_lost(&self) -> LeaseLost {
+        let mut rx = self.shared.lease_lost.subscribe();
+        loop {
+            if let Some(lost) = *rx.borrow_and_update() {
+                return lost;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+
     /// Stop on purpose: stop serving (as a crash would), then end the cell's identity lease so
     /// a successor may start at once (HO-L2).
     pub async fn stop(&self) {
@@ -369,7 +395,12 @@ impl CellHandle {
             .release_cell_lease(sh.cfg.cell, sh.incarnation)
             .await
         {
-            Ok(_) => info!(cell = sh.cfg.cell.0, "cell stopped; its lease is released"),
+            Ok(true) => info!(cell = sh.cfg.cell.0, "cell stopped; its lease is released"),
+            // HO-L2: a process never ends a successor's lease.
+            Ok(false) => info!(
+                cell = sh.cfg.cell.0,
+                "cell stopped; its lease was no longer this process's (another process holds the cell)"
+            ),
             Err(e) => {
                 warn!(cell = sh.cfg.cell.0, error = %e, "cell stopped; its lease could not be released and runs out by itself")
             }
@@ -383,8 +414,7 @@ impl CellHandle {
     /// counters.
     pub async fn shutdown(&self, attempts_bound: Duration) -> CellStats {
         let sh = &self.shared;
-        sh.graceful.store(true, Ordering::SeqCst);
-        let _ = sh.shutdown.send(true);
+        begin_graceful_stop(sh);
         let deadline = tokio::time::Instant::now() + attempts_bound;
         let mut in_flight = sh.endpoint().cell.attempts_in_flight();
         while in_flight > 0 && tokio::time::Instant::now() < deadline {
@@ -486,6 +516,7 @@ pub async fn start_cell(
         graceful: AtomicBool::new(false),
         lease_failing: AtomicBool::new(false),
         shutdown,
+        lease_lost: watch::channel(None).0,
         stats: Counters::default(),
         hooks: CellHooks::default(),
         server: server.clone(),
@@ -516,45 +547,78 @@ pub async fn start_cell(
     })
 }
 
-/// HO-L2: keeps the cell's identity lease alive. A newer incarnation in the store means another
-/// process took the cell (this one's lease lapsed): this process stops serving, since every
-/// store operation it makes now fails its incarnation re-check anyway.
+/// HO-L2: keeps the cell's identity lease alive, every third of it; the core's `LeaseKeeper`
+/// decides from each answer. A newer incarnation in the store means another process took the
+/// cell (this one's lease lapsed): every store operation this process makes now fails its
+/// incarnation re-check, so it stops as on SIGTERM (the graceful stop begins here; the process
+/// finishes it and exits with the lease-lost status: [`CellHandle::lease_lost`]).
 async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
-    let every = Duration::from_millis((lease_ms / 3).max(1));
-    let mut failing = false;
+    let every = Duration::from_millis(LeaseKeeper::period_ms(lease_ms));
+    let mut keeper = LeaseKeeper::new();
     loop {
         tokio::time::sleep(every).await;
         let renewed = sh
             .store
             .renew_cell_lease(sh.cfg.cell, sh.incarnation, sh.clock.now(), lease_ms)
             .await;
-        match renewed {
-            Ok(true) => {
-                if failing {
+        let renewal = match &renewed {
+            Ok(true) => Renewal::Renewed,
+            // The holder is read for the log and the exit line; the store said the cell is lost.
+            Ok(false) => Renewal::Lost(LeaseLost {
+                holder: match sh.store.cell_info(sh.cfg.cell).await {
+                    Ok(Some(info)) => Some(info.row.incarnation),
+                    _ => None,
+                },
+            }),
+            Err(_) => Renewal::Unreachable,
+        };
+        let step = keeper.renewed(renewal);
+        sh.lease_failing.store(keeper.failing(), Ordering::SeqCst);
+        match step {
+            LeaseStep::Keep { recovered } => {
+                if recovered {
                     info!(cell = sh.cfg.cell.0, "cell lease renewed again");
                 }
-                failing = false;
-                sh.lease_failing.store(false, Ordering::SeqCst);
             }
-            Ok(false) => {
+            LeaseStep::Failing { first } => {
+                if first {
+                    if let Err(e) = &renewed {
+                        warn!(cell = sh.cfg.cell.0, error = %e, "cannot renew the cell lease; retrying");
+                    }
+                }
+            }
+            LeaseStep::Stop(lost) => {
                 error!(
                     cell = sh.cfg.cell.0,
                     incarnation = sh.incarnation.0,
-                    "another process took this cell id (a newer incarnation): stopping"
+                    holder = %holder_name(lost),
+                    exit_code = LEASE_LOST_EXIT_CODE,
+                    "cell lease lost: another process holds this cell id (a newer incarnation); stopping gracefully, then exiting with the lease-lost status"
                 );
-                sh.alive.store(false, Ordering::SeqCst);
-                let _ = sh.shutdown.send(true);
+                begin_graceful_stop(&sh);
+                sh.lease_lost.send_replace(Some(lost));
                 return;
-            }
-            Err(e) => {
-                if !failing {
-                    warn!(cell = sh.cfg.cell.0, error = %e, "cannot renew the cell lease; retrying");
-                }
-                failing = true;
-                sh.lease_failing.store(true, Ordering::SeqCst);
             }
         }
     }
+}
+
+/// The incarnation holding the cell now, for logs (`none`: its row is gone).
+pub fn holder_name(lost: LeaseLost) -> String {
+    lost.holder
+        .map_or_else(|| "none".to_owned(), |i| i.0.to_string())
+}
+
+/// HO-L2 / OPS-1: the exit status of a cell process that stopped because it lost its identity
+/// lease (docs/OPERATIONS.md, docs/HANDOFF.md): distinct from 1 (a failure) so a supervisor
+/// and an operator can tell "another process took this cell id" at a glance.
+pub const LEASE_LOST_EXIT_CODE: u8 = 3;
+
+/// OPS-1: the first half of a graceful stop: stop accepting, and let every session close with
+/// its reason (SIGTERM's path, and a lost lease's).
+fn begin_graceful_stop(sh: &Shared) {
+    sh.graceful.store(true, Ordering::SeqCst);
+    let _ = sh.shutdown.send(true);
 }
 
 /// OPS-2: the cell's probes.

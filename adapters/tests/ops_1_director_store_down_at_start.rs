@@ -1,0 +1,92 @@
+//! OPS-1 / OPS-2 / HO-L1 over the real binary: a director started while its PostgreSQL refuses
+//! connections does not exit: it retries with a bounded backoff, says so at WARN (with the
+//! next delay), answers `/readyz` "not ready: store unreachable" meanwhile, and once the
+//! database is back it runs its passes. Red before: it exited 1 at once.
+
+mod support_bin;
+mod support_pg;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use support_bin::Process;
+
+/// `GET path` → (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let addr: SocketAddr = addr.parse().expect("addr");
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ops_1_a_director_started_with_the_store_down_retries_then_runs_its_passes() {
+    let url = support_pg::fresh_db("director_down").await;
+    // The schema exists (a cell ran before); then the database refuses every connection.
+    drop(
+        switchyard_adapters::handoff::store::SqlStore::connect(&url, Default::default())
+            .await
+            .expect("schema"),
+    );
+    support_pg::outage_begin(&url).await;
+    let mut director = Process::start(&[
+        "director",
+        "--db",
+        url.as_str(),
+        "--interval-ms",
+        "200",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    let addr = director.value("metrics_addr=");
+    // Two failed attempts, each naming the next delay, the first at WARN (OPS-2: once per
+    // cause, the retries of the same cause at INFO); the process stays up.
+    let first = director.value("store_unreachable_attempt=");
+    let second = director.value("store_unreachable_attempt=");
+    assert_eq!(
+        (first.as_str(), second.as_str()),
+        ("1", "2"),
+        "{}",
+        director.log()
+    );
+    let log = director.log();
+    let retries = log
+        .lines()
+        .filter(|l| l.contains("store_unreachable_attempt="))
+        .collect::<Vec<_>>();
+    assert!(retries.iter().all(|l| l.contains("retry_in_ms=")), "{log}");
+    assert!(retries[0].contains("WARN"), "{log}");
+    let (status, body) = get(&addr, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("store unreachable"), "{body}");
+    assert_eq!(get(&addr, "/healthz").0, 200);
+    support_pg::outage_end(&url).await;
+    // Back: passes run.
+    let examined = director.value("examined=");
+    assert_eq!(examined, "0", "{}", director.log());
+    assert!(
+        director.log().contains("store reachable"),
+        "{}",
+        director.log()
+    );
+    let (status, _) = get(&addr, "/readyz");
+    assert_eq!(status, 200);
+    director.signal("TERM");
+    let code = tokio::task::block_in_place(|| director.exit_within(support_bin::WAIT));
+    assert_eq!(code, Some(0), "{}", director.log());
+}
