@@ -117,8 +117,9 @@
 //!   restart, reconnect or undrain), as
 //!   one world with them at the review budgets would be about 18 times the review scenario;
 //! - HO-A5's fence backoff arithmetic (doubling, the cap, the overdue alert) and a failed write
-//!   while the DB is up (a timeout: the same input as the DB being down): the model fails a
-//!   write only during an outage, and its one clock jump reaches one retry;
+//!   while the DB is up (a timeout: the same input as the DB being down; offering it too adds
+//!   15 % states): the model fails a write only during an outage, so the retry's witness needs
+//!   two faults (drain, outage) and is not asked at one; its one clock jump reaches one retry;
 //!   `core/tests/handoff_cell.rs::ho_a5_*` covers the rest. A client whose socket task ends
 //!   between accept and attached (`Attach::cancel`): `core/tests/handoff_attach.rs`;
 //! - `DrainReason::AuthRefused`: the same path as `Emergency` with another close reason name;
@@ -488,8 +489,9 @@ pub enum HoAction {
     ClientPersistFails {
         client: u8,
     },
-    /// HO-A5: the drain fence's write fails (the DB is down): `handle_fence_result(Failed)`;
-    /// the machine schedules its retry (a deadline of `TimeAdvances`).
+    /// HO-A5: the drain fence's write fails (the DB is down, or the write timed out):
+    /// `handle_fence_result(Failed)`; the machine schedules its retry (a deadline of
+    /// `TimeAdvances`).
     FenceFails,
 }
 
@@ -852,7 +854,8 @@ impl Model for HandoffModel {
             actions.push(HoAction::DbRecovers);
         }
         if state.pending_fence.is_some() {
-            // HO-A5: the write fails whenever the DB is down, and lands when it is up.
+            // HO-A5: the write lands while the DB is up and fails while it is down. (Failing it
+            // while the DB is up too, a timeout, is the same input and would add 15 % states.)
             actions.push(if state.db_up {
                 HoAction::FenceWrites
             } else {
