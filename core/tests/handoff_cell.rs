@@ -583,13 +583,13 @@ fn fence_actions(actions: &[CellAction]) -> Vec<Action> {
 
 #[test]
 fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
-    let (mut store, mut cell, auth, first) = registered();
+    let (mut store, cell, auth, first) = registered();
     let retry = FenceRetry {
         min_ms: 100,
         max_ms: 400,
         alert_after: 3,
     };
-    let mut cell = cell.clone().with_fence_retry(retry);
+    let mut cell = cell.with_fence_retry(retry);
     let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
     let reason = DrainReason::Emergency;
     assert_eq!(

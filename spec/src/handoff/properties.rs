@@ -385,7 +385,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
             },
         ),
         Property::always(
-            "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work",
+            "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work and its fence",
             |_, s: &HoState| {
                 !s.last.anomalies.drained_got_machine && !s.last.anomalies.undrain_misjudged
             },
