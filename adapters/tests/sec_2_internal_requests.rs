@@ -102,7 +102,8 @@ async fn a_replayed_drain_at_the_same_cell_is_refused(backend: Backend, tag: &st
         if r.status.as_u16() == 200 {
             break;
         }
-        assert_eq!(reason(&r), "still_closing");
+        // HO-A5: the fence write, racing the undrain, may still be out.
+        assert!(["still_closing", "fence_unwritten"].contains(&reason(&r).as_str()));
         assert!(tokio::time::Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

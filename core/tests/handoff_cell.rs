@@ -7,7 +7,8 @@ mod handoff_rig;
 use handoff_rig::*;
 use switchyard_core::handoff::admission::{AdmissionRefusal, GateState, WorkKind};
 use switchyard_core::handoff::attempt::{
-    Action, Begin, DrainReason, DurableResult, HandoffReply, RebindRefusal, Refusal, RetireReason,
+    Action, Begin, Disposition, DrainReason, DurableResult, FenceResult, FenceRetry, HandoffReply,
+    RebindRefusal, Refusal, RetireReason,
 };
 use switchyard_core::handoff::cell::*;
 use switchyard_core::handoff::ids::{Incarnation, SourceAuthority};
@@ -244,6 +245,9 @@ fn ho_a5_drain_closes_clients_and_control_fences_and_refuses_a_new_control_until
         cell.release(&client),
         Some(switchyard_core::handoff::ReleaseReport::Released)
     );
+    // HO-A5: and for its fence to be written.
+    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::FenceUnwritten));
+    write_fence(&mut store, &mut cell, first.machine, auth);
     assert_eq!(cell.undrain(HOST), Ok(()));
     assert_eq!(drain(&mut cell), vec![CellAction::Forget { host: HOST }]);
     let fresh = cell
@@ -265,10 +269,25 @@ fn ho_l1_an_undrain_waits_for_the_drained_attempt_to_end() {
     let (machine, attempt) = txn_of(&drain(&mut cell));
     let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
     assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::AttemptInFlight));
+    write_fence(&mut store, &mut cell, machine, auth);
     let outcome = store.run_transaction(NOW, &req);
     let _ =
         cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome));
     assert_eq!(cell.undrain(HOST), Ok(()));
+}
+
+/// HO-A5: the adapter writes the drain fence and feeds the store's answer back.
+fn write_fence(
+    store: &mut AssignmentStore,
+    cell: &mut SourceCell,
+    machine: MachineId,
+    auth: SourceAuthority,
+) {
+    let written = FenceResult::Written(store.emergency_drain(&auth));
+    assert!(matches!(
+        cell.handle_fence_result(NOW, HOST, machine, written),
+        Fed::Applied(_)
+    ));
 }
 
 #[test]
@@ -391,7 +410,7 @@ fn snake(name: &str) -> bool {
 
 #[test]
 fn ho_a5_a_drained_host_refuses_a_control_before_the_store_is_written() {
-    let (_, mut cell, _, _) = registered();
+    let (mut store, mut cell, auth, first) = registered();
     assert_eq!(
         cell.control_refusal(HOST),
         None,
@@ -408,6 +427,7 @@ fn ho_a5_a_drained_host_refuses_a_control_before_the_store_is_written() {
         cell.control_refusal(HOST),
         Some(InstallRefusal::SourceDraining)
     );
+    write_fence(&mut store, &mut cell, first.machine, auth);
     assert_eq!(cell.undrain(HOST), Ok(()));
     assert_eq!(
         cell.control_refusal(HOST),
@@ -540,4 +560,117 @@ fn ho_a4_begin_control_at_a_retired_machine_takes_no_ticket_and_counts_are_kept(
         cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome));
     drain(&mut cell);
     assert_eq!(cell.begin_control(HOST), Ok(None), "retired: no ticket");
+}
+
+// ---- HO-A5: the drain fence's result is an input; the retries are the core's ----------------
+
+fn fence_actions(actions: &[CellAction]) -> Vec<Action> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            CellAction::Machine { action, .. }
+                if matches!(
+                    action,
+                    Action::FenceAuthority { .. } | Action::FenceFailed { .. }
+                ) =>
+            {
+                Some(*action)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
+    let (mut store, cell, auth, first) = registered();
+    let retry = FenceRetry {
+        min_ms: 100,
+        max_ms: 400,
+        alert_after: 3,
+    };
+    let mut cell = cell.with_fence_retry(retry);
+    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let reason = DrainReason::Emergency;
+    assert_eq!(
+        fence_actions(&drain(&mut cell)),
+        vec![Action::FenceAuthority {
+            authority: auth,
+            reason
+        }]
+    );
+    assert_eq!(cell.poll_timeout(HOST), None, "a write is out: no timer");
+    let mut now = NOW;
+    let mut waits = Vec::new();
+    for failures in 1..=5u32 {
+        let fed = cell.handle_fence_result(now, HOST, first.machine, FenceResult::Failed);
+        assert!(matches!(fed, Fed::Applied(_)));
+        let (machine, at) = cell.poll_timeout(HOST).expect("a retry timer");
+        assert_eq!(machine, first.machine);
+        assert_eq!(
+            fence_actions(&drain(&mut cell)),
+            vec![Action::FenceFailed {
+                authority: auth,
+                failures,
+                retry_at: at,
+                overdue: failures >= 3,
+            }]
+        );
+        assert_eq!(cell.fences_unwritten(), 1);
+        assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::FenceUnwritten));
+        // Early: nothing; due: the fence goes out again.
+        assert!(matches!(
+            cell.handle_timeout(MonoMs(at.as_ms() - 1), HOST, machine),
+            Fed::Applied(_)
+        ));
+        assert!(fence_actions(&drain(&mut cell)).is_empty());
+        waits.push(at.since_ms(now));
+        now = at;
+        let _ = cell.handle_timeout(now, HOST, machine);
+        assert_eq!(
+            fence_actions(&drain(&mut cell)),
+            vec![Action::FenceAuthority {
+                authority: auth,
+                reason
+            }]
+        );
+        // A duplicate timer changes nothing while the write is out.
+        let _ = cell.handle_timeout(now, HOST, machine);
+        assert!(fence_actions(&drain(&mut cell)).is_empty());
+    }
+    assert_eq!(waits, vec![100, 200, 400, 400, 400], "doubling, capped");
+    let written = FenceResult::Written(store.emergency_drain(&auth));
+    let _ = cell.handle_fence_result(now, HOST, first.machine, written);
+    assert_eq!(cell.fences_unwritten(), 0);
+    assert_eq!(cell.poll_timeout(HOST), None, "nothing left to retry");
+    assert!(fence_actions(&drain(&mut cell)).is_empty());
+    // A late second answer is ignored.
+    assert!(matches!(
+        cell.handle_fence_result(now, HOST, first.machine, FenceResult::Failed),
+        Fed::Applied(Disposition::Ignored(_))
+    ));
+    assert_eq!(cell.poll_timeout(HOST), None);
+    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(
+        cell.handle_fence_result(now, HOST, first.machine, FenceResult::Failed),
+        Fed::Late
+    );
+}
+
+#[test]
+fn ho_a5_the_fence_retry_and_the_attempt_deadline_share_the_host_timer() {
+    let (_, mut cell, auth, _) = registered();
+    let req = request(auth);
+    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    let (machine, _) = txn_of(&drain(&mut cell));
+    let (_, txn_deadline) = cell.poll_timeout(HOST).expect("the attempt's deadline");
+    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let _ = drain(&mut cell);
+    let _ = cell.handle_fence_result(NOW, HOST, machine, FenceResult::Failed);
+    let _ = drain(&mut cell);
+    let (_, at) = cell.poll_timeout(HOST).expect("a timer");
+    assert!(at < txn_deadline, "the earlier of the two: {at:?}");
+    let _ = cell.handle_timeout(at, HOST, machine);
+    assert_eq!(fence_actions(&drain(&mut cell)).len(), 1, "the fence again");
+    assert_eq!(cell.poll_timeout(HOST), Some((machine, txn_deadline)));
 }

@@ -75,7 +75,8 @@ pub enum OperatorCommand {
     ///
     /// The desktop's next registration gets a fresh source machine. Refused while the drained
     /// attempt still reconciles (`attempt_in_flight`) or drained work is still closing
-    /// (`still_closing`: retry in a moment). Prints the cell's JSON answer; exits 0 when
+    /// (`still_closing`: retry in a moment) or while its store fence is not yet written
+    /// (`fence_unwritten`: the cell retries it). Prints the cell's JSON answer; exits 0 when
     /// undrained, 1 with the refusal's name otherwise.
     Undrain(UndrainArgs),
     /// Print the internal-request key of one cell, derived from the master secret (SEC-2).
@@ -291,6 +292,11 @@ pub struct CellArgs {
     #[arg(long, env = "SWITCHYARD_ENROL_UNKNOWN_HOSTS", default_value_t = true,
           action = clap::ArgAction::Set, value_parser = clap::value_parser!(bool))]
     enrol_unknown_hosts: bool,
+    /// HO-A5: the longest wait between two writes of a drain fence the store did not take (the
+    /// wait doubles from 500 ms up to this; the fence is never given up).
+    #[arg(long, env = "SWITCHYARD_FENCE_RETRY_MAX_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    fence_retry_max_ms: u64,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -809,6 +815,7 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     cfg.quarantine_retry = Duration::from_millis(a.quarantine_retry_ms);
     cfg.cell_lease = Duration::from_millis(a.cell_lease_ms);
     cfg.client_token_max_lifetime = Duration::from_millis(a.client_token_max_lifetime_ms);
+    cfg.fence_retry_max = Duration::from_millis(a.fence_retry_max_ms);
     cfg.limits = a.limits.limits(DEFAULT_LIMITS).map_err(refused)?;
     cfg.enroll_unknown_hosts = a.enrol_unknown_hosts;
     info!(

@@ -22,7 +22,7 @@ use super::admission::{
 use super::ids::Generation;
 use super::ids::{AuthorityCheck, AuthorityField, CellId, OpId, SourceAuthority};
 use super::policy::{HandoffRequest, Ineligible};
-use super::store::{fenced_authority, AbortReason, TxnOutcome};
+use super::store::{fenced_authority, AbortReason, DrainWrite, TxnOutcome};
 use crate::MonoMs;
 
 /// Bound on queued actions. The adapter drains after every input; `begin_handoff` refuses
@@ -201,14 +201,88 @@ pub enum Action {
     RetireSourceDraining { reason: RetireReason },
     /// HO-S6: the barrier of this attempt is gone; admission continues on the original control.
     ReopenAdmission { attempt: AttemptRef },
-    /// HO-A5: write the emergency-drain fence (`AssignmentStore::emergency_drain`); the hard
-    /// drain itself runs unchanged in the adapter.
+    /// HO-A5: write the emergency-drain fence (`AssignmentStore::emergency_drain`) once and
+    /// feed its result back ([`SourceHandoff::handle_fence_result`]); the machine retries a
+    /// failed write itself (a new `FenceAuthority` when its retry timer fires). The hard drain
+    /// itself runs unchanged in the adapter.
     FenceAuthority {
         authority: SourceAuthority,
         reason: DrainReason,
     },
     /// Deliver to the director (if it is still listening: HO-A3).
     Reply(HandoffReply),
+    /// HO-A5: the fence write failed (`failures` in a row); it is written again at `retry_at`.
+    /// `overdue` once `failures` reaches [`FenceRetry::alert_after`]: the operator's alert (the
+    /// fence is never given up, and the host cannot be undrained until it is written).
+    FenceFailed {
+        authority: SourceAuthority,
+        failures: u32,
+        retry_at: MonoMs,
+        overdue: bool,
+    },
+}
+
+/// HO-A5: what the adapter learned from one write of the drain fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FenceResult {
+    /// The store answered (fenced now, already moved, or already stale): nothing left to write.
+    Written(DrainWrite),
+    /// The write did not happen or its result is unknown (store unreachable, timeout). The
+    /// fence is idempotent (a second write of the same claim finds it stale), so it is retried.
+    Failed,
+}
+
+/// Backoff of a failed drain-fence write: `min_ms`, doubling per failure, capped at `max_ms`
+/// (HO-A5). A host has at most one fence pending (one drain per machine), so a cell has at most
+/// [`super::cell::MAX_CELL_HOSTS`] pending fences, each retried at most once per `max_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FenceRetry {
+    pub min_ms: u64,
+    pub max_ms: u64,
+    /// Failures in a row after which each further failure is reported `overdue`.
+    pub alert_after: u32,
+}
+
+/// HO-A5: first retry of a failed fence write (a DB blip is retried at once).
+pub const FENCE_RETRY_MIN_MS: u64 = 500;
+/// HO-A5: the longest wait between two writes of one fence. At the bound of a cell's hosts
+/// (65,536 drained in one outage) that is at most ≈ 2,200 fence writes/s once the DB is back,
+/// each one short transaction on one row.
+pub const FENCE_RETRY_MAX_MS: u64 = 30_000;
+/// HO-A5: failures in a row (≈ 1 minute of retries at the defaults) before each is an alert.
+pub const FENCE_ALERT_AFTER: u32 = 6;
+
+impl Default for FenceRetry {
+    fn default() -> Self {
+        FenceRetry {
+            min_ms: FENCE_RETRY_MIN_MS,
+            max_ms: FENCE_RETRY_MAX_MS,
+            alert_after: FENCE_ALERT_AFTER,
+        }
+    }
+}
+
+impl FenceRetry {
+    /// The wait after the `failures`-th failure in a row (`failures >= 1`).
+    #[must_use]
+    pub fn delay_ms(&self, failures: u32) -> u64 {
+        let doublings = failures.saturating_sub(1).min(63);
+        self.min_ms
+            .saturating_mul(1u64 << doublings)
+            .min(self.max_ms)
+            .max(1)
+    }
+}
+
+/// HO-A5: a drain fence not yet known to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PendingFence {
+    pub authority: SourceAuthority,
+    pub reason: DrainReason,
+    /// Failed writes in a row.
+    pub failures: u32,
+    /// `None`: a write is out (its result is awaited); `Some(at)`: written again at `at`.
+    pub retry_at: Option<MonoMs>,
 }
 
 /// Whether an input changed anything.
@@ -271,6 +345,8 @@ pub struct SourceHandoff {
     next_seq: u32,
     /// HO-A1: the durable result of the last finished attempt (answers duplicates).
     last_result: Option<HandoffResult>,
+    /// HO-A5: the drain fence until its write is known to have happened.
+    fence: Option<PendingFence>,
     actions: VecDeque<Action>,
 }
 
@@ -294,6 +370,7 @@ impl SourceHandoff {
             attempt: None,
             next_seq: 0,
             last_result: None,
+            fence: None,
             actions: VecDeque::new(),
         }
     }
@@ -318,6 +395,12 @@ impl SourceHandoff {
     #[must_use]
     pub fn last_result(&self) -> Option<HandoffResult> {
         self.last_result
+    }
+
+    /// HO-A5: the drain fence, while it is not known to be written.
+    #[must_use]
+    pub fn pending_fence(&self) -> Option<&PendingFence> {
+        self.fence.as_ref()
     }
 
     #[must_use]
@@ -347,13 +430,19 @@ impl SourceHandoff {
         self.actions.pop_front()
     }
 
-    /// The next deadline at which `handle_timeout` has something to do.
+    /// The next deadline at which `handle_timeout` has something to do: the attempt's, or the
+    /// drain fence's retry.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<MonoMs> {
-        self.attempt.map(|a| match a.phase {
+        let attempt = self.attempt.map(|a| match a.phase {
             Phase::InTransaction { deadline } | Phase::Reconciling { deadline } => deadline,
             Phase::Quarantined { retry_at, .. } => retry_at,
-        })
+        });
+        let fence = self.fence.and_then(|f| f.retry_at);
+        match (attempt, fence) {
+            (Some(a), Some(f)) => Some(a.min(f)),
+            (a, f) => a.or(f),
+        }
     }
 
     // ----- admission (HO-7, HO-8, HO-10, HO-S3) -----
@@ -579,9 +668,15 @@ impl SourceHandoff {
     }
 
     /// HO-A2 / HO-S3: deadlines only (re)start reconciliation; no timer removes a barrier.
+    /// HO-A5: a due fence retry writes the fence again.
     pub fn handle_timeout(&mut self, now: MonoMs) -> Disposition {
+        let fenced = self.fence_timeout(now);
         let Some(a) = self.attempt else {
-            return Disposition::Ignored(Ignored::NoAttempt);
+            return if fenced {
+                Disposition::Applied
+            } else {
+                Disposition::Ignored(Ignored::NoAttempt)
+            };
         };
         match a.phase {
             Phase::InTransaction { deadline } if now >= deadline => self.enter_reconciling(now),
@@ -589,9 +684,63 @@ impl SourceHandoff {
                 self.enter_quarantine(now, QuarantineCause::ReconcileAmbiguous);
             }
             Phase::Quarantined { retry_at, .. } if now >= retry_at => self.enter_reconciling(now),
+            _ if fenced => return Disposition::Applied,
             _ => return Disposition::Ignored(Ignored::NotAwaited),
         }
         crate::invariant!(self.gate.barrier().is_some(), "timeouts keep the barrier");
+        Disposition::Applied
+    }
+
+    /// HO-A5: the fence's retry timer: `true` if it was due (the write goes out again).
+    fn fence_timeout(&mut self, now: MonoMs) -> bool {
+        let Some(fence) = &mut self.fence else {
+            return false;
+        };
+        match fence.retry_at {
+            Some(at) if now >= at => {
+                fence.retry_at = None;
+                let action = Action::FenceAuthority {
+                    authority: fence.authority,
+                    reason: fence.reason,
+                };
+                self.push(action);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// HO-A5: the result of one `FenceAuthority` write. Written (whatever the store found):
+    /// the fence is done. Failed: retried after [`FenceRetry::delay_ms`], never given up (the
+    /// core keeps it until a write is known to have happened). A result while no write is out
+    /// (a duplicate) changes nothing.
+    pub fn handle_fence_result(
+        &mut self,
+        now: MonoMs,
+        result: FenceResult,
+        retry: &FenceRetry,
+    ) -> Disposition {
+        let Some(fence) = &mut self.fence else {
+            return Disposition::Ignored(Ignored::NotAwaited);
+        };
+        if fence.retry_at.is_some() {
+            return Disposition::Ignored(Ignored::NotAwaited);
+        }
+        match result {
+            FenceResult::Written(_) => self.fence = None,
+            FenceResult::Failed => {
+                fence.failures = fence.failures.saturating_add(1);
+                let retry_at = now.plus_ms(retry.delay_ms(fence.failures));
+                fence.retry_at = Some(retry_at);
+                let action = Action::FenceFailed {
+                    authority: fence.authority,
+                    failures: fence.failures,
+                    retry_at,
+                    overdue: fence.failures >= retry.alert_after,
+                };
+                self.push(action);
+            }
+        }
         Disposition::Applied
     }
 
@@ -670,6 +819,13 @@ impl SourceHandoff {
             return Disposition::Ignored(Ignored::AlreadyDrained);
         }
         self.gate.mark_drained();
+        crate::invariant!(self.fence.is_none(), "one drain per machine");
+        self.fence = Some(PendingFence {
+            authority: self.authority,
+            reason,
+            failures: 0,
+            retry_at: None,
+        });
         self.push(Action::FenceAuthority {
             authority: self.authority,
             reason,

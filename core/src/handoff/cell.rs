@@ -23,12 +23,12 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::{Deserialize, Serialize};
 
 use super::admission::{
-    ActivityLease, AdmissionRefusal, GateState, Heartbeat, NotCounted, ReleaseReport, Revalidation,
-    Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
+    ActivityLease, AdmissionRefusal, Counters, GateState, Heartbeat, NotCounted, ReleaseReport,
+    Revalidation, Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
 };
 use super::attempt::{
-    Action, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
-    HandoffResult, RebindRefusal, Refusal, RetireReason, SourceConfig, SourceHandoff,
+    Action, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult, FenceRetry,
+    HandoffReply, HandoffResult, RebindRefusal, Refusal, RetireReason, SourceConfig, SourceHandoff,
 };
 use super::ids::{AuthorityField, HostId, SourceAuthority};
 use super::policy::HandoffRequest;
@@ -71,7 +71,7 @@ pub struct SessionId(pub u64);
 
 /// One unit of work's ownership of a ticket of one machine (the adapter wraps it in a guard
 /// that releases it on every exit path).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Work {
     pub host: HostId,
     pub machine: MachineId,
@@ -175,6 +175,10 @@ pub enum UndrainRefusal {
     AttemptInFlight,
     /// Drained work is still closing (tickets live): retry in a moment.
     StillClosing,
+    /// HO-A5: the drain fence is not yet written (the store was unreachable); the cell retries
+    /// it. Undraining now would let the desktop's next registration race an old transaction
+    /// that the fence is there to fail: retry once the fence is written.
+    FenceUnwritten,
 }
 
 impl UndrainRefusal {
@@ -185,6 +189,7 @@ impl UndrainRefusal {
             UndrainRefusal::NotDrained => "not_drained",
             UndrainRefusal::AttemptInFlight => "attempt_in_flight",
             UndrainRefusal::StillClosing => "still_closing",
+            UndrainRefusal::FenceUnwritten => "fence_unwritten",
         }
     }
 }
@@ -439,6 +444,8 @@ pub struct SourceCell {
     hosts: BTreeMap<HostId, Box<HostSlot>>,
     next_id: u64,
     actions: VecDeque<CellAction>,
+    /// HO-A5: the backoff of failed drain-fence writes.
+    fence_retry: FenceRetry,
 }
 
 impl SourceCell {
@@ -457,7 +464,20 @@ impl SourceCell {
             hosts: BTreeMap::new(),
             next_id: 1,
             actions: VecDeque::new(),
+            fence_retry: FenceRetry::default(),
         }
+    }
+
+    /// HO-A5: this endpoint with another backoff of failed fence writes (the cell's flags).
+    #[must_use]
+    pub fn with_fence_retry(mut self, retry: FenceRetry) -> SourceCell {
+        self.fence_retry = retry;
+        self
+    }
+
+    #[must_use]
+    pub fn fence_retry(&self) -> FenceRetry {
+        self.fence_retry
     }
 
     // ----- queries -----
@@ -504,6 +524,30 @@ impl SourceCell {
             .values()
             .filter(|s| s.machine.attempt().is_some())
             .count()
+    }
+
+    /// HO-A5: drained hosts whose fence is not yet written (at most one each: an alert gauge).
+    #[must_use]
+    pub fn fences_unwritten(&self) -> usize {
+        self.hosts
+            .values()
+            .filter(|s| s.machine.pending_fence().is_some())
+            .count()
+    }
+
+    /// HO-7: the live work of every host here, by kind (a gauge: what keeps hosts busy).
+    #[must_use]
+    pub fn live_work(&self) -> Counters {
+        let mut sum = Counters::default();
+        for slot in self.hosts.values() {
+            let c = slot.machine.gate().counters();
+            sum.client_conns += c.client_conns;
+            sum.splices += c.splices;
+            sum.pending_conns += c.pending_conns;
+            sum.accepts += c.accepts;
+            sum.control_ops += c.control_ops;
+        }
+        sum
     }
 
     /// The host's open control session, if any.
@@ -821,6 +865,21 @@ impl SourceCell {
         })
     }
 
+    /// HO-A5: the result of `FenceAuthority`, for the machine that asked. A failure schedules
+    /// the machine's retry (its next [`Self::poll_timeout`]); a replaced machine's is `Late`.
+    pub fn handle_fence_result(
+        &mut self,
+        now: MonoMs,
+        host: HostId,
+        machine: MachineId,
+        result: FenceResult,
+    ) -> Fed {
+        let retry = self.fence_retry;
+        self.feed(host, machine, |m| {
+            m.handle_fence_result(now, result, &retry)
+        })
+    }
+
     /// HO-A2: a deadline of `machine` (from [`Self::poll_timeout`]) passed.
     pub fn handle_timeout(&mut self, now: MonoMs, host: HostId, machine: MachineId) -> Fed {
         self.feed(host, machine, |m| m.handle_timeout(now))
@@ -881,8 +940,8 @@ impl SourceCell {
         Some(applied)
     }
 
-    /// HO-L1: the drain's recovery path. A drained host whose attempt has ended and whose work
-    /// has closed is forgotten here, so the desktop's next registration gets a fresh machine
+    /// HO-L1: the drain's recovery path. A drained host whose attempt has ended, whose work
+    /// has closed and whose fence is written (HO-A5) is forgotten here, so the desktop's next registration gets a fresh machine
     /// (its store fence already bumped the generation: nothing old can commit).
     pub fn undrain(&mut self, host: HostId) -> Result<(), UndrainRefusal> {
         let slot = self.hosts.get(&host).ok_or(UndrainRefusal::UnknownHost)?;
@@ -895,6 +954,9 @@ impl SourceCell {
         }
         if !gate.counters().is_zero() {
             return Err(UndrainRefusal::StillClosing);
+        }
+        if slot.machine.pending_fence().is_some() {
+            return Err(UndrainRefusal::FenceUnwritten);
         }
         crate::invariant!(slot.control.is_none(), "a drain closes the control");
         self.hosts.remove(&host);

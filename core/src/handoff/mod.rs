@@ -3,6 +3,7 @@
 //!
 //! - [`admission`]: per-host quiescence tickets and the barrier at the source (HO-7, HO-8,
 //!   HO-10, HO-S2, HO-S3).
+//! - [`attach`]: a client's accept -> persist -> attach (HO-7, HO-S3).
 //! - [`attempt`]: the source-led attempt machine (HO-S2..S6, HO-A1..A6).
 //! - [`cell`]: the source cell as a sans-IO endpoint: the per-host machine table, machine and
 //!   session identities, control installation, drain and undrain (HO-A4, HO-A5, HO-L1).
@@ -17,6 +18,7 @@
 //! over zero tickets. Idleness is the real ticket count at the source, never a grace timer.
 
 pub mod admission;
+pub mod attach;
 pub mod attempt;
 pub mod cell;
 pub mod director;

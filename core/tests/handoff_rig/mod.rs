@@ -153,6 +153,8 @@ impl World {
                     self.seen.fences.push((authority, reason));
                 }
                 Action::Reply(r) => self.seen.replies.push(r),
+                // A failed fence write's retry is scheduled (the rig writes fences itself).
+                Action::FenceFailed { .. } => {}
             }
         }
     }

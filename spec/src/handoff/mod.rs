@@ -11,9 +11,11 @@
 //!   (duplicates), loses the answer and retries, or crashes and restarts (recomputing the request
 //!   from the store); a reply that may hide a durable result is answered from the store's record
 //!   (`answer_from_record`, HO-A1), as the adapter does;
-//! - clients (phone, iPad) arrive (`acquire(Accept)`), attach (`revalidate`, then
-//!   `convert(.., ClientConn)`: the attach waits for durable persistence), persist
-//!   (`revalidate`) and leave (`release`), racing the barrier;
+//! - clients (phone, iPad) arrive (`acquire(Accept)`), then the core's attach machine
+//!   ([`Attach`], which the adapter's `clients.rs` drives too) takes them on: `revalidate` and
+//!   the activity write goes out while the accept still counts; the write lands
+//!   (`revalidate`, `convert(.., ClientConn)`) or fails (the accept released, the client
+//!   closed `activity_not_persisted`); attached clients leave (`release`), racing the barrier;
 //! - HO-7's other kinds (the work-kinds [`Scenario`]): an attached client relays a mutation
 //!   (`acquire(Splice)`, released on the desktop's ack, at once if the desktop is not connected,
 //!   or before the connection when the client leaves: the adapter's `relay_mutation` and client
@@ -48,7 +50,11 @@
 //! - the DB runs each transaction / reconciliation a machine asked for and the result is
 //!   delivered, lost (ambiguous), or `StoreUnavailable` during an outage; the outage recovers;
 //! - an emergency drain (`emergency_drain`: hard drain, control closed, the store fence write
-//!   racing the transaction) and its recovery, an operator's `undrain` (HO-L1); the disable
+//!   racing the transaction) and its recovery, an operator's `undrain` (HO-L1, refused while
+//!   the fence is unwritten). The fence write's result is fed back
+//!   (`handle_fence_result`): written when the DB is up, failed whenever it is down, and the
+//!   machine's retry timer (among the deadlines of "time advances") sends it out again. A
+//!   fence write of a process that died reaches the store but no process; the disable
 //!   switch (store and every process) and its re-enable; the target filling up (the explicit,
 //!   authority-unchanged abort); the desktop registering at the target; and time advancing to
 //!   the next deadline (each machine's timer from `poll_timeout`, fed with the machine id it
@@ -110,6 +116,12 @@
 //!   pending connections only in the smaller work-kinds scenario (one client, one fault, no
 //!   restart, reconnect or undrain), as
 //!   one world with them at the review budgets would be about 18 times the review scenario;
+//! - HO-A5's fence backoff arithmetic (doubling, the cap, the overdue alert) and a failed write
+//!   while the DB is up (a timeout: the same input as the DB being down; offering it too adds
+//!   15 % states): the model fails a write only during an outage, so the retry's witness needs
+//!   two faults (drain, outage) and is not asked at one; its one clock jump reaches one retry;
+//!   `core/tests/handoff_cell.rs::ho_a5_*` covers the rest. A client whose socket task ends
+//!   between accept and attached (`Attach::cancel`): `core/tests/handoff_attach.rs`;
 //! - `DrainReason::AuthRefused`: the same path as `Emergency` with another close reason name;
 //!   a second drain of a drained host (the hard drain runs again; `handoff_cell.rs`);
 //! - the refusals `WrongAuthority` (a registration of another process: the store refuses an
@@ -162,9 +174,11 @@ use switchyard_core::handoff::admission::{
     ActivityLease, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat, NotCounted,
     ReleaseReport, Ticket, TicketId, WorkKind, WRONG_CELL_CLOSE_CODE,
 };
+use switchyard_core::handoff::attach::{Attach, AttachClose, AttachStep, PersistFailed};
 use switchyard_core::handoff::attempt::{
-    Action, Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, HandoffReply,
-    Phase, QuarantineCause, Refusal, RetireReason, SourceConfig, SourceHandoff,
+    Action, Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult,
+    HandoffReply, PendingFence, Phase, QuarantineCause, Refusal, RetireReason, SourceConfig,
+    SourceHandoff,
 };
 use switchyard_core::handoff::cell::{
     answer_from_record, client_close_code, needs_durable_record, CellAction, CloseReason, Fed,
@@ -373,12 +387,13 @@ pub enum HoAction {
     ClientArrives {
         client: u8,
     },
-    /// After the accept's await: `revalidate`, `convert(.., ClientConn)` (the attach now waits
-    /// for durable persistence).
+    /// After the accept's await: the client's [`Attach`] machine `poll`s (`revalidate`, then
+    /// the activity write goes out, the accept still counted).
     ClientAttaches {
         client: u8,
     },
-    /// Persistence done: `revalidate` the attach.
+    /// The activity write is durable: `handle_persisted(Ok)`, `poll` (`revalidate`,
+    /// `convert(.., ClientConn)`).
     ClientPersisted {
         client: u8,
     },
@@ -448,7 +463,8 @@ pub enum HoAction {
     /// The DB goes down: results become `StoreUnavailable`, registrations and fences wait.
     DbOutage,
     DbRecovers,
-    /// The adapter writes the drain fence the machine asked for.
+    /// The adapter writes the drain fence the machine asked for (the DB is up) and feeds the
+    /// store's answer back (`handle_fence_result(Written)`).
     FenceWrites,
     /// `emergency_drain` at the current process.
     EmergencyDrain,
@@ -468,6 +484,15 @@ pub enum HoAction {
     /// The clock advances to the next deadline: `handle_timeout` of each due machine, the
     /// timers of replaced machines, and `expire_migrations`.
     TimeAdvances,
+    /// HO-7: the activity write fails (store unreachable, timeout): `handle_persisted(Err)`,
+    /// `poll` (the accept is released, the client closed `activity_not_persisted`).
+    ClientPersistFails {
+        client: u8,
+    },
+    /// HO-A5: the drain fence's write fails (the DB is down, or the write timed out):
+    /// `handle_fence_result(Failed)`; the machine schedules its retry (a deadline of
+    /// `TimeAdvances`).
+    FenceFails,
 }
 
 #[derive(Debug, Clone)]
@@ -743,6 +768,9 @@ impl Model for HandoffModel {
                 ClientPhase::Attaching(_) => HoAction::ClientPersisted { client },
                 ClientPhase::Attached(_) => HoAction::ClientLeaves { client },
             });
+            if matches!(c.phase, ClientPhase::Attaching(_)) {
+                actions.push(HoAction::ClientPersistFails { client });
+            }
             if matches!(c.phase, ClientPhase::Attached(_)) {
                 // The ack comes over the desktop's open control.
                 if c.splice.is_some() && open_control {
@@ -825,8 +853,14 @@ impl Model for HandoffModel {
         if !state.db_up {
             actions.push(HoAction::DbRecovers);
         }
-        if state.db_up && state.pending_fence.is_some() {
-            actions.push(HoAction::FenceWrites);
+        if state.pending_fence.is_some() {
+            // HO-A5: the write lands while the DB is up and fails while it is down. (Failing it
+            // while the DB is up too, a timeout, is the same input and would add 15 % states.)
+            actions.push(if state.db_up {
+                HoAction::FenceWrites
+            } else {
+                HoAction::FenceFails
+            });
         }
         if p.disable {
             // The persistent switch is a store write: not while the DB is down.

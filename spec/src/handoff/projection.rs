@@ -187,7 +187,7 @@ impl fmt::Display for HoAction {
             }
             HoAction::ClientAttaches { client } => write!(
                 f,
-                "{} attaches (waiting for persistence)",
+                "{} attaches (its activity write goes out, the accept still counted)",
                 client_name(*client)
             ),
             HoAction::ClientPersisted { client } => {
@@ -245,6 +245,12 @@ impl fmt::Display for HoAction {
             HoAction::TargetCapacity { full: false } => write!(f, "the target frees a slot"),
             HoAction::TargetRegisters => write!(f, "the desktop registers at the target"),
             HoAction::TimeAdvances => write!(f, "time advances to the next deadline"),
+            HoAction::ClientPersistFails { client } => write!(
+                f,
+                "{}'s activity write fails (closed activity_not_persisted)",
+                client_name(*client)
+            ),
+            HoAction::FenceFails => write!(f, "the drain fence's write fails (DB down)"),
         }
     }
 }

@@ -150,6 +150,13 @@ pub struct Anomalies {
     /// HO-L2: a process started with the cell's id while its holder's lease was live was not
     /// refused, or a successor was refused a released or lapsed lease.
     pub second_process_started: bool,
+    /// HO-A5: a fence write's result was not taken as it must be: a failure that did not keep
+    /// the fence with a retry timer and report it (`FenceFailed`), or a written fence kept.
+    pub fence_mishandled: bool,
+    /// HO-7: the attach machine stepped wrong: a failed persist that did not close the client
+    /// `activity_not_persisted` with its accept released (still live in the gate), or a step
+    /// out of its order.
+    pub attach_misjudged: bool,
 }
 }
 
@@ -191,6 +198,10 @@ pub struct Events {
     /// HO-L2: the step changed what a starting process's lease decision reads (the holder or
     /// the clock): the first start, a restart, a renewal at a clock jump.
     pub lease_taken_or_renewed: bool,
+    /// HO-A5: a fence write that had failed landed (its retry).
+    pub fence_retried_landed: bool,
+    /// HO-7: a failed persist closed its client `activity_not_persisted`.
+    pub persist_failed: bool,
 }
 }
 
@@ -207,6 +218,7 @@ pub fn handoff_properties(
     properties.retain(|p| {
         (params.pending_conns > 0 || p.name != PENDING_WITNESS)
             && (params.splices > 0 || p.name != SPLICE_WITNESS)
+            && (params.max_faults >= 2 || p.name != FENCE_RETRY_WITNESS)
             && (scenario != Some(Scenario::WorkKinds)
                 || p.expectation != stateright::Expectation::Sometimes
                 || p.name.starts_with("HO-7 witness"))
@@ -216,6 +228,8 @@ pub fn handoff_properties(
 
 const PENDING_WITNESS: &str = "HO-7 witness: a pending connection alone makes the source busy";
 const SPLICE_WITNESS: &str = "HO-7 witness: a relayed mutation in flight (splice) is counted";
+/// HO-A5: a fence write fails only while the DB is down: a drain and an outage, two faults.
+const FENCE_RETRY_WITNESS: &str = "HO-A5 witness: a failed fence write is retried and lands";
 
 fn all_properties() -> Vec<Property<HandoffModel>> {
     vec![
@@ -371,7 +385,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
             },
         ),
         Property::always(
-            "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work",
+            "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work and its fence",
             |_, s: &HoState| {
                 !s.last.anomalies.drained_got_machine && !s.last.anomalies.undrain_misjudged
             },
@@ -389,6 +403,18 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
                     .is_some_and(|(inc, until)| inc == s.cell.incarnation() && until > s.now);
                 !s.last.anomalies.second_process_started && held
             },
+        ),
+        Property::always(
+            "HO-A5 a drain fence is never dropped: until written it is out (one write) or waits on its retry timer; a failed write is retried",
+            |_, s: &HoState| !s.last.anomalies.fence_mishandled && fences_held(s),
+        ),
+        Property::always(
+            "HO-7 a failed activity persist releases the accept and closes the client activity_not_persisted; the attach machine keeps its order",
+            |_, s: &HoState| !s.last.anomalies.attach_misjudged,
+        ),
+        Property::always(
+            "HO-S3 no barrier while a client is between accept and attached",
+            |_, s: &HoState| !half_attached_under_barrier(s),
         ),
         // ---- bounded: every cap of the model is a property (see `HandoffModel::over_cap`) -----
         Property::always(
@@ -566,7 +592,47 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
             "HO-L2 witness: a successor takes the cell once the dead process's lease has lapsed",
             |_, s: &HoState| s.last.events.successor_after_lapse,
         ),
+        Property::sometimes(FENCE_RETRY_WITNESS, |_, s: &HoState| {
+            s.last.events.fence_retried_landed
+        }),
+        Property::sometimes(
+            "HO-7 witness: a failed activity persist closes its client",
+            |_, s: &HoState| s.last.events.persist_failed,
+        ),
     ]
+}
+
+/// HO-A5: every live machine's unwritten fence is held: a write is out for it (the one the
+/// environment holds, naming its process and machine), or it waits on its retry timer (its
+/// machine's `poll_timeout`, which `TimeAdvances` reaches).
+pub fn fences_held(s: &HoState) -> bool {
+    s.cells().all(|(inst, c)| {
+        c.machine(HOST)
+            .is_none_or(|(id, m)| match m.pending_fence() {
+                None => true,
+                Some(f) => match f.retry_at {
+                    None => s
+                        .pending_fence
+                        .is_some_and(|j| j.inst == inst && j.machine == id),
+                    Some(at) => m.poll_timeout().is_some_and(|t| t <= at),
+                },
+            })
+    })
+}
+
+/// HO-S3: a client between accept and attached whose accept is live at the current machine
+/// while that machine's barrier stands.
+pub fn half_attached_under_barrier(s: &HoState) -> bool {
+    let Some((id, m)) = s.cell.machine(HOST) else {
+        return false;
+    };
+    m.gate().barrier().is_some()
+        && s.clients.iter().any(|c| match c.phase {
+            ClientPhase::Accepting(a) | ClientPhase::Attaching(a) => a
+                .ticket()
+                .is_some_and(|w| w.machine == id && m.gate().live_tickets().any(|t| t == w.ticket)),
+            ClientPhase::Away | ClientPhase::Attached(_) => false,
+        })
 }
 
 /// Above every machine and session id a model process gives out (one counter for both: an
@@ -1124,12 +1190,56 @@ impl HandoffModel {
     ) {
         let in_flight = before.is_some_and(|m| m.attempt().is_some());
         let closing = before.is_some_and(|m| !m.gate().counters().is_zero());
+        let unfenced = before.is_some_and(|m| m.pending_fence().is_some());
         state.last.anomalies.undrain_misjudged = match result {
-            Ok(()) => in_flight || closing || !out.forget || state.cell.machine(HOST).is_some(),
+            Ok(()) => {
+                in_flight
+                    || closing
+                    || unfenced
+                    || !out.forget
+                    || state.cell.machine(HOST).is_some()
+            }
             Err(UndrainRefusal::AttemptInFlight) => !in_flight,
             Err(UndrainRefusal::StillClosing) => in_flight || !closing,
+            Err(UndrainRefusal::FenceUnwritten) => in_flight || closing || !unfenced,
             Err(UndrainRefusal::NotDrained | UndrainRefusal::UnknownHost) => true,
         };
+    }
+
+    /// HO-A5: what a fence write's result did to the machine's fence (`before` / `after`: its
+    /// pending fence, `None` where the machine is not the one that asked).
+    pub(super) fn judge_fence_result(
+        state: &mut HoState,
+        before: Option<PendingFence>,
+        after: Option<PendingFence>,
+        result: FenceResult,
+        out: &Outputs,
+    ) {
+        let Some(before) = before else {
+            return;
+        };
+        state.last.anomalies.fence_mishandled = match result {
+            FenceResult::Written(_) => after.is_some(),
+            FenceResult::Failed => {
+                !after.is_some_and(|f| {
+                    f.failures == before.failures + 1 && f.retry_at.is_some_and(|t| t > state.now)
+                }) || !out.fence_failed
+            }
+        };
+        state.last.events.fence_retried_landed =
+            matches!(result, FenceResult::Written(_)) && before.failures > 0 && after.is_none();
+    }
+
+    /// HO-7: a failed persist closed its client by name; its accept must be released (no
+    /// longer live in the gate of its machine).
+    pub(super) fn judge_persist_failed(state: &mut HoState, held: Held, close: AttachClose) {
+        let still_live = state.cell.machine(HOST).is_some_and(|(id, m)| {
+            id == held.machine && m.gate().live_tickets().any(|t| t == held.ticket)
+        });
+        state.last.anomalies.attach_misjudged |= still_live
+            || close.name() != "activity_not_persisted"
+            || close.close_code() != switchyard_core::handoff::cell::close_code::TRY_AGAIN;
+        state.last.events.persist_failed = true;
     }
 }
 

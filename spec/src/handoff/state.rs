@@ -29,13 +29,17 @@ impl Held {
     }
 }
 
-/// A relay client's progress at the source.
+/// A relay client's progress at the source. Between accept and attached the core's
+/// [`Attach`] machine holds the client's `Accept` ticket (the adapter's `clients.rs` drives the
+/// same machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum ClientPhase {
     Away,
-    Accepting(Held),
-    /// Attached, waiting for durable persistence (already a `ClientConn`).
-    Attaching(Held),
+    /// Accepted (`acquire(Accept)`), before the socket upgrade's await.
+    Accepting(Attach),
+    /// The activity write is out (HO-7: an attach waiting for durable persistence, counted as
+    /// its accept).
+    Attaching(Attach),
     Attached(Held),
 }
 
@@ -43,11 +47,19 @@ impl ClientPhase {
     pub fn held(self) -> Option<Held> {
         match self {
             ClientPhase::Away => None,
-            ClientPhase::Accepting(h) | ClientPhase::Attaching(h) | ClientPhase::Attached(h) => {
-                Some(h)
-            }
+            ClientPhase::Accepting(a) | ClientPhase::Attaching(a) => a.ticket().map(Held::of),
+            ClientPhase::Attached(h) => Some(h),
         }
     }
+}
+
+/// HO-A5: a drain fence write the adapter holds (one `FenceAuthority`), with the process and
+/// machine its result is fed back to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FenceJob {
+    pub inst: u8,
+    pub machine: MachineId,
+    pub authority: SourceAuthority,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -151,8 +163,8 @@ pub struct HoState {
     pub dir_request: Option<HandoffRequest>,
     /// DB jobs not yet run, sorted.
     pub jobs: Vec<Job>,
-    /// A drain fence the adapter has still to write.
-    pub pending_fence: Option<SourceAuthority>,
+    /// A drain fence write the adapter has out (its result not yet fed back).
+    pub pending_fence: Option<FenceJob>,
     pub db_up: bool,
     pub disabled: bool,
     pub target_full: bool,
@@ -176,8 +188,8 @@ impl HoState {
         for c in &self.clients {
             match c.phase {
                 ClientPhase::Away => {}
-                ClientPhase::Accepting(_) => held.accepts += 1,
-                ClientPhase::Attaching(_) | ClientPhase::Attached(_) => held.client_conns += 1,
+                ClientPhase::Accepting(_) | ClientPhase::Attaching(_) => held.accepts += 1,
+                ClientPhase::Attached(_) => held.client_conns += 1,
             }
             held.splices += u32::from(c.splice.is_some());
         }

@@ -18,6 +18,8 @@ pub(super) struct Outputs {
     pub(super) forget: bool,
     /// The session a newer control replaced (HO-A4).
     pub(super) replaced: Option<SessionId>,
+    /// HO-A5: a failed fence write was reported (`FenceFailed`).
+    pub(super) fence_failed: bool,
 }
 
 impl HandoffModel {
@@ -56,8 +58,13 @@ impl HandoffModel {
                     Action::RetireSourceDraining { reason } => out.retire = Some((reason, index)),
                     Action::ReopenAdmission { .. } => out.reopen = true,
                     Action::FenceAuthority { authority, .. } => {
-                        state.pending_fence = Some(authority);
+                        state.pending_fence = Some(FenceJob {
+                            inst,
+                            machine,
+                            authority,
+                        });
                     }
+                    Action::FenceFailed { .. } => out.fence_failed = true,
                     // The asynchronous reply is lost on its way (see the module doc).
                     Action::Reply(_) => out.reply = Some(index),
                 },
@@ -102,7 +109,12 @@ impl HandoffModel {
             HoAction::DirectorCrashRestart => Self::director_crash_restart(&mut state),
             HoAction::ClientArrives { client } => Self::client_arrives(&mut state, client),
             HoAction::ClientAttaches { client } => Self::client_attaches(&mut state, client),
-            HoAction::ClientPersisted { client } => Self::client_persisted(&mut state, client),
+            HoAction::ClientPersisted { client } => {
+                Self::client_persisted(&mut state, client, false);
+            }
+            HoAction::ClientPersistFails { client } => {
+                Self::client_persisted(&mut state, client, true);
+            }
             HoAction::ClientLeaves { client } => {
                 let c = &mut state.clients[usize::from(client)];
                 let (phase, splice) = (c.phase, c.splice.take());
@@ -171,11 +183,18 @@ impl HandoffModel {
             }
             HoAction::DbRecovers => state.db_up = true,
             HoAction::FenceWrites => {
-                if let Some(authority) = state.pending_fence.take() {
+                if let Some(job) = state.pending_fence.take() {
+                    let authority = job.authority;
                     let answer = state.store.make_mut().emergency_drain(&authority);
                     journal.record(StoreCall::EmergencyDrain { authority, answer });
                     state.last.events.fence_landed_first =
                         matches!(answer, DrainWrite::Fenced { .. });
+                    Self::fence_result(&mut state, job, FenceResult::Written(answer));
+                }
+            }
+            HoAction::FenceFails => {
+                if let Some(job) = state.pending_fence.take() {
+                    Self::fence_result(&mut state, job, FenceResult::Failed);
                 }
             }
             HoAction::EmergencyDrain => Self::emergency_drain(&mut state),
@@ -290,35 +309,92 @@ impl HandoffModel {
         let gate = admission_kind(state.src());
         match state.cell.acquire(HOST, WorkKind::Accept) {
             Ok(work) => {
-                state.clients[usize::from(client)].phase = ClientPhase::Accepting(Held::of(work));
+                state.clients[usize::from(client)].phase =
+                    ClientPhase::Accepting(Attach::new(work));
             }
             Err(r) => Self::judge_client_refused(state, r, gate),
         }
     }
 
+    /// After the upgrade's await: the attach machine re-checks and sends the activity write
+    /// out (the adapter's `client_session`).
     fn client_attaches(state: &mut HoState, client: u8) {
         let c = usize::from(client);
-        let ClientPhase::Accepting(accept) = state.clients[c].phase else {
+        let ClientPhase::Accepting(mut attach) = state.clients[c].phase else {
             state.clients[c].phase = ClientPhase::Away;
             return;
         };
         state.clients[c].phase = ClientPhase::Away;
-        let accept_held = accept;
-        let accept = accept.work();
-        if !state.cell.revalidate(&accept) {
-            state.last.events.abandoned = true;
-            Self::judge_late_release(state, accept_held);
-            return;
+        let held = attach.ticket().map(Held::of);
+        match attach.poll(&mut state.cell) {
+            AttachStep::Persist { .. } => state.clients[c].phase = ClientPhase::Attaching(attach),
+            AttachStep::Close(AttachClose::Abandoned) => {
+                state.last.events.abandoned = true;
+                if let Some(held) = held {
+                    Self::judge_late_release(state, held);
+                }
+            }
+            _ => state.last.anomalies.attach_misjudged = true,
         }
+    }
+
+    /// The activity write's result (`failed`: the store did not take it), then the attach
+    /// machine's next step: attached, abandoned, refused, or closed `activity_not_persisted`.
+    fn client_persisted(state: &mut HoState, client: u8, failed: bool) {
+        let c = usize::from(client);
+        let ClientPhase::Attaching(mut attach) = state.clients[c].phase else {
+            state.clients[c].phase = ClientPhase::Away;
+            return;
+        };
+        state.clients[c].phase = ClientPhase::Away;
+        let Some(held) = attach.ticket().map(Held::of) else {
+            state.last.anomalies.attach_misjudged = true;
+            return;
+        };
         let gate = admission_kind(state.src());
-        match state.cell.convert(&accept, WorkKind::ClientConn) {
-            Ok(conn) => state.clients[c].phase = ClientPhase::Attaching(Held::of(conn)),
-            Err(r) => {
-                // The accept's guard releases its ticket on this exit path.
-                Self::release_work(state, accept_held);
-                Self::judge_client_refused(state, r, gate);
+        let taken = attach.handle_persisted(if failed { Err(PersistFailed) } else { Ok(()) });
+        let step = attach.poll(&mut state.cell);
+        state.last.anomalies.attach_misjudged = !taken
+            || (failed && step != AttachStep::Close(AttachClose::ActivityNotPersisted))
+            || attach.ticket().is_some();
+        match step {
+            AttachStep::Attached(conn) => {
+                state.clients[c].phase = ClientPhase::Attached(Held::of(conn));
+            }
+            AttachStep::Close(close) => {
+                match close {
+                    AttachClose::Abandoned => state.last.events.abandoned = true,
+                    AttachClose::Refused(r) => Self::judge_client_refused(state, r, gate),
+                    AttachClose::ActivityNotPersisted => {
+                        Self::judge_persist_failed(state, held, close);
+                    }
+                }
+                Self::judge_late_release(state, held);
+            }
+            AttachStep::Persist { .. } | AttachStep::Wait => {
+                state.last.anomalies.attach_misjudged = true;
             }
         }
+    }
+
+    /// HO-A5: a fence write's result, fed to the process and machine that asked (a dead
+    /// process hears nothing).
+    fn fence_result(state: &mut HoState, job: FenceJob, result: FenceResult) {
+        let now = state.now;
+        let Some(cell) = state.cell_of_mut(job.inst) else {
+            return;
+        };
+        let before = cell
+            .machine(HOST)
+            .filter(|(id, _)| *id == job.machine)
+            .and_then(|(_, m)| m.pending_fence().copied());
+        let _ = cell.handle_fence_result(now, HOST, job.machine, result);
+        let after = cell
+            .machine(HOST)
+            .filter(|(id, _)| *id == job.machine)
+            .and_then(|(_, m)| m.pending_fence().copied());
+        let out = Self::execute(state, job.inst, false);
+        Self::judge_fence_result(state, before, after, result, &out);
     }
 
     /// The environment's work ends: its guard releases the ticket (then a late duplicate of
@@ -341,21 +417,6 @@ impl HandoffModel {
         } else {
             // The desktop is not connected: the splice is dropped at once.
             Self::release_work(state, held);
-        }
-    }
-
-    fn client_persisted(state: &mut HoState, client: u8) {
-        let c = &mut state.clients[usize::from(client)];
-        let ClientPhase::Attaching(conn) = c.phase else {
-            c.phase = ClientPhase::Away;
-            return;
-        };
-        if state.cell.revalidate(&conn.work()) {
-            c.phase = ClientPhase::Attached(conn);
-        } else {
-            state.last.events.abandoned = true;
-            c.phase = ClientPhase::Away;
-            Self::judge_late_release(state, conn);
         }
     }
 

@@ -12,12 +12,14 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use switchyard_core::handoff::admission::{AdmissionRefusal, WorkKind};
+use switchyard_core::handoff::attach::{Attach, AttachClose, AttachStep, PersistFailed};
+use switchyard_core::handoff::cell::Work as CoreWork;
 use switchyard_core::handoff::cell::{admission_refusal_name, client_close_code, close_code};
 use switchyard_core::handoff::ids::HostId;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
-use super::pump::ControlCmd;
+use super::pump::{ControlCmd, Endpoint};
 use super::work::Work;
 use super::{close_ws, send_json, Shared};
 use crate::handoff::client_auth::{verify_client, ClientAuthError};
@@ -172,46 +174,90 @@ pub(super) async fn client_ws(
     }
 }
 
-async fn client_session(sh: Arc<Shared>, host: HostId, mut work: Work, socket: WebSocket) {
-    if !work.revalidate() {
-        return Refused::ABANDONED.close(&sh, socket).await;
+/// HO-7: the core's accept -> persist -> attach machine, owned by this task. Dropped before
+/// it attached or closed (the socket's task ends, cancellation), it releases its ticket.
+struct AttachGuard {
+    sh: Arc<Shared>,
+    host: HostId,
+    attach: Attach,
+}
+
+impl AttachGuard {
+    fn poll(&mut self, attached: impl FnOnce(&mut Endpoint, CoreWork)) -> AttachStep {
+        let attach = &mut self.attach;
+        self.sh.input(self.host, |ep| {
+            let step = attach.poll(&mut ep.cell);
+            if let AttachStep::Attached(conn) = step {
+                // In the same lock as the convert: a hard drain cannot fall in between.
+                attached(ep, conn);
+            }
+            step
+        })
     }
-    sh.hooks.accept_persist.reached().await;
-    // The accept persists the host's activity while its Accept ticket still counts.
-    let generation = sh.endpoint().cell.authority(host).map(|a| a.generation);
-    if let Some(generation) = generation {
-        let until = sh.clock.now().plus_ms(super::ms(sh.cfg.activity_lease));
-        if let Err(e) = sh
-            .store
-            .renew_activity(host, sh.cfg.cell, generation, until)
-            .await
-        {
-            debug!(host = host.0, %e, "client activity not persisted");
-            return close_ws(socket, close_code::TRY_AGAIN, "store_unavailable").await;
+}
+
+impl Drop for AttachGuard {
+    fn drop(&mut self) {
+        if self.attach.ticket().is_some() {
+            let attach = &mut self.attach;
+            let _ = self.sh.input(self.host, |ep| attach.cancel(&mut ep.cell));
         }
     }
-    if !work.revalidate() {
+}
+
+async fn client_session(sh: Arc<Shared>, host: HostId, work: Work, socket: WebSocket) {
+    let Some(accept) = work.into_core() else {
         return Refused::ABANDONED.close(&sh, socket).await;
-    }
-    // Attach: the accept becomes a client connection in one synchronous step.
+    };
+    let mut attach = AttachGuard {
+        sh: sh.clone(),
+        host,
+        attach: Attach::new(accept),
+    };
     let conn = sh.next_id();
     let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
-    let attached: Result<_, Refused> = sh.input(host, |ep| {
-        let held = work.held().ok_or(Refused::ABANDONED)?;
-        let conn_work = ep
-            .cell
-            .convert(&held, WorkKind::ClientConn)
-            .map_err(Refused::admission)?;
-        work.converted(conn_work);
-        Ok(ep.attach_client(host, conn_work.machine, conn, tx))
-    });
-    let drain_rx = match attached {
-        Ok(rx) => rx,
-        Err(refused) => {
-            drop(work);
-            return refused.close(&sh, socket).await;
+    let mut tx = Some(tx);
+    let mut drain_rx = None;
+    let conn_work = loop {
+        let step = attach.poll(|ep, conn_work| {
+            if let Some(tx) = tx.take() {
+                drain_rx = Some(ep.attach_client(host, conn_work.machine, conn, tx));
+            }
+        });
+        match step {
+            AttachStep::Persist { authority } => {
+                sh.hooks.accept_persist.reached().await;
+                // The host's activity, persisted while the Accept ticket still counts.
+                let until = sh.clock.now().plus_ms(super::ms(sh.cfg.activity_lease));
+                let persisted = sh
+                    .store
+                    .renew_activity(host, sh.cfg.cell, authority.generation, until)
+                    .await
+                    .map_err(|e| {
+                        debug!(host = host.0, %e, "client activity not persisted");
+                        PersistFailed
+                    });
+                attach.attach.handle_persisted(persisted);
+            }
+            AttachStep::Attached(conn_work) => break conn_work,
+            AttachStep::Close(close) => {
+                if close == AttachClose::ActivityNotPersisted {
+                    sh.stats.bump(|s| s.clients_persist_failed += 1);
+                }
+                let refused = Refused {
+                    code: close.close_code(),
+                    reason: close.name(),
+                };
+                return refused.close(&sh, socket).await;
+            }
+            // Not reachable (each poll follows an input); closing is the safe answer.
+            AttachStep::Wait => return Refused::ABANDONED.close(&sh, socket).await,
         }
     };
+    let Some(drain_rx) = drain_rx else {
+        return;
+    };
+    let work = Work::adopt(&sh, conn_work);
     sh.stats.bump(|s| s.clients_attached += 1);
     client_loop(&sh, host, conn, socket, rx, drain_rx).await;
     sh.endpoint().detach_client(host, conn);

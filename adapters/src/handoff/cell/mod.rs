@@ -44,7 +44,9 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
 use switchyard_core::handoff::admission::GateState;
-use switchyard_core::handoff::attempt::{HandoffReply, HandoffResult, Phase, SourceConfig};
+use switchyard_core::handoff::attempt::{
+    FenceRetry, HandoffReply, HandoffResult, Phase, SourceConfig, FENCE_RETRY_MAX_MS,
+};
 use switchyard_core::handoff::cell::{MachineId, SourceCell};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::lifecycle::{LeaseKeeper, LeaseStep, Renewal};
@@ -97,6 +99,9 @@ pub struct CellConfig {
     pub limits: ServerLimits,
     /// SEC-1: a client credential expiring further ahead than this is refused.
     pub client_token_max_lifetime: Duration,
+    /// HO-A5: the longest wait between two writes of a drain fence the store did not take
+    /// (the core's backoff doubles from `FENCE_RETRY_MIN_MS` up to this).
+    pub fence_retry_max: Duration,
 }
 
 impl CellConfig {
@@ -122,6 +127,14 @@ impl CellConfig {
             cell_lease: Duration::from_secs(15),
             limits: DEFAULT_LIMITS,
             client_token_max_lifetime: DEFAULT_CLIENT_TOKEN_MAX_LIFETIME,
+            fence_retry_max: Duration::from_millis(FENCE_RETRY_MAX_MS),
+        }
+    }
+
+    fn fence_retry(&self) -> FenceRetry {
+        FenceRetry {
+            max_ms: ms(self.fence_retry_max),
+            ..FenceRetry::default()
         }
     }
 
@@ -220,6 +233,26 @@ pub struct CellStats {
     pub internal_bad_signature: u64,
     #[serde(default)]
     pub internal_replay_cache_full: u64,
+    /// HO-A5: drain-fence writes that failed (each is retried by the core's backoff).
+    #[serde(default)]
+    pub fence_failures: u64,
+    /// HO-7: accepted clients closed `activity_not_persisted` (their accept released).
+    #[serde(default)]
+    pub clients_persist_failed: u64,
+    /// What the core holds now (gauges, read at each scrape).
+    #[serde(default)]
+    pub now: CellGauges,
+}
+
+/// Gauges of the core endpoint (`/metrics`: `switchyard_cell_<name>`, no `_total`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellGauges {
+    /// HO-A5: drained hosts whose fence is not yet written (alert when it stays above 0).
+    pub fences_unwritten: u64,
+    /// HO-7: live accept tickets (clients between accept and attached) of every host.
+    pub accepts_live: u64,
+    /// HO-7: live client connections of every host.
+    pub client_conns_live: u64,
 }
 
 #[derive(Debug, Default)]
@@ -289,8 +322,19 @@ impl Shared {
     }
 
     fn stats(&self) -> CellStats {
+        // Endpoint first, then the counters (the module's lock order).
+        let now = {
+            let ep = self.endpoint();
+            let live = ep.cell.live_work();
+            CellGauges {
+                fences_unwritten: ep.cell.fences_unwritten() as u64,
+                accepts_live: u64::from(live.accepts),
+                client_conns_live: u64::from(live.client_conns),
+            }
+        };
         CellStats {
             server: self.server.stats(),
+            now,
             ..self.stats.get()
         }
     }
@@ -503,7 +547,10 @@ pub async fn start_cell(
         })?;
     let (shutdown, _) = watch::channel(false);
     let server = Server::new("cell", cfg.limits);
-    let endpoint = Endpoint::new(SourceCell::new(cfg.source_config(), cfg.cell, incarnation));
+    let endpoint = Endpoint::new(
+        SourceCell::new(cfg.source_config(), cfg.cell, incarnation)
+            .with_fence_retry(cfg.fence_retry()),
+    );
     let shared = Arc::new(Shared {
         cfg,
         incarnation,
@@ -640,6 +687,24 @@ impl Probe for CellProbe {
         let stats = self.0.stats();
         let mut samples = probes::counters_of("cell", "cell counter", &stats);
         samples.extend(server_samples(&stats.server));
+        let g = stats.now;
+        samples.extend([
+            probes::gauge(
+                "cell_fences_unwritten",
+                "HO-A5: drained hosts whose store fence is not yet written",
+                g.fences_unwritten,
+            ),
+            probes::gauge(
+                "cell_accepts_live",
+                "HO-7: clients between accept and attached",
+                g.accepts_live,
+            ),
+            probes::gauge(
+                "cell_client_conns_live",
+                "HO-7: attached client connections",
+                g.client_conns_live,
+            ),
+        ]);
         samples
     }
 }

@@ -9,14 +9,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use switchyard_core::handoff::attempt::{Action, DurableResult, HandoffReply, RetireReason};
+use switchyard_core::handoff::attempt::{
+    Action, DurableResult, FenceResult, HandoffReply, RetireReason,
+};
 use switchyard_core::handoff::cell::{
     CellAction, CloseReason, Fed, Installed, MachineId, SessionId, SourceCell,
 };
 use switchyard_core::handoff::ids::{HostId, OpId};
 use switchyard_core::MonoMs;
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::Shared;
 use crate::handoff::proto::{CellToClient, CellToDesktop};
@@ -388,21 +390,50 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: A
             sh.stats.bump(|s| s.reopened += 1);
             info!(host = host.0, op = %attempt.op_id, "handoff not committed: admission reopened");
         }
+        // HO-A5: one write per action; the core decides the retry (`FenceFailed`, then a new
+        // `FenceAuthority` when its timer fires).
         Action::FenceAuthority { authority, reason } => {
             let sh = sh.clone();
             tokio::spawn(async move {
-                let r = (|| sh.store.emergency_drain(&authority))
-                    .retry(backoff(5))
-                    .sleep(tokio::time::sleep)
-                    .await;
-                match r {
+                if !sh.alive() {
+                    return;
+                }
+                let result = match sh.store.emergency_drain(&authority).await {
                     Ok(w) => {
                         sh.stats.bump(|s| s.fences_written += 1);
-                        info!(host = host.0, ?reason, write = ?w, "drain fence");
+                        info!(host = host.0, ?reason, write = ?w, "drain fence written");
+                        FenceResult::Written(w)
                     }
-                    Err(e) => warn!(host = host.0, %e, "drain fence not written"),
-                }
+                    Err(e) => {
+                        warn!(host = host.0, %e, "drain fence write failed");
+                        sh.stats.bump(|s| s.store_failures += 1);
+                        FenceResult::Failed
+                    }
+                };
+                let now = sh.clock.now();
+                feed(&sh, host, |ep| {
+                    ep.cell.handle_fence_result(now, host, machine, result)
+                });
             });
+        }
+        Action::FenceFailed {
+            authority,
+            failures,
+            retry_at,
+            overdue,
+        } => {
+            sh.stats.bump(|s| s.fence_failures += 1);
+            let retry_in_ms = retry_at.since_ms(sh.clock.now());
+            let generation = authority.generation.0;
+            if overdue {
+                error!(host = host.0, generation, failures, retry_in_ms,
+                    "drain fence still unwritten: the host stays drained and refuses undrain until the store takes it");
+            } else {
+                warn!(
+                    host = host.0,
+                    generation, failures, retry_in_ms, "drain fence retry scheduled"
+                );
+            }
         }
         Action::Reply(reply) => deliver(sh, reply),
     }

@@ -37,19 +37,6 @@ impl Work {
         }
     }
 
-    /// The ticket, while it is held.
-    pub(super) fn held(&self) -> Option<CoreWork> {
-        self.work
-    }
-
-    /// The core swapped the ticket (`SourceCell::convert`, under the caller's lock).
-    pub(super) fn converted(&mut self, work: CoreWork) {
-        debug_assert!(self
-            .work
-            .is_some_and(|w| w.host == work.host && w.machine == work.machine));
-        self.work = Some(work);
-    }
-
     /// Hand the ticket to a core input that consumes it (`install_control` releases it
     /// whatever happens): the guard no longer releases it.
     pub(super) fn into_core(mut self) -> Option<CoreWork> {
