@@ -389,6 +389,18 @@ impl DispatchBudget {
         self.failures_left == 0
     }
 
+    /// HO-S2: what the director does with one examined host's decision: send its request, or
+    /// count why it is not moved. Once the failure budget is spent, an eligible host is held
+    /// for a later pass (not sent, not a failure: the sweep reaches it again).
+    #[must_use]
+    pub fn dispatch(&self, decision: &Decision) -> Dispatch {
+        match decision.verdict {
+            Err(why) => Dispatch::Ineligible(why),
+            Ok(_) if self.exhausted() => Dispatch::Held,
+            Ok(request) => Dispatch::Send(request),
+        }
+    }
+
     /// Record one dispatch outcome; only a transport failure spends budget.
     pub fn record(&mut self, outcome: &DispatchOutcome) -> DispatchClass {
         let class = match outcome {
@@ -408,4 +420,15 @@ impl DispatchBudget {
         }
         class
     }
+}
+
+/// HO-S2: the director's decision for one examined host ([`DispatchBudget::dispatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dispatch {
+    /// Send this request, then [`DispatchBudget::record`] its outcome.
+    Send(HandoffRequest),
+    /// Not eligible: counted by reason, nothing sent.
+    Ineligible(Ineligible),
+    /// Eligible, but this pass's failure budget is spent: not sent this pass.
+    Held,
 }
