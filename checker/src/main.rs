@@ -166,6 +166,7 @@ struct CheckArgs {
 enum ScenarioArg {
     Review,
     WorkKinds,
+    Registrations,
     All,
 }
 
@@ -174,6 +175,7 @@ impl ScenarioArg {
         match self {
             ScenarioArg::Review => vec![Scenario::Review],
             ScenarioArg::WorkKinds => vec![Scenario::WorkKinds],
+            ScenarioArg::Registrations => vec![Scenario::Registrations],
             ScenarioArg::All => Scenario::ALL.to_vec(),
         }
     }

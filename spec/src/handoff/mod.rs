@@ -154,6 +154,10 @@ pub use projection::*;
 pub use properties::*;
 pub use state::*;
 
+mod escrow;
+mod races;
+pub use escrow::*;
+
 use crate::halt::Halt;
 use crate::share::SharedPart;
 use serde::{Deserialize, Serialize};
@@ -252,6 +256,21 @@ pub struct HandoffParams {
     pub splices: u8,
     /// HO-7: pending connections (`PendingConn` tickets), per run.
     pub pending_conns: u8,
+    /// HO-A4: a second control activation of the desktop, racing the first, per run (the
+    /// registrations scenario). With any, a run starts before the desktop's first
+    /// registration (no machine yet), so both activations can begin without a ticket.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub registrations: u8,
+    /// HO-S4: the SQL store's limit shards (the model's [`EscrowShadow`]) start with every
+    /// limit's tokens dealt from the store's totals, as earlier traffic leaves them, so a
+    /// commit takes the token path; otherwise they start empty (a fresh store), and the
+    /// commit takes the exact path and deals them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub escrow_dealt: bool,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 impl Default for HandoffParams {
@@ -277,6 +296,8 @@ impl Default for HandoffParams {
             second_process: true,
             splices: 0,
             pending_conns: 0,
+            registrations: 0,
+            escrow_dealt: false,
         }
     }
 }
@@ -295,15 +316,29 @@ pub enum Scenario {
     /// restart, reconnect or undrain. It asks only for HO-7's witnesses (the review scenario
     /// reaches the others); every `always` property is judged.
     WorkKinds,
+    /// HO-A4: two registrations of one host racing. The run starts before the desktop's
+    /// first registration; a second control activation begins (without a ticket: no machine
+    /// yet) and registers after the first one installed, after a barrier went up, or after the
+    /// source retired stale; the desktop reconnects twice; one client, at most two faults (a
+    /// DB outage, the control closing), no restart, drain or undrain; the limit shards start
+    /// with their tokens dealt (`escrow_dealt`). It asks only for its own witnesses (the second
+    /// registration refused under the barrier, a fresh machine over a retired one, a commit on
+    /// the escrow token path); every `always` property is judged.
+    Registrations,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 2] = [Scenario::Review, Scenario::WorkKinds];
+    pub const ALL: [Scenario; 3] = [
+        Scenario::Review,
+        Scenario::WorkKinds,
+        Scenario::Registrations,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Review => "review",
             Scenario::WorkKinds => "work-kinds",
+            Scenario::Registrations => "registrations",
         }
     }
 
@@ -322,6 +357,22 @@ impl Scenario {
                 undrains: 0,
                 splices: 1,
                 pending_conns: 1,
+                ..HandoffParams::default()
+            },
+            Scenario::Registrations => HandoffParams {
+                clients: 1,
+                max_faults: 2,
+                replacements: 0,
+                restarts: 0,
+                drains: 0,
+                undrains: 0,
+                reconnects: 2,
+                registrations: 1,
+                escrow_dealt: true,
+                director_crash: false,
+                target_fills: false,
+                disable: false,
+                second_process: false,
                 ..HandoffParams::default()
             },
         }
@@ -468,6 +519,14 @@ pub enum HoAction {
     /// The clock advances to the next deadline: `handle_timeout` of each due machine, the
     /// timers of replaced machines, and `expire_migrations`.
     TimeAdvances,
+    /// HO-A4: a second control activation of the desktop while another may be in flight (two
+    /// sockets of one desktop racing): `control_refusal`, then `begin_control` (its ticket, or
+    /// none where there is no live machine), held across the registration's await.
+    SecondControlActivates,
+    /// After that activation's await: the store's `register_control`, then `install_control`
+    /// with its ticket, whatever happened in between (a first registration installed, a
+    /// barrier stands).
+    SecondControlRegisters,
 }
 
 #[derive(Debug, Clone)]
@@ -583,9 +642,17 @@ impl HandoffModel {
         debug_assert_eq!(first, auth.incarnation);
         // The first process holds SRC as incarnation 1 and the desktop's control is installed.
         let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
-        let installed = cell.install_control(now, auth, true, None);
-        debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
+        // With concurrent registrations to race, the run starts before the desktop's first.
+        if self.params.registrations == 0 {
+            let installed = cell.install_control(now, auth, true, None);
+            debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
+        }
         let p = &self.params;
+        let escrow = if p.escrow_dealt {
+            EscrowShadow::dealt(&store)
+        } else {
+            EscrowShadow::default()
+        };
         HoState {
             now,
             store: SharedPart::new(store),
@@ -619,6 +686,7 @@ impl HandoffModel {
                 undrains: p.undrains,
                 splices: p.splices,
                 pending_conns: p.pending_conns,
+                registrations: p.registrations,
             },
             // The first process has just taken the cell.
             last: StepFacts {
@@ -628,6 +696,9 @@ impl HandoffModel {
                 },
                 ..StepFacts::default()
             },
+            core_panic: None,
+            control2: None,
+            escrow,
         }
     }
 
@@ -707,6 +778,7 @@ impl Model for HandoffModel {
         if self.halt.is_raised()
             || self.over_cap(state).is_some()
             || state.last.anomalies != Anomalies::default()
+            || state.core_panic.is_some()
         {
             return;
         }
@@ -847,6 +919,11 @@ impl Model for HandoffModel {
         if b.time_advances > 0 && state.next_deadline().is_some() {
             actions.push(HoAction::TimeAdvances);
         }
+        match state.control2 {
+            None if b.registrations > 0 => actions.push(HoAction::SecondControlActivates),
+            Some(_) if state.db_up => actions.push(HoAction::SecondControlRegisters),
+            _ => {}
+        }
         // The refusal reads only the cell's row (holder, lease end) and the clock, so it is
         // offered right after each step that changed them: every distinct case, once.
         if p.second_process && state.last.events.lease_taken_or_renewed {
@@ -855,7 +932,7 @@ impl Model for HandoffModel {
     }
 
     fn next_state(&self, state: &HoState, action: HoAction) -> Option<HoState> {
-        Some(self.step(state, action))
+        Some(self.caught_step(state, action))
     }
 
     fn within_boundary(&self, state: &HoState) -> bool {
@@ -874,5 +951,22 @@ impl Model for HandoffModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         handoff_properties(&self.params, self.scenario)
+    }
+}
+
+impl HandoffModel {
+    /// [`Self::step`] under [`crate::caught::caught`]: a core invariant that fires in the step
+    /// leads to the state before it with the message recorded (`core_panic`), which the
+    /// property [`crate::caught::CORE_INVARIANTS`] reports.
+    pub fn caught_step(&self, state: &HoState, action: HoAction) -> HoState {
+        match crate::caught::caught(|| self.step(state, action)) {
+            Ok(next) => next,
+            Err(message) => {
+                let mut next = state.clone();
+                next.last = StepFacts::default();
+                next.core_panic = Some(format!("{action}: {message}"));
+                next
+            }
+        }
     }
 }

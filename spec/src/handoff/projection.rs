@@ -245,6 +245,13 @@ impl fmt::Display for HoAction {
             HoAction::TargetCapacity { full: false } => write!(f, "the target frees a slot"),
             HoAction::TargetRegisters => write!(f, "the desktop registers at the target"),
             HoAction::TimeAdvances => write!(f, "time advances to the next deadline"),
+            HoAction::SecondControlActivates => {
+                write!(f, "a second control of the desktop activates")
+            }
+            HoAction::SecondControlRegisters => write!(
+                f,
+                "the second control registers in the store and is installed"
+            ),
         }
     }
 }
