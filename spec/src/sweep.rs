@@ -4,8 +4,11 @@
 //!
 //! The model plays the director's glue as the adapter runs it: a pass begins at the
 //! director's cursor with a new failure budget; it reads `next_query()`, hands the rows to
-//! `take_page`, sends a request for each eligible decision in order (none once the failure
-//! budget is exhausted) and records each answer in the budget, then saves `cursor()`; the
+//! `take_page`, dispatches each decision in order as `DispatchBudget::dispatch` says (send the
+//! request; an ineligible host, or any once the failure budget is spent, is not sent: the
+//! decision is the core's, as in the adapter), records each answer in the budget
+//! (`DispatchBudget::record`: a `Busy` is a deferral, only a transport failure spends it),
+//! then saves `cursor()`; the
 //! pass ends when `next_query()` is `None`, when a page read fails (`page_failed`) or when a
 //! cursor save fails (a store error ends the adapter's pass); between passes the director
 //! keeps its cursor in memory, and a restart loses the pass and reloads the last cursor
@@ -75,6 +78,9 @@
 //!   same op id are inside one `TransportFailed`;
 //! - the adapter's other work in a pass (expiring migrations, looking up a cell's URL: a
 //!   missing URL is a transport failure) and several directors (each has its own cursor row).
+//!
+//! Every step runs under `crate::caught`: a core invariant that fires (the pass's own, on in
+//! the checker's build) is that step's counterexample.
 
 use std::collections::BTreeSet;
 use std::fmt;

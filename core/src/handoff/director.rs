@@ -432,3 +432,66 @@ pub enum Dispatch {
     /// Eligible, but this pass's failure budget is spent: not sent this pass.
     Held,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff::admission::Counters;
+    use crate::handoff::ids::{Epoch, Generation, Incarnation};
+
+    fn decision(verdict: Result<HandoffRequest, Ineligible>) -> Decision {
+        Decision {
+            host: HostId(7),
+            verdict,
+        }
+    }
+
+    /// HO-S2: the director sends an eligible host's request until the pass's failure budget
+    /// is spent, then holds it for a later pass; an ineligible host is never sent; a `Busy`
+    /// answer defers and spends nothing, so it never turns a send into a hold.
+    #[test]
+    fn ho_s2_dispatch_sends_until_failures_spend_the_budget_and_busy_never_holds() {
+        let source = SourceAuthority {
+            cell: CellId(1),
+            host: HostId(7),
+            epoch: Epoch(1),
+            incarnation: Incarnation(1),
+            generation: Generation(1),
+        };
+        let measurement = Measurement {
+            measured_at: MonoMs::ZERO,
+            current_rtt_ms: 120,
+            target_rtt_ms: 60,
+        };
+        let req = HandoffRequest::new(source, CellId(2), 100, measurement);
+        let eligible = decision(Ok(req));
+        let ineligible = decision(Err(Ineligible::NoMeasurement));
+        let mut budget = DispatchBudget::new(1);
+        assert_eq!(budget.dispatch(&eligible), Dispatch::Send(req));
+        assert_eq!(
+            budget.dispatch(&ineligible),
+            Dispatch::Ineligible(Ineligible::NoMeasurement)
+        );
+        let busy = DispatchOutcome::Answered(HandoffReply::Busy {
+            op_id: req.op_id,
+            counters: Counters {
+                client_conns: 1,
+                ..Counters::default()
+            },
+        });
+        for _ in 0..3 {
+            assert_eq!(budget.record(&busy), DispatchClass::Deferred);
+            assert_eq!(budget.dispatch(&eligible), Dispatch::Send(req));
+        }
+        assert_eq!(
+            budget.record(&DispatchOutcome::TransportFailed),
+            DispatchClass::Failed
+        );
+        assert_eq!(budget.dispatch(&eligible), Dispatch::Held);
+        assert_eq!(
+            budget.dispatch(&ineligible),
+            Dispatch::Ineligible(Ineligible::NoMeasurement),
+            "an ineligible host is counted by reason, budget or not"
+        );
+    }
+}

@@ -23,7 +23,21 @@
 //! - every ended unit of work's release arrives once more, late (an old session's guard): the
 //!   core must answer `StaleGeneration` (older generation) or `DoubleRelease` and change no
 //!   counter; after a rebind, every ended ticket id of the old generation is released late the
-//!   same way;
+//!   same way; and at every step each *live* ticket is released late with another generation
+//!   (one older, one newer than its own), which must be `StaleGeneration` and change nothing;
+//! - two registrations of one host racing (the registrations [`Scenario`]): a second control
+//!   activation of the desktop begins (`control_refusal`, `begin_control`: without a ticket
+//!   where there is no machine yet) and registers (`register_control`, `install_control`)
+//!   after the first was installed, after a barrier went up (it must be refused
+//!   `ControlGated`, the attempt's machine and barrier kept), or after the source retired
+//!   stale (a fresh machine over the retired one: `InstallKind::OverRetired`);
+//! - the SQL store's escrowed limit shards beside the reference store ([`EscrowShadow`]: two
+//!   shard rows and the target's load rows, written through the core's `escrow` functions as
+//!   the SQL store writes them: token path or exact path per commit, a rebalance per fence
+//!   record, a release on its reservation's shard, the target's tokens revoked when its row
+//!   changes), judged after every store write against the store's rows;
+//! - every step runs under `crate::caught`: a core invariant (`invariant!`, on in the
+//!   checker's build) that fires is that step's counterexample, with its message;
 //! - a second host (`HOST2`) on the source cell, with the epoch, incarnation and generation the
 //!   first had before its first registration: the director's pick for it (from a copy of the
 //!   store with its row, [`HandoffModel::pick_second_host`]) is judged beside every request
@@ -97,13 +111,25 @@
 //!   already), so a leak ends the run instead of exhausting memory.
 //!
 //! What the model leaves out, and why:
-//! - `InstallKind::OverRetired` (a registration over a retired machine of the same process) is
-//!   not reachable: with one target the host never comes back to the source after a commit,
-//!   and a stale retire at the current process needs an authority change the cell did not
-//!   install, which only another process (a restart: its old process retires stale) or the
-//!   drain fence (drained, not stale) makes. `core/tests/handoff_cell.rs::
+//! - in the review and work-kinds scenarios, `InstallKind::OverRetired` (a registration over a
+//!   retired machine of the same process): a stale retire at the current process needs an
+//!   authority change the cell did not install, which only a second registration racing the
+//!   first makes (the registrations scenario reaches it; with one target the host never comes
+//!   back after a commit); `core/tests/handoff_cell.rs::
 //!   ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced`
-//!   covers it;
+//!   covers it as well;
+//! - the registrations scenario has no restart, drain or undrain (the review scenario covers
+//!   them; a second activation is only the current process's), and more than two
+//!   activations at once (a third races as the second does);
+//! - the escrow shadow: the enrolment's host tokens (`enrol_path`, `enrol_exact`: the model
+//!   creates its hosts at the start; the enrolment model, `spec/src/enrol.rs`), a settings
+//!   change (never made here), and concurrent writers (one transaction at a time: the locked
+//!   shard is the hint's, or the first other one with every token, as a writer holding the
+//!   hint's would leave it). With one host that moves once, a commit either deals the tokens
+//!   (a fresh store, the review scenario) or spends them (`escrow_dealt`: the registrations
+//!   scenario); the limits themselves never bind here, so the property judges the escrow
+//!   invariant (tokens within the room left, counts the store's) at every write, which is
+//!   what makes the two paths decide alike at any size;
 //! - the desktop's credential change (a `ControlOp` ticket taken with `acquire`, revalidated
 //!   and released): the same gate calls as the pending connection, counted as the modelled
 //!   activation's kind (`core/tests/handoff_requirements.rs` counts every kind); splices and
@@ -136,7 +162,8 @@
 //!   `handoff_requirements.rs::ho_3_*`;
 //! - HO-C1 (capability negotiation): every participant here is capable;
 //!   `handoff_requirements.rs::ho_c1_participant_without_the_capability_is_skipped`;
-//! - HO-S2's page rotation and dispatch budget (one host here):
+//! - HO-S2's page rotation and dispatch budget (one host here; the sweep model runs the real
+//!   `SelectionPass` and `DispatchBudget` over four hosts and three pages):
 //!   `handoff_requirements.rs::{ho_s2_rotating_cursor_moves_past_busy_hosts,
 //!   ho_s2_busy_is_a_deferral_not_a_dispatch_failure}`,
 //!   `handoff_props.rs::ho_s2_props_rotating_pages_never_starve_idle_hosts`,
