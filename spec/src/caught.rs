@@ -33,12 +33,13 @@ mod tests {
 
     #[test]
     fn a_core_invariant_that_fires_comes_back_as_its_message() {
-        let fired = caught(|| {
-            switchyard_core::invariant!(1 + 1 == 3, "seeded: arithmetic");
-            7
-        });
+        // An impossible input: the exact totals of no limit shard at all.
+        let fired = caught(|| switchyard_core::handoff::escrow::exact_limits(&[], 0));
         let message = fired.expect_err("the invariant fires in a test build");
-        assert!(message.contains("seeded: arithmetic"), "{message}");
+        assert!(
+            message.contains("a store has at least one limit shard"),
+            "{message}"
+        );
         assert_eq!(caught(|| 7), Ok(7));
     }
 }

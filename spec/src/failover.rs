@@ -1296,7 +1296,7 @@ impl FailoverModel {
     /// leads to the state before it with the message recorded, which the property
     /// [`crate::caught::CORE_INVARIANTS`] reports.
     pub fn caught_step(&self, state: &FoState, action: FoAction) -> FoState {
-        crate::caught::caught(|| self.step(state, action.clone())).unwrap_or_else(|message| {
+        crate::caught::caught(|| self.step(state, action)).unwrap_or_else(|message| {
             let mut next = state.clone();
             next.last = StepFacts::default();
             next.core_panic = Some(message);
