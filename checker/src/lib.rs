@@ -161,7 +161,7 @@ impl CheckedModel for FailoverModel {
             let _ = write!(line, "{sep}{url} {} until {until}", kind.as_str());
         }
         line.push(']');
-        line
+        with_core_panic(line, state.core_panic.as_deref())
     }
 }
 
@@ -268,7 +268,7 @@ impl CheckedModel for HandoffModel {
             p.director_holds_request,
             p.db_jobs
         );
-        line
+        with_core_panic(line, state.core_panic.as_deref())
     }
 }
 
@@ -326,7 +326,7 @@ impl CheckedModel for SweepModel {
     }
 
     fn summary(state: &SweepState) -> String {
-        state.summary()
+        with_core_panic(state.summary(), state.core_panic.as_deref())
     }
 }
 
@@ -368,6 +368,14 @@ impl CheckedModel for EnrolModel {
     fn summary(state: &EnrolState) -> String {
         state.summary()
     }
+}
+
+/// A state a core invariant led to says so, with the invariant's message (`switchyard_spec::caught`).
+fn with_core_panic(mut line: String, message: Option<&str>) -> String {
+    if let Some(message) = message {
+        let _ = write!(line, " CORE INVARIANT FIRED: {message}");
+    }
+    line
 }
 
 /// How an open in flight is marked in a state's card and summary.

@@ -169,6 +169,7 @@ struct CheckArgs {
 enum ScenarioArg {
     Review,
     WorkKinds,
+    Registrations,
     All,
 }
 
@@ -177,6 +178,7 @@ impl ScenarioArg {
         match self {
             ScenarioArg::Review => vec![Scenario::Review],
             ScenarioArg::WorkKinds => vec![Scenario::WorkKinds],
+            ScenarioArg::Registrations => vec![Scenario::Registrations],
             ScenarioArg::All => Scenario::ALL.to_vec(),
         }
     }

@@ -153,7 +153,7 @@ fn scale_3_checker_runs_the_sweep_model_alone_and_names_it() {
     }
     assert_eq!(
         out.lines().last().unwrap_or_default(),
-        "exit 0: all 6 properties hold and all 5 witnesses are reached in sweep",
+        "exit 0: all 7 properties hold and all 5 witnesses are reached in sweep",
         "{out}"
     );
 }
@@ -210,7 +210,7 @@ fn checker_exit_0_last_line_says_every_property_holds_and_every_witness_is_reach
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(
         last_line(&out),
-        "exit 0: all 22 properties hold and all 10 witnesses are reached in failover",
+        "exit 0: all 23 properties hold and all 10 witnesses are reached in failover",
         "{out}"
     );
 }

@@ -80,10 +80,14 @@ fn explorer_starts_at_the_handoff_scenarios_by_name_and_states_are_short() {
         .iter()
         .map(|s| HandoffModel::in_scenario(*s, s.params()))
         .collect();
-    let explorable = Explorable::new(models).expect("two scenarios");
+    let explorable = Explorable::new(models).expect("three scenarios");
     assert_eq!(
         explorable.entry_names(),
-        ["scenario review", "scenario work-kinds"]
+        [
+            "scenario review",
+            "scenario work-kinds",
+            "scenario registrations"
+        ]
     );
     let start = &explorable.init_states()[0];
     let mut actions = Vec::new();

@@ -491,6 +491,10 @@ pub struct FoState {
     /// FO-ORACLE: the naive transcription of the rules, fed every input the core gets.
     pub oracle: FoOracle,
     pub last: StepFacts,
+    /// A core invariant (or another panic) fired in the step that led here: its message
+    /// (`crate::caught`). Nothing is explored from such a state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_panic: Option<String>,
 }
 
 /// One input, handed to the core and to the oracle alike.
@@ -1284,7 +1288,20 @@ impl FailoverModel {
             recovery_wait_since: None,
             oracle,
             last: StepFacts::default(),
+            core_panic: None,
         }
+    }
+
+    /// [`Self::step`] under [`crate::caught::caught`]: a core invariant that fires in the step
+    /// leads to the state before it with the message recorded, which the property
+    /// [`crate::caught::CORE_INVARIANTS`] reports.
+    pub fn caught_step(&self, state: &FoState, action: FoAction) -> FoState {
+        crate::caught::caught(|| self.step(state, action)).unwrap_or_else(|message| {
+            let mut next = state.clone();
+            next.last = StepFacts::default();
+            next.core_panic = Some(message);
+            next
+        })
     }
 }
 
@@ -1315,7 +1332,7 @@ impl Model for FailoverModel {
         // FO-X1 / FO-X2: a state over an open cap is judged (the property reports it) but not
         // explored further: an unbounded chain is a violation, not an endless search.
         // (`within_boundary` would drop the state unjudged.)
-        if self.halt.is_raised() || self.over_open_caps(state) {
+        if self.halt.is_raised() || self.over_open_caps(state) || state.core_panic.is_some() {
             return;
         }
         let budget = state.budget;
@@ -1381,7 +1398,7 @@ impl Model for FailoverModel {
     }
 
     fn next_state(&self, state: &FoState, action: FoAction) -> Option<FoState> {
-        Some(self.step(state, action))
+        Some(self.caught_step(state, action))
     }
 
     fn within_boundary(&self, state: &FoState) -> bool {
@@ -1402,6 +1419,15 @@ fn open_ok(state: &FoState, check: fn(&OpenFact) -> bool) -> bool {
 
 /// The properties, each named by its requirement ID.
 pub fn failover_properties() -> Vec<Property<FailoverModel>> {
+    let mut properties = failover_properties_before_caught();
+    properties.push(Property::always(
+        crate::caught::CORE_INVARIANTS,
+        |_, s: &FoState| s.core_panic.is_none(),
+    ));
+    properties
+}
+
+fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
     vec![
         Property::always(
             "FO-D1 the directory path never opens a cooling URL",

@@ -4,8 +4,11 @@
 //!
 //! The model plays the director's glue as the adapter runs it: a pass begins at the
 //! director's cursor with a new failure budget; it reads `next_query()`, hands the rows to
-//! `take_page`, sends a request for each eligible decision in order (none once the failure
-//! budget is exhausted) and records each answer in the budget, then saves `cursor()`; the
+//! `take_page`, dispatches each decision in order as `DispatchBudget::dispatch` says (send the
+//! request; an ineligible host, or any once the failure budget is spent, is not sent: the
+//! decision is the core's, as in the adapter), records each answer in the budget
+//! (`DispatchBudget::record`: a `Busy` is a deferral, only a transport failure spends it),
+//! then saves `cursor()`; the
 //! pass ends when `next_query()` is `None`, when a page read fails (`page_failed`) or when a
 //! cursor save fails (a store error ends the adapter's pass); between passes the director
 //! keeps its cursor in memory, and a restart loses the pass and reloads the last cursor
@@ -75,6 +78,9 @@
 //!   same op id are inside one `TransportFailed`;
 //! - the adapter's other work in a pass (expiring migrations, looking up a cell's URL: a
 //!   missing URL is a transport failure) and several directors (each has its own cursor row).
+//!
+//! Every step runs under `crate::caught`: a core invariant that fires (the pass's own, on in
+//! the checker's build) is that step's counterexample.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -86,13 +92,13 @@ use stateright::{Model, Property};
 use switchyard_core::handoff::admission::Counters;
 use switchyard_core::handoff::attempt::{HandoffReply, HandoffResult};
 use switchyard_core::handoff::director::{
-    CandidateRow, CandidateView, DirectorPolicy, DispatchBudget, DispatchClass, DispatchOutcome,
-    PageCursor, PageQuery, ScanLimits, SelectionPass, TargetView,
+    CandidateRow, CandidateView, Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass,
+    DispatchOutcome, PageCursor, PageQuery, ScanLimits, SelectionPass, TargetView,
 };
 use switchyard_core::handoff::ids::{
-    CellId, Epoch, Generation, HostId, Incarnation, OpId, SourceAuthority,
+    CellId, Epoch, Generation, HostId, Incarnation, SourceAuthority,
 };
-use switchyard_core::handoff::policy::{Measurement, PolicyConfig};
+use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
 use switchyard_core::MonoMs;
 
@@ -349,9 +355,9 @@ pub struct Pass {
     pub sel: SelectionPass,
     /// The real failure budget (a new one per pass, as the adapter does).
     pub budget: DispatchBudget,
-    /// Requests of the last page still to answer, in order (slot, op id): the first is in
-    /// flight.
-    pub outbox: Vec<(u8, OpId)>,
+    /// The last page's decisions still to dispatch, in order (slot, decision): once
+    /// `send_next` has run, the first is a request in flight.
+    pub outbox: Vec<(u8, Decision)>,
     /// The last page was taken and its cursor is not saved yet.
     pub unsaved: bool,
     /// The cursor the pass began at, and whether a request was answered `Busy`: kept only
@@ -455,6 +461,9 @@ pub struct SweepState {
     pub left: SweepBudgets,
     pub rec: SweepRecord,
     pub last: SweepFacts,
+    /// A core invariant (or another panic) fired in the step that led here: its message
+    /// (`crate::caught`). Nothing is explored from such a state.
+    pub core_panic: Option<String>,
 }
 
 impl SweepState {
@@ -779,13 +788,15 @@ impl SweepModel {
                 save_failed: false,
             },
             last: SweepFacts::default(),
+            core_panic: None,
         }
     }
 
     /// Every `always` property holds at `state` (exploration stops where one does not: the
     /// state is a counterexample already).
     fn judged_right(&self, state: &SweepState) -> bool {
-        resumed_at_own_start(state)
+        state.core_panic.is_none()
+            && resumed_at_own_start(state)
             && sweep_covered(state)
             && no_host_twice(state)
             && sweeps_counted(state)
@@ -800,6 +811,18 @@ impl SweepModel {
             .iter()
             .flatten()
             .all(|n| u32::from(*n) <= self.bound)
+    }
+
+    /// [`Self::step`] under [`crate::caught::caught`]: a core invariant that fires in the step
+    /// leads to the state before it with the message recorded, which the property
+    /// [`crate::caught::CORE_INVARIANTS`] reports.
+    pub fn caught_step(&self, state: &SweepState, action: SweepAction) -> SweepState {
+        crate::caught::caught(|| self.step(state, action)).unwrap_or_else(|message| {
+            let mut next = state.clone();
+            next.last = SweepFacts::default();
+            next.core_panic = Some(message);
+            next
+        })
     }
 
     /// One step: the director's or the environment's.
@@ -930,22 +953,19 @@ impl SweepModel {
         }
         pass.outbox = decisions
             .iter()
-            .filter_map(|d| {
-                let request = d.verdict.as_ref().ok()?;
-                let slot = self.slot(d.host.0)?;
-                Some((u8::try_from(slot).ok()?, request.op_id))
-            })
+            .filter_map(|d| Some((u8::try_from(self.slot(d.host.0)?).ok()?, *d)))
             .collect();
         pass.unsaved = true;
         self.send_next(s, &mut pass);
         s.pass = Some(pass);
     }
 
-    /// The glue sends the next request of the page unless the failure budget is exhausted
-    /// (then the decision is dropped, as the adapter does).
+    /// The glue dispatches the page's decisions in order as the core's
+    /// `DispatchBudget::dispatch` says: an ineligible host or one held (the failure budget is
+    /// spent) is dropped, as the adapter does; the first request to send stays in flight.
     fn send_next(&self, s: &mut SweepState, pass: &mut Pass) {
-        while let Some(&(slot, _)) = pass.outbox.first() {
-            if pass.budget.exhausted() {
+        while let Some(&(slot, decision)) = pass.outbox.first() {
+            if !matches!(pass.budget.dispatch(&decision), Dispatch::Send(_)) {
                 pass.outbox.remove(0);
                 continue;
             }
@@ -970,7 +990,12 @@ impl SweepModel {
             s.pass = Some(pass);
             return;
         }
-        let (_, op_id) = pass.outbox.remove(0);
+        let (_, decision) = pass.outbox.remove(0);
+        let Ok(HandoffRequest { op_id, .. }) = decision.verdict else {
+            // `send_next` leaves only a request to send first.
+            s.pass = Some(pass);
+            return;
+        };
         let outcome = match answer {
             Answer::Busy => DispatchOutcome::Answered(HandoffReply::Busy {
                 op_id,
@@ -1161,7 +1186,7 @@ impl Model for SweepModel {
     }
 
     fn next_state(&self, state: &SweepState, action: SweepAction) -> Option<SweepState> {
-        Some(self.step(state, action))
+        Some(self.caught_step(state, action))
     }
 
     fn within_boundary(&self, _state: &SweepState) -> bool {
@@ -1241,6 +1266,9 @@ pub fn sweep_properties() -> Vec<Property<SweepModel>> {
             "HO-S2 busy hosts never starve idle ones",
             |m: &SweepModel, s: &SweepState| m.no_starvation(s),
         ),
+        Property::always(crate::caught::CORE_INVARIANTS, |_, s: &SweepState| {
+            s.core_panic.is_none()
+        }),
         Property::sometimes(
             "SCALE-3 witness: a failed page, then the resumed sweep completes",
             |_, s: &SweepState| s.last.completed_after_failure,

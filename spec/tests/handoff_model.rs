@@ -502,3 +502,159 @@ fn ho_7_model_a_failed_persist_releases_the_accept() {
         GateKind::Gated
     );
 }
+
+/// HO-A4 / HO-S4: the registrations scenario at a smaller bound (no client, one fault; its
+/// review bound, one client and two faults, is the checker's job: 105,659 states): every
+/// property holds, its witnesses are reached (a second registration refused under the
+/// barrier, a fresh machine over a retired one, a commit on the escrow token path); pinned.
+#[test]
+fn ho_a4_model_registrations_scenario_holds_every_property() {
+    let small = HandoffParams {
+        clients: 0,
+        max_faults: 1,
+        ..Scenario::Registrations.params()
+    };
+    let checker = HandoffModel::in_scenario(Scenario::Registrations, small)
+        .checker()
+        .threads(2)
+        .spawn_bfs()
+        .join();
+    checker.assert_properties();
+    assert_eq!(checker.unique_state_count(), REGISTRATIONS_STATES);
+}
+
+const REGISTRATIONS_STATES: usize = 7_634;
+
+fn run_in(model: &HandoffModel, actions: &[HoAction]) -> Vec<HoState> {
+    let mut states = vec![model.init_state()];
+    for action in actions {
+        let before = states.last().expect("a state");
+        let mut enabled = Vec::new();
+        model.actions(before, &mut enabled);
+        assert!(enabled.contains(action), "{action} is not enabled");
+        states.push(model.caught_step(before, *action));
+    }
+    for state in &states {
+        assert_eq!(state.last.anomalies, Anomalies::default(), "no anomaly");
+        assert_eq!(state.core_panic, None);
+    }
+    states
+}
+
+/// HO-A4 / HO-S3: two activations of the desktop's control race. The second begins before
+/// any machine (no ticket); the first registers and is installed; the director's request puts
+/// up the barrier; then the second registers: the store renews the generation, and the cell
+/// refuses the install (`ControlGated`) and keeps the attempt's machine and barrier. The
+/// attempt then fails its re-check and the source retires stale; the desktop's reconnect
+/// gets a fresh machine over the retired one.
+#[test]
+fn ho_a4_model_a_second_registration_under_the_barrier_is_refused_then_installs_over_the_retired_source(
+) {
+    let model =
+        HandoffModel::in_scenario(Scenario::Registrations, Scenario::Registrations.params());
+    let states = run_in(
+        &model,
+        &[
+            HoAction::SecondControlActivates,
+            HoAction::DesktopReconnects,
+            HoAction::DirectorSends { lost: false },
+            HoAction::SecondControlRegisters,
+            HoAction::DbRuns {
+                job: 0,
+                delivery: Delivery::Delivered,
+            },
+            HoAction::DesktopReconnects,
+        ],
+    );
+    assert!(states[1].control2.is_some_and(|c| c.held.is_none()));
+    let gated = &states[4];
+    assert!(gated.last.events.registration_gated);
+    assert_eq!(
+        gated.project().source.expect("source").gate,
+        GateKind::Gated
+    );
+    assert!(states[5].last.events.stale_retired);
+    assert!(states[6].last.events.over_retired);
+    assert_eq!(
+        states[6].project().source.expect("source").gate,
+        GateKind::Open
+    );
+}
+
+/// HO-S4: the escrow shadow. A fresh store's shards hold no tokens, so the first commit takes
+/// the exact path and deals every limit's room left (after the commit: one reservation of
+/// four, the target full); with the shards dealt at the start, the commit spends a token.
+#[test]
+fn ho_s4_model_the_escrow_shards_deal_the_room_left_and_the_token_path_spends_it() {
+    let commit = [
+        HoAction::DirectorSends { lost: false },
+        HoAction::DbRuns {
+            job: 0,
+            delivery: Delivery::Delivered,
+        },
+    ];
+    let fresh = run_in(&HandoffModel::new(HandoffParams::default()), &commit);
+    let shadow = &fresh[2].escrow;
+    assert!(!fresh[2].last.events.escrow_token_commit);
+    let in_flight: u64 = shadow.shards.iter().map(|s| s.in_flight_tokens).sum();
+    assert_eq!(in_flight, 3, "four in flight at most, one reserved");
+    assert_eq!(
+        shadow.target.iter().map(|t| t.1).sum::<u64>(),
+        0,
+        "target full"
+    );
+    assert_eq!(
+        shadow.target[0].0, 1,
+        "the exact path gathers the target's hosts on shard 0"
+    );
+    assert!(shadow.agrees_with(&fresh[2].store));
+
+    let dealt = run_in(
+        &HandoffModel::new(HandoffParams {
+            escrow_dealt: true,
+            ..HandoffParams::default()
+        }),
+        &commit,
+    );
+    assert!(dealt[2].last.events.escrow_token_commit);
+    assert!(dealt[2].escrow.agrees_with(&dealt[2].store));
+}
+
+/// A core invariant that fires inside a model step is the step's counterexample, not a crash:
+/// an impossible input (a shard row whose count is negative, which no store writes) makes the
+/// core's `exact_limits` invariant fire when the shadow next reads the totals; the step
+/// leads to the state before it with the message, and the property reports it.
+#[test]
+fn a_core_invariant_that_fires_in_a_model_step_is_reported_by_its_property() {
+    let model = HandoffModel::new(HandoffParams::default());
+    let mut state = model.init_state();
+    state.escrow.shards[1].commits = -5;
+    let sent = model.caught_step(&state, HoAction::DirectorSends { lost: false });
+    assert_eq!(
+        sent.core_panic, None,
+        "the store did not change: nothing read"
+    );
+    let failed = model.caught_step(
+        &sent,
+        HoAction::DbRuns {
+            job: 0,
+            delivery: Delivery::Delivered,
+        },
+    );
+    let message = failed.core_panic.clone().expect("the invariant fired");
+    assert!(
+        message.contains("a global count is never negative"),
+        "{message}"
+    );
+    assert_eq!(failed.store, sent.store, "the half-done step is dropped");
+    let property = model
+        .properties()
+        .into_iter()
+        .find(|p| p.name == switchyard_spec::caught::CORE_INVARIANTS)
+        .expect("the property");
+    assert!(!(property.condition)(&model, &failed));
+    assert!((property.condition)(&model, &sent));
+    let mut next = Vec::new();
+    model.actions(&failed, &mut next);
+    assert!(next.is_empty(), "nothing is explored past it");
+}

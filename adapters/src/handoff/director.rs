@@ -16,7 +16,7 @@ use hyper::Method;
 use serde::{Deserialize, Serialize};
 use switchyard_core::handoff::attempt::HandoffReply;
 use switchyard_core::handoff::director::{
-    Decision, DirectorPolicy, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
+    Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
     SelectionPass,
 };
 use switchyard_core::handoff::ids::{CellId, OpId};
@@ -327,18 +327,18 @@ impl Director {
         report: &mut PassReport,
     ) -> Result<(), StoreFailure> {
         report.examined += 1;
-        let req = match d.verdict {
-            Ok(req) => req,
-            Err(why) => {
+        let req = match budget.dispatch(&d) {
+            Dispatch::Send(req) => req,
+            Dispatch::Ineligible(why) => {
                 // Keyed by the stable name: reports outlive variant renames.
                 *report.ineligible.entry(why.name().to_owned()).or_default() += 1;
                 return Ok(());
             }
+            Dispatch::Held => {
+                report.budget_exhausted = true;
+                return Ok(());
+            }
         };
-        if budget.exhausted() {
-            report.budget_exhausted = true;
-            return Ok(());
-        }
         let cell = req.source.cell;
         let url = match urls.get(&cell) {
             Some(u) => u.clone(),

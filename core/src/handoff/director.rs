@@ -389,6 +389,18 @@ impl DispatchBudget {
         self.failures_left == 0
     }
 
+    /// HO-S2: what the director does with one examined host's decision: send its request, or
+    /// count why it is not moved. Once the failure budget is spent, an eligible host is held
+    /// for a later pass (not sent, not a failure: the sweep reaches it again).
+    #[must_use]
+    pub fn dispatch(&self, decision: &Decision) -> Dispatch {
+        match decision.verdict {
+            Err(why) => Dispatch::Ineligible(why),
+            Ok(_) if self.exhausted() => Dispatch::Held,
+            Ok(request) => Dispatch::Send(request),
+        }
+    }
+
     /// Record one dispatch outcome; only a transport failure spends budget.
     pub fn record(&mut self, outcome: &DispatchOutcome) -> DispatchClass {
         let class = match outcome {
@@ -407,5 +419,79 @@ impl DispatchBudget {
             self.failures_left = self.failures_left.saturating_sub(1);
         }
         class
+    }
+}
+
+/// HO-S2: the director's decision for one examined host ([`DispatchBudget::dispatch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dispatch {
+    /// Send this request, then [`DispatchBudget::record`] its outcome.
+    Send(HandoffRequest),
+    /// Not eligible: counted by reason, nothing sent.
+    Ineligible(Ineligible),
+    /// Eligible, but this pass's failure budget is spent: not sent this pass.
+    Held,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handoff::admission::Counters;
+    use crate::handoff::ids::{Epoch, Generation, Incarnation};
+
+    fn decision(verdict: Result<HandoffRequest, Ineligible>) -> Decision {
+        Decision {
+            host: HostId(7),
+            verdict,
+        }
+    }
+
+    /// HO-S2: the director sends an eligible host's request until the pass's failure budget
+    /// is spent, then holds it for a later pass; an ineligible host is never sent; a `Busy`
+    /// answer defers and spends nothing, so it never turns a send into a hold.
+    #[test]
+    fn ho_s2_dispatch_sends_until_failures_spend_the_budget_and_busy_never_holds() {
+        let source = SourceAuthority {
+            cell: CellId(1),
+            host: HostId(7),
+            epoch: Epoch(1),
+            incarnation: Incarnation(1),
+            generation: Generation(1),
+        };
+        let measurement = Measurement {
+            measured_at: MonoMs::ZERO,
+            current_rtt_ms: 120,
+            target_rtt_ms: 60,
+        };
+        let req = HandoffRequest::new(source, CellId(2), 100, measurement);
+        let eligible = decision(Ok(req));
+        let ineligible = decision(Err(Ineligible::NoMeasurement));
+        let mut budget = DispatchBudget::new(1);
+        assert_eq!(budget.dispatch(&eligible), Dispatch::Send(req));
+        assert_eq!(
+            budget.dispatch(&ineligible),
+            Dispatch::Ineligible(Ineligible::NoMeasurement)
+        );
+        let busy = DispatchOutcome::Answered(HandoffReply::Busy {
+            op_id: req.op_id,
+            counters: Counters {
+                client_conns: 1,
+                ..Counters::default()
+            },
+        });
+        for _ in 0..3 {
+            assert_eq!(budget.record(&busy), DispatchClass::Deferred);
+            assert_eq!(budget.dispatch(&eligible), Dispatch::Send(req));
+        }
+        assert_eq!(
+            budget.record(&DispatchOutcome::TransportFailed),
+            DispatchClass::Failed
+        );
+        assert_eq!(budget.dispatch(&eligible), Dispatch::Held);
+        assert_eq!(
+            budget.dispatch(&ineligible),
+            Dispatch::Ineligible(Ineligible::NoMeasurement),
+            "an ineligible host is counted by reason, budget or not"
+        );
     }
 }

@@ -25,7 +25,21 @@
 //! - every ended unit of work's release arrives once more, late (an old session's guard): the
 //!   core must answer `StaleGeneration` (older generation) or `DoubleRelease` and change no
 //!   counter; after a rebind, every ended ticket id of the old generation is released late the
-//!   same way;
+//!   same way; and at every step each *live* ticket is released late with another generation
+//!   (one older, one newer than its own), which must be `StaleGeneration` and change nothing;
+//! - two registrations of one host racing (the registrations [`Scenario`]): a second control
+//!   activation of the desktop begins (`control_refusal`, `begin_control`: without a ticket
+//!   where there is no machine yet) and registers (`register_control`, `install_control`)
+//!   after the first was installed, after a barrier went up (it must be refused
+//!   `ControlGated`, the attempt's machine and barrier kept), or after the source retired
+//!   stale (a fresh machine over the retired one: `InstallKind::OverRetired`);
+//! - the SQL store's escrowed limit shards beside the reference store ([`EscrowShadow`]: two
+//!   shard rows and the target's load rows, written through the core's `escrow` functions as
+//!   the SQL store writes them: token path or exact path per commit, a rebalance per fence
+//!   record, a release on its reservation's shard, the target's tokens revoked when its row
+//!   changes), judged after every store write against the store's rows;
+//! - every step runs under `crate::caught`: a core invariant (`invariant!`, on in the
+//!   checker's build) that fires is that step's counterexample, with its message;
 //! - a second host (`HOST2`) on the source cell, with the epoch, incarnation and generation the
 //!   first had before its first registration: the director's pick for it (from a copy of the
 //!   store with its row, [`HandoffModel::pick_second_host`]) is judged beside every request
@@ -103,13 +117,25 @@
 //!   already), so a leak ends the run instead of exhausting memory.
 //!
 //! What the model leaves out, and why:
-//! - `InstallKind::OverRetired` (a registration over a retired machine of the same process) is
-//!   not reachable: with one target the host never comes back to the source after a commit,
-//!   and a stale retire at the current process needs an authority change the cell did not
-//!   install, which only another process (a restart: its old process retires stale) or the
-//!   drain fence (drained, not stale) makes. `core/tests/handoff_cell.rs::
+//! - in the review and work-kinds scenarios, `InstallKind::OverRetired` (a registration over a
+//!   retired machine of the same process): a stale retire at the current process needs an
+//!   authority change the cell did not install, which only a second registration racing the
+//!   first makes (the registrations scenario reaches it; with one target the host never comes
+//!   back after a commit); `core/tests/handoff_cell.rs::
 //!   ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced`
-//!   covers it;
+//!   covers it as well;
+//! - the registrations scenario has no restart, drain or undrain (the review scenario covers
+//!   them; a second activation is only the current process's), and more than two
+//!   activations at once (a third races as the second does);
+//! - the escrow shadow: the enrolment's host tokens (`enrol_path`, `enrol_exact`: the model
+//!   creates its hosts at the start; the enrolment model, `spec/src/enrol.rs`), a settings
+//!   change (never made here), and concurrent writers (one transaction at a time: the locked
+//!   shard is the hint's, or the first other one with every token, as a writer holding the
+//!   hint's would leave it). With one host that moves once, a commit either deals the tokens
+//!   (a fresh store, the review scenario) or spends them (`escrow_dealt`: the registrations
+//!   scenario); the limits themselves never bind here, so the property judges the escrow
+//!   invariant (tokens within the room left, counts the store's) at every write, which is
+//!   what makes the two paths decide alike at any size;
 //! - the desktop's credential change (a `ControlOp` ticket taken with `acquire`, revalidated
 //!   and released): the same gate calls as the pending connection, counted as the modelled
 //!   activation's kind (`core/tests/handoff_requirements.rs` counts every kind); splices and
@@ -148,7 +174,8 @@
 //!   `handoff_requirements.rs::ho_3_*`;
 //! - HO-C1 (capability negotiation): every participant here is capable;
 //!   `handoff_requirements.rs::ho_c1_participant_without_the_capability_is_skipped`;
-//! - HO-S2's page rotation and dispatch budget (one host here):
+//! - HO-S2's page rotation and dispatch budget (one host here; the sweep model runs the real
+//!   `SelectionPass` and `DispatchBudget` over four hosts and three pages):
 //!   `handoff_requirements.rs::{ho_s2_rotating_cursor_moves_past_busy_hosts,
 //!   ho_s2_busy_is_a_deferral_not_a_dispatch_failure}`,
 //!   `handoff_props.rs::ho_s2_props_rotating_pages_never_starve_idle_hosts`,
@@ -165,6 +192,10 @@ mod step;
 pub use projection::*;
 pub use properties::*;
 pub use state::*;
+
+mod escrow;
+mod races;
+pub use escrow::*;
 
 use crate::halt::Halt;
 use crate::share::SharedPart;
@@ -266,6 +297,21 @@ pub struct HandoffParams {
     pub splices: u8,
     /// HO-7: pending connections (`PendingConn` tickets), per run.
     pub pending_conns: u8,
+    /// HO-A4: a second control activation of the desktop, racing the first, per run (the
+    /// registrations scenario). With any, a run starts before the desktop's first
+    /// registration (no machine yet), so both activations can begin without a ticket.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub registrations: u8,
+    /// HO-S4: the SQL store's limit shards (the model's [`EscrowShadow`]) start with every
+    /// limit's tokens dealt from the store's totals, as earlier traffic leaves them, so a
+    /// commit takes the token path; otherwise they start empty (a fresh store), and the
+    /// commit takes the exact path and deals them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub escrow_dealt: bool,
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 impl Default for HandoffParams {
@@ -291,6 +337,8 @@ impl Default for HandoffParams {
             second_process: true,
             splices: 0,
             pending_conns: 0,
+            registrations: 0,
+            escrow_dealt: false,
         }
     }
 }
@@ -309,15 +357,29 @@ pub enum Scenario {
     /// restart, reconnect or undrain. It asks only for HO-7's witnesses (the review scenario
     /// reaches the others); every `always` property is judged.
     WorkKinds,
+    /// HO-A4: two registrations of one host racing. The run starts before the desktop's
+    /// first registration; a second control activation begins (without a ticket: no machine
+    /// yet) and registers after the first one installed, after a barrier went up, or after the
+    /// source retired stale; the desktop reconnects twice; one client, at most two faults (a
+    /// DB outage, the control closing), no restart, drain or undrain; the limit shards start
+    /// with their tokens dealt (`escrow_dealt`). It asks only for its own witnesses (the second
+    /// registration refused under the barrier, a fresh machine over a retired one, a commit on
+    /// the escrow token path); every `always` property is judged.
+    Registrations,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 2] = [Scenario::Review, Scenario::WorkKinds];
+    pub const ALL: [Scenario; 3] = [
+        Scenario::Review,
+        Scenario::WorkKinds,
+        Scenario::Registrations,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Scenario::Review => "review",
             Scenario::WorkKinds => "work-kinds",
+            Scenario::Registrations => "registrations",
         }
     }
 
@@ -336,6 +398,22 @@ impl Scenario {
                 undrains: 0,
                 splices: 1,
                 pending_conns: 1,
+                ..HandoffParams::default()
+            },
+            Scenario::Registrations => HandoffParams {
+                clients: 1,
+                max_faults: 2,
+                replacements: 0,
+                restarts: 0,
+                drains: 0,
+                undrains: 0,
+                reconnects: 2,
+                registrations: 1,
+                escrow_dealt: true,
+                director_crash: false,
+                target_fills: false,
+                disable: false,
+                second_process: false,
                 ..HandoffParams::default()
             },
         }
@@ -493,6 +571,14 @@ pub enum HoAction {
     /// `handle_fence_result(Failed)`; the machine schedules its retry (a deadline of
     /// `TimeAdvances`).
     FenceFails,
+    /// HO-A4: a second control activation of the desktop while another may be in flight (two
+    /// sockets of one desktop racing): `control_refusal`, then `begin_control` (its ticket, or
+    /// none where there is no live machine), held across the registration's await.
+    SecondControlActivates,
+    /// After that activation's await: the store's `register_control`, then `install_control`
+    /// with its ticket, whatever happened in between (a first registration installed, a
+    /// barrier stands).
+    SecondControlRegisters,
 }
 
 #[derive(Debug, Clone)]
@@ -608,9 +694,17 @@ impl HandoffModel {
         debug_assert_eq!(first, auth.incarnation);
         // The first process holds SRC as incarnation 1 and the desktop's control is installed.
         let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
-        let installed = cell.install_control(now, auth, true, None);
-        debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
+        // With concurrent registrations to race, the run starts before the desktop's first.
+        if self.params.registrations == 0 {
+            let installed = cell.install_control(now, auth, true, None);
+            debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
+        }
         let p = &self.params;
+        let escrow = if p.escrow_dealt {
+            EscrowShadow::dealt(&store)
+        } else {
+            EscrowShadow::default()
+        };
         HoState {
             now,
             store: SharedPart::new(store),
@@ -644,6 +738,7 @@ impl HandoffModel {
                 undrains: p.undrains,
                 splices: p.splices,
                 pending_conns: p.pending_conns,
+                registrations: p.registrations,
             },
             // The first process has just taken the cell.
             last: StepFacts {
@@ -653,6 +748,9 @@ impl HandoffModel {
                 },
                 ..StepFacts::default()
             },
+            core_panic: None,
+            control2: None,
+            escrow,
         }
     }
 
@@ -732,6 +830,7 @@ impl Model for HandoffModel {
         if self.halt.is_raised()
             || self.over_cap(state).is_some()
             || state.last.anomalies != Anomalies::default()
+            || state.core_panic.is_some()
         {
             return;
         }
@@ -881,6 +980,11 @@ impl Model for HandoffModel {
         if b.time_advances > 0 && state.next_deadline().is_some() {
             actions.push(HoAction::TimeAdvances);
         }
+        match state.control2 {
+            None if b.registrations > 0 => actions.push(HoAction::SecondControlActivates),
+            Some(_) if state.db_up => actions.push(HoAction::SecondControlRegisters),
+            _ => {}
+        }
         // The refusal reads only the cell's row (holder, lease end) and the clock, so it is
         // offered right after each step that changed them: every distinct case, once.
         if p.second_process && state.last.events.lease_taken_or_renewed {
@@ -889,7 +993,7 @@ impl Model for HandoffModel {
     }
 
     fn next_state(&self, state: &HoState, action: HoAction) -> Option<HoState> {
-        Some(self.step(state, action))
+        Some(self.caught_step(state, action))
     }
 
     fn within_boundary(&self, state: &HoState) -> bool {
@@ -908,5 +1012,22 @@ impl Model for HandoffModel {
 
     fn properties(&self) -> Vec<Property<Self>> {
         handoff_properties(&self.params, self.scenario)
+    }
+}
+
+impl HandoffModel {
+    /// [`Self::step`] under [`crate::caught::caught`]: a core invariant that fires in the step
+    /// leads to the state before it with the message recorded (`core_panic`), which the
+    /// property [`crate::caught::CORE_INVARIANTS`] reports.
+    pub fn caught_step(&self, state: &HoState, action: HoAction) -> HoState {
+        match crate::caught::caught(|| self.step(state, action)) {
+            Ok(next) => next,
+            Err(message) => {
+                let mut next = state.clone();
+                next.last = StepFacts::default();
+                next.core_panic = Some(format!("{action}: {message}"));
+                next
+            }
+        }
     }
 }

@@ -251,6 +251,13 @@ impl fmt::Display for HoAction {
                 client_name(*client)
             ),
             HoAction::FenceFails => write!(f, "the drain fence's write fails (DB down)"),
+            HoAction::SecondControlActivates => {
+                write!(f, "a second control of the desktop activates")
+            }
+            HoAction::SecondControlRegisters => write!(
+                f,
+                "the second control registers in the store and is installed"
+            ),
         }
     }
 }

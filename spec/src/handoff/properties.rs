@@ -157,6 +157,14 @@ pub struct Anomalies {
     /// `activity_not_persisted` with its accept released (still live in the gate), or a step
     /// out of its order.
     pub attach_misjudged: bool,
+    /// HO-7: a release naming a live ticket with another generation was not reported
+    /// `StaleGeneration`, or changed a counter or the live tickets.
+    pub live_release_counted: bool,
+    /// HO-A4: a control registered while a barrier stood was installed (or its refusal was
+    /// not `ControlGated`, or the attempt's machine or barrier changed).
+    pub installed_under_barrier: bool,
+    /// HO-S4: the escrowed limit shards disagree with the store (see `escrow.rs`).
+    pub escrow_disagrees: bool,
 }
 }
 
@@ -202,6 +210,12 @@ pub struct Events {
     pub fence_retried_landed: bool,
     /// HO-7: a failed persist closed its client `activity_not_persisted`.
     pub persist_failed: bool,
+    /// HO-A4: a second registration was refused under the barrier, the attempt kept.
+    pub registration_gated: bool,
+    /// HO-A4: a registration installed a fresh machine over a retired one.
+    pub over_retired: bool,
+    /// HO-S4: a commit took the escrow token path.
+    pub escrow_token_commit: bool,
 }
 }
 
@@ -215,15 +229,59 @@ pub fn handoff_properties(
     scenario: Option<Scenario>,
 ) -> Vec<Property<HandoffModel>> {
     let mut properties = all_properties();
+    let sometimes =
+        |p: &Property<HandoffModel>| p.expectation == stateright::Expectation::Sometimes;
     properties.retain(|p| {
         (params.pending_conns > 0 || p.name != PENDING_WITNESS)
             && (params.splices > 0 || p.name != SPLICE_WITNESS)
             && (params.max_faults >= 2 || p.name != FENCE_RETRY_WITNESS)
             && (scenario != Some(Scenario::WorkKinds)
-                || p.expectation != stateright::Expectation::Sometimes
+                || !sometimes(p)
                 || p.name.starts_with("HO-7 witness"))
     });
+    properties.extend(widened_properties());
+    // The registrations scenario asks only for its own witnesses (the others' scenarios reach
+    // the rest), and only it asks for them.
+    let registrations = scenario == Some(Scenario::Registrations);
     properties
+        .retain(|p| !sometimes(p) || registrations == REGISTRATIONS_WITNESSES.contains(&p.name));
+    properties
+}
+
+const REGISTRATIONS_WITNESSES: [&str; 3] = [
+    "HO-A4 witness: a second registration is refused under the barrier, the attempt kept",
+    "HO-A4 witness: a registration installs a fresh machine over a retired one",
+    "HO-S4 witness: a commit on the escrow token path",
+];
+
+/// The properties of issue #25's widening (`races.rs`, `escrow.rs`, `crate::caught`).
+fn widened_properties() -> Vec<Property<HandoffModel>> {
+    vec![
+        Property::always(
+            "HO-7 a release naming a live ticket with another generation is reported stale and changes no counter",
+            |_, s: &HoState| !s.last.anomalies.live_release_counted,
+        ),
+        Property::always(
+            "HO-A4 a control registered while a barrier stands is refused (ControlGated); the attempt's machine and barrier stay",
+            |_, s: &HoState| !s.last.anomalies.installed_under_barrier,
+        ),
+        Property::always(
+            "HO-S4 the escrowed limit shards decide as the store does: tokens within the room left, counts the store's, a token-path commit only where the store commits",
+            |_, s: &HoState| !s.last.anomalies.escrow_disagrees,
+        ),
+        Property::always(crate::caught::CORE_INVARIANTS, |_, s: &HoState| {
+            s.core_panic.is_none()
+        }),
+        Property::sometimes(REGISTRATIONS_WITNESSES[0], |_, s: &HoState| {
+            s.last.events.registration_gated
+        }),
+        Property::sometimes(REGISTRATIONS_WITNESSES[1], |_, s: &HoState| {
+            s.last.events.over_retired
+        }),
+        Property::sometimes(REGISTRATIONS_WITNESSES[2], |_, s: &HoState| {
+            s.last.events.escrow_token_commit
+        }),
+    ]
 }
 
 const PENDING_WITNESS: &str = "HO-7 witness: a pending connection alone makes the source busy";
@@ -1151,6 +1209,7 @@ impl HandoffModel {
         match installed {
             Ok(i) => {
                 e.rebound = op.kind == ControlKind::Replacement && i.how == InstallKind::Rebound;
+                e.over_retired = i.how == InstallKind::OverRetired;
                 // HO-L1: nothing but an undrain (which forgets the host) gives a drained host a
                 // machine again.
                 a.drained_got_machine = drained_before;

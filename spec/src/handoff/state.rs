@@ -139,6 +139,8 @@ pub struct Budget {
     pub splices: u8,
     /// Pending connections (`PendingConn` tickets) left in this run.
     pub pending_conns: u8,
+    /// Second control activations left in this run (the registrations scenario).
+    pub registrations: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -172,6 +174,15 @@ pub struct HoState {
     pub undrained: bool,
     pub budget: Budget,
     pub last: StepFacts,
+    /// A core invariant (or another panic) fired in the step that led here: its message
+    /// (`crate::caught`). Nothing is explored from such a state; `None` in a correct run.
+    pub core_panic: Option<String>,
+    /// HO-A4: a second control activation of the desktop racing the first (the registrations
+    /// scenario): between its `begin_control` and its registration.
+    pub control2: Option<ControlOp>,
+    /// HO-S4: the SQL store's escrowed limit shards, kept beside the reference store as the
+    /// SQL store would write them ([`EscrowShadow`]).
+    pub escrow: EscrowShadow,
 }
 
 impl HoState {
@@ -194,7 +205,8 @@ impl HoState {
             held.splices += u32::from(c.splice.is_some());
         }
         held.pending_conns = u32::from(self.pending.is_some());
-        held.control_ops = u32::from(self.control.is_some_and(|c| c.held.is_some()));
+        held.control_ops = u32::from(self.control.is_some_and(|c| c.held.is_some()))
+            + u32::from(self.control2.is_some_and(|c| c.held.is_some()));
         held
     }
 

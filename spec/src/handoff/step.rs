@@ -25,7 +25,7 @@ pub(super) struct Outputs {
 impl HandoffModel {
     /// Execute process `inst`'s queued `CellAction`s: DB jobs (naming the machine that asked),
     /// the fence to write, the sessions to close.
-    fn execute(state: &mut HoState, inst: u8, after_quarantine: bool) -> Outputs {
+    pub(super) fn execute(state: &mut HoState, inst: u8, after_quarantine: bool) -> Outputs {
         let mut out = Outputs::default();
         let mut actions = Vec::new();
         if let Some(cell) = state.cell_of_mut(inst) {
@@ -240,7 +240,13 @@ impl HandoffModel {
             }
             HoAction::TimeAdvances => Self::time_advances(&mut state, journal),
             HoAction::SecondProcessStarts => {}
+            HoAction::SecondControlActivates => Self::second_control_activates(&mut state),
+            HoAction::SecondControlRegisters => {
+                Self::second_control_registers(&mut state, journal);
+            }
         }
+        Self::judge_live_stale_releases(&mut state);
+        Self::follow_escrow(before, &mut state, action);
         Self::judge_transition(before, &mut state, action);
         Self::judge_late_inputs(&mut state);
         // Symmetry reduction: clients are interchangeable (nothing in the core knows which
@@ -569,6 +575,7 @@ impl HandoffModel {
         }
         state.pending = None;
         state.control = None;
+        state.control2 = None;
         state.undrained = false;
         let mut fresh = SourceCell::new(Self::source_config(), SRC, inc);
         if state.disabled {
@@ -623,7 +630,9 @@ impl HandoffModel {
                 let (now, request) = (state.now, job.request);
                 let outcome = match job.kind {
                     JobKind::Transaction => {
+                        let token_path = state.escrow.token_path(&state.store, now);
                         let answer = state.store.make_mut().run_transaction(now, &request);
+                        Self::judge_escrow_decision(state, token_path, &answer);
                         journal.record(StoreCall::RunTransaction {
                             now,
                             request,
