@@ -90,3 +90,36 @@ async fn ops_1_a_director_started_with_the_store_down_retries_then_runs_its_pass
     let code = tokio::task::block_in_place(|| director.exit_within(support_bin::WAIT));
     assert_eq!(code, Some(0), "{}", director.log());
 }
+
+/// OPS-1: `--store-attempts` bounds the retries: after that many failures the director gives up
+/// saying so, exit 1 (a store it cannot reach).
+#[test]
+fn ops_1_a_director_gives_up_after_its_store_attempts_with_exit_1() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = format!(
+        "sqlite://{}",
+        dir.path().join("no-such-dir").join("d.db").display()
+    );
+    let mut director = Process::start(&[
+        "director",
+        "--db",
+        db.as_str(),
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--store-attempts",
+        "2",
+    ]);
+    assert_eq!(
+        director.exit_within(support_bin::WAIT),
+        Some(1),
+        "{}",
+        director.log()
+    );
+    let log = director.log();
+    assert_eq!(
+        log.matches("store_unreachable_attempt=").count(),
+        1,
+        "one retry between two attempts:\n{log}"
+    );
+    assert!(log.contains("gave up after 2 attempts"), "{log}");
+}

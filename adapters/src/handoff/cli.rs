@@ -47,8 +47,15 @@ const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
 #[derive(Subcommand, Debug)]
 pub enum HandoffCommand {
     /// Run a relay cell (client and desktop WebSockets, internal handoff endpoint).
+    ///
+    /// Exit status: 0 stopped by SIGTERM / SIGINT; 1 failed (a store it cannot reach, its
+    /// cell id held by a live process); 2 a value refused before starting; 3 it lost its
+    /// identity lease to another process with the same --cell-id and stopped gracefully.
     Cell(Box<CellArgs>),
     /// Run the idle-handoff director (read-only selection, signed requests).
+    ///
+    /// A store it cannot reach at start is retried (250 ms, doubling to
+    /// --store-retry-max-ms), not ready meanwhile; --store-attempts bounds the attempts.
     Director(DirectorArgs),
     /// Run a small desktop host (control socket; applies relayed mutations).
     Desktop(DesktopArgs),
