@@ -249,7 +249,7 @@ pub const FENCE_RETRY_MIN_MS: u64 = 500;
 /// (65,536 drained in one outage) that is at most ≈ 2,200 fence writes/s once the DB is back,
 /// each one short transaction on one row.
 pub const FENCE_RETRY_MAX_MS: u64 = 30_000;
-/// HO-A5: failures in a row (≈ 1 minute of retries at the defaults) before each is an alert.
+/// HO-A5: failures in a row (≈ 15 s after the first, at the defaults) before each is an alert.
 pub const FENCE_ALERT_AFTER: u32 = 6;
 
 impl Default for FenceRetry {
