@@ -120,8 +120,10 @@ struct CheckArgs {
     variants: Vec<VariantArg>,
     /// Handoff: which scenario (default: all). Each has its own bounds (below: the review
     /// scenario's defaults; the work-kinds scenario has one client, at most two faults, no
-    /// restart, reconnect or undrain, one splice and one pending connection); a bound given here
-    /// replaces it in every scenario run.
+    /// restart, reconnect or undrain, one splice and one pending connection; the registrations
+    /// scenario a second control activation racing the first, two reconnects, one client, at
+    /// most two faults, no restart, drain or undrain); a bound given here replaces it in every
+    /// scenario run.
     #[arg(long, value_enum, default_value = "all")]
     scenario: ScenarioArg,
     /// Handoff: relay clients (phone, iPad, …) [review: 2].
