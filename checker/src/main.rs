@@ -207,6 +207,25 @@ impl From<VariantArg> for Variant {
     }
 }
 
+/// A core invariant that fires in a model step is caught and reported by the property
+/// `core invariants hold …` with its counterexample; every state the search reaches through
+/// the same bug fires it again. Print the first panic as the default hook would, then count
+/// the rest silently.
+fn quiet_repeated_panics() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static SEEN: AtomicBool = AtomicBool::new(false);
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !SEEN.swap(true, Ordering::SeqCst) {
+            default(info);
+            eprintln!(
+                "switchyard-check: a model step panicked (above); later panics are not printed, \
+                 the property \"core invariants hold\" reports them with a counterexample"
+            );
+        }
+    }));
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -219,6 +238,7 @@ fn main() -> ExitCode {
         }
     };
     let Command::Check(args) = cli.command;
+    quiet_repeated_panics();
     match check(&args) {
         Ok(runs) => {
             let (code, line) = exit_line(&runs);

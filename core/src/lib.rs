@@ -12,17 +12,22 @@
 #[macro_export]
 macro_rules! invariant {
     ($($arg:tt)*) => {
-        if cfg!(any(debug_assertions, feature = "invariants")) {
+        if $crate::INVARIANTS_ON {
             assert!($($arg)*);
         }
     };
 }
 
+/// Whether [`invariant!`] checks: read from core's own build (a `cfg!` inside the macro would
+/// read the features of the crate that expands it).
+#[doc(hidden)]
+pub const INVARIANTS_ON: bool = cfg!(any(debug_assertions, feature = "invariants"));
+
 /// [`invariant!`] for an equality (`assert_eq!` under the same switch).
 #[macro_export]
 macro_rules! invariant_eq {
     ($($arg:tt)*) => {
-        if cfg!(any(debug_assertions, feature = "invariants")) {
+        if $crate::INVARIANTS_ON {
             assert_eq!($($arg)*);
         }
     };

@@ -5,8 +5,8 @@
 //! state. Nothing here re-implements a decision: the core decides, the model explores every
 //! interleaving of the environment around it, and the properties judge.
 
-pub mod enrol;
 pub mod caught;
+pub mod enrol;
 pub mod failover;
 pub mod failover_oracle;
 pub mod halt;

@@ -14,7 +14,7 @@ fn ho_model_small_bound_holds_every_property() {
         .spawn_bfs()
         .join();
     checker.assert_properties();
-    assert_eq!(checker.unique_state_count(), 95_795);
+    assert_eq!(checker.unique_state_count(), 96_932);
 }
 
 fn run(model: &HandoffModel, actions: &[HoAction]) -> Vec<HoState> {
