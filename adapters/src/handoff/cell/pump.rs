@@ -16,6 +16,7 @@ use switchyard_core::handoff::cell::{
     CellAction, CloseReason, Fed, Installed, MachineId, SessionId, SourceCell,
 };
 use switchyard_core::handoff::ids::{HostId, OpId};
+use switchyard_core::handoff::store::reconcile_result;
 use switchyard_core::MonoMs;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
@@ -347,9 +348,9 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: A
                     return;
                 }
                 let result = match sh.store.reconcile(sh.clock.now(), &request).await {
-                    Ok(Some(outcome)) => DurableResult::Done(outcome),
-                    // The fence could not be written: stay quarantined.
-                    Ok(None) => DurableResult::StoreUnavailable,
+                    // HO-A2: the core reads the answer (a fence that could not be written
+                    // keeps the source quarantined).
+                    Ok(answer) => reconcile_result(answer),
                     Err(failure) => {
                         warn!(host = host.0, op = %request.op_id, %failure, "reconciliation");
                         sh.stats.bump(|s| s.store_failures += 1);
