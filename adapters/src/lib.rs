@@ -2,6 +2,7 @@
 //! close sockets, run transactions, log events — and decide nothing themselves.
 
 pub mod failover;
+pub mod files;
 pub mod handoff;
 pub mod lifecycle;
 pub mod probes;

@@ -385,6 +385,9 @@ impl Server {
             .timer(TokioTimer::new())
             .header_read_timeout(self.limits.header_read_timeout)
             .max_buf_size(self.limits.max_body_bytes.max(16 * 1024));
+        // The peer address, for handlers that bound per peer (the cell's resolve path, SEC-3):
+        // axum's `ConnectInfo`, as an extension of every request on this connection.
+        let app = app.layer(axum::Extension(axum::extract::ConnectInfo(peer)));
         let conn = builder
             .serve_connection(TokioIo::new(io), TowerToHyperService::new(app))
             .with_upgrades();

@@ -23,7 +23,8 @@ use switchyard_adapters::handoff::client_auth::{mint_client_token, verify_client
 use switchyard_adapters::handoff::proto::*;
 use switchyard_adapters::serve::LimitArgs;
 use switchyard_core::failover as fo_config;
-use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::ids::{CellId, Incarnation};
+use switchyard_core::handoff::internal_auth::Identity;
 use switchyard_core::handoff::policy::HandoffRequest;
 
 /// Cases per target: small in CI, large on request.
@@ -197,7 +198,7 @@ fn sec_4_fuzz_internal_request_bodies_and_answers() {
     });
 }
 
-/// SEC-2: a signed internal request as lines (method, path, then the five headers, then the
+/// SEC-2: a signed internal request as lines (method, path, then the six headers, then the
 /// body); mutated, parsed back and verified. Only the request as signed verifies.
 #[test]
 fn sec_4_fuzz_internal_request_signature() {
@@ -207,7 +208,13 @@ fn sec_4_fuzz_internal_request_signature() {
     let now_ms = 1_700_000_000_000;
     let body = br#"{"host":7,"reason":"emergency"}"#;
     let headers = switchyard_adapters::handoff::auth::sign_request(
-        &master, "POST", DRAIN_PATH, cell, now_ms, body,
+        &master,
+        "POST",
+        DRAIN_PATH,
+        cell,
+        Incarnation(3),
+        now_ms,
+        body,
     )
     .expect("signed");
     let mut lines = vec!["POST".to_owned(), DRAIN_PATH.to_owned()];
@@ -218,10 +225,11 @@ fn sec_4_fuzz_internal_request_signature() {
     let original = seed.clone();
     run("internal request signature", input(vec![seed]), |bytes| {
         let text = String::from_utf8_lossy(&bytes);
-        let mut parts = text.splitn(8, '\n');
+        let mut parts = text.splitn(9, '\n');
         let method = parts.next().unwrap_or("");
         let path = parts.next().unwrap_or("");
-        let (c, t, n, k, sig) = (
+        let (c, inc, t, n, k, sig) = (
+            parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
@@ -233,13 +241,18 @@ fn sec_4_fuzz_internal_request_signature() {
             method,
             path,
             cell: c,
+            incarnation: inc,
             timestamp: t,
             nonce: n,
             key: k,
             signature: sig,
             body: received_body.as_bytes(),
         };
-        if ring.verify(&received, cell, now_ms, 30_000).is_ok() {
+        let own = Identity {
+            cell,
+            incarnation: Incarnation(3),
+        };
+        if ring.verify(&received, own, now_ms, 30_000).is_ok() {
             prop_assert_eq!(bytes, original.clone(), "a changed request verified");
         }
         Ok(())

@@ -65,6 +65,38 @@ async fn sec_1_an_anonymous_or_wrong_client_is_closed_4401_and_its_mutation_neve
     desk.stop().await;
 }
 
+/// SEC-1 / HO-7: the credential is checked before the accept ticket is taken. Seen while the
+/// refused client's 4401 close is still pending (a test seam stops it there), not by timing:
+/// the host holds no ticket and the cell no live accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sec_1_no_accept_ticket_is_held_while_a_refused_clients_4401_close_is_pending() {
+    let mut rig = Rig::new(Backend::Sqlite, "sec_1_pending").await;
+    rig.start(SRC).await;
+    let desk = rig.desktop_at(HOST, SRC).await;
+    let url = rig.cell(SRC).url.clone();
+    let pause = rig.cell(SRC).hooks().client_refused.arm();
+    let dial = tokio::spawn(async move { RawClient::dial_with(&url, HOST, None).await.1 });
+    pause
+        .reached
+        .await
+        .expect("the refused client stops before its close");
+    let view = rig.view(SRC, HOST).expect("host");
+    assert!(
+        view.counters.is_zero(),
+        "no ticket while refusing: {view:?}"
+    );
+    let stats = rig.cell(SRC).stats();
+    assert_eq!(stats.now.accepts_live, 0, "{stats:?}");
+    assert_eq!(stats.now.client_conns_live, 0, "{stats:?}");
+    let _ = pause.resume.send(());
+    assert_eq!(
+        dial.await.expect("dial"),
+        Arrival::Closed(Some(close_code::NOT_AUTHENTICATED))
+    );
+    assert_eq!(rig.cell(SRC).stats().clients_unauthenticated, 1);
+    desk.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sec_1_anonymous_sockets_cannot_keep_a_host_busy_and_it_still_moves() {
     let mut rig = Rig::new(Backend::Sqlite, "sec_1_busy").await;

@@ -186,8 +186,16 @@ both_stores!(
 /// A drain of host 99 (served by no cell: harmless) signed with `master`'s key for cell 1.
 async fn drain_99_signed_by(rig: &Rig, master: &Secret) -> HttpResponse {
     let body = drain_body(99);
-    let headers =
-        sign_request(master, "POST", DRAIN_PATH, SRC, rig.clock.now().0, &body).expect("signed");
+    let headers = sign_request(
+        master,
+        "POST",
+        DRAIN_PATH,
+        SRC,
+        rig.incarnation_of(SRC),
+        rig.clock.now().0,
+        &body,
+    )
+    .expect("signed");
     rig.post_raw(SRC, DRAIN_PATH, &headers, body).await
 }
 

@@ -251,3 +251,127 @@ fn scale_4_cell_store_limit_flags_out_of_range_are_refused_by_name() {
         assert!(stderr.contains(flag), "{flag} {value}: {stderr}");
     }
 }
+
+/// Issue #27 point 3 (SEC-4): values that used to start a process which then busy-looped,
+/// minted from nothing, refused every signed request, exited 0 or failed later are refused at
+/// start: exit 2, naming the flag (and the value where it is not a secret).
+#[test]
+fn sec_4_values_that_started_a_broken_process_are_refused_at_start_exit_2() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = format!("sqlite://{}", dir.path().join("s.db").display());
+    let secret = "0123456789abcdef0123";
+    let refused = |args: &[&str], names: &[&str]| {
+        let (code, stderr) = run(args).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        for name in names {
+            assert!(stderr.contains(name), "{args:?} names {name:?}: {stderr}");
+        }
+    };
+    // The director ran passes back to back against the shared store.
+    refused(
+        &[
+            "director",
+            "--db",
+            &db,
+            "--secret",
+            secret,
+            "--interval-ms",
+            "0",
+        ],
+        &["--interval-ms", "0"],
+    );
+    // A credential minted from an empty (or mistyped) desktop token.
+    for token in ["", "deadbeef"] {
+        refused(
+            &["client-token", "--host", "1", "--desktop-token", token],
+            &["--desktop-token"],
+        );
+    }
+    // A desktop with a resolver that is not a URL exited 0.
+    refused(
+        &[
+            "desktop",
+            "--resolver",
+            "notaurl",
+            "--host",
+            "1",
+            "--desktop-secret",
+            secret,
+        ],
+        &["--resolver", "notaurl"],
+    );
+    // A transaction bound past any use failed every transaction later ("pool timed out").
+    refused(
+        &[
+            "cell",
+            "--db",
+            &db,
+            "--cell-id",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--secret",
+            secret,
+            "--desktop-secret",
+            secret,
+            "--db-txn-timeout-ms",
+            "9999999999",
+        ],
+        &["--db-txn-timeout-ms", "9999999999", "600000"],
+    );
+    // A cell given another cell's keys file started, then refused every signed request
+    // `unknown_key`.
+    let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["handoff", "cell-key", "--cell", "9", "--secret", secret])
+        .output()
+        .expect("cell-key");
+    assert!(out.status.success(), "{out:?}");
+    let keys = dir.path().join("cell9.keys");
+    std::fs::write(&keys, &out.stdout).expect("keys");
+    let keys = keys.display().to_string();
+    refused(
+        &[
+            "cell",
+            "--db",
+            &db,
+            "--cell-id",
+            "10",
+            "--listen",
+            "127.0.0.1:0",
+            "--keys-file",
+            &keys,
+            "--desktop-secret",
+            secret,
+        ],
+        &["--keys-file", "no key of cell 10", "cell 9"],
+    );
+}
+
+/// Issue #27 point 2 (SEC-4): `keygen --public-of` reads a small regular file only: a device
+/// that never ends (`/dev/zero`, read up to 2 GB before) and a FIFO nobody writes (waited on
+/// forever before) are refused at once, exit 2, naming the flag and the path.
+#[test]
+fn sec_4_keygen_public_of_a_device_or_a_fifo_is_refused_without_reading_or_waiting() {
+    let dir = tempfile::tempdir().expect("dir");
+    let fifo = dir.path().join("key.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let fifo = fifo.display().to_string();
+    for path in ["/dev/zero", fifo.as_str()] {
+        let (code, stderr) =
+            run(&["keygen", "--public-of", path]).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(code, 2, "{path}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--public-of {path}"))
+                && stderr.contains("not a regular file"),
+            "{path}: {stderr}"
+        );
+    }
+    // A real secret key still works.
+    let key = dir.path().join("dir.key");
+    let key = key.display().to_string();
+    let (code, stderr) = run(&["keygen", "--secret-key", &key]).expect("keygen");
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stderr) = run(&["keygen", "--public-of", &key]).expect("public-of");
+    assert_eq!(code, 0, "{stderr}");
+}

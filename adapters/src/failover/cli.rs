@@ -416,12 +416,17 @@ async fn drill(args: DrillArgs) -> ExitCode {
     }
 }
 
+/// SEC-4: the largest secret-key file `keygen --public-of` reads (the key is 44 characters).
+const MAX_SECRET_KEY_FILE_BYTES: u64 = 4 * 1024;
+
 fn keygen(args: KeygenArgs) -> Result<(), String> {
     let public = match (args.public_of, args.secret_key) {
         (Some(path), _) => {
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("--public-of {}: {e}", path.display()))?;
+            // SEC-4: bounded and never waited on (`/dev/zero`, a FIFO): a secret key is a
+            // line of base64.
             let what = format!("--public-of {}", path.display());
+            let bytes = crate::files::read_small_regular(&path, &what, MAX_SECRET_KEY_FILE_BYTES)?;
+            let text = String::from_utf8(bytes).map_err(|_| format!("{what}: not UTF-8 text"))?;
             let key = directory::parse_secret_key(&what, &text).map_err(|e| e.to_string())?;
             directory::public_key_of(&key)
         }

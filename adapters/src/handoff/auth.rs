@@ -3,20 +3,23 @@
 //!
 //! # Internal requests (SEC-2)
 //!
-//! Every internal request carries five headers: [`CELL_HEADER`] (the target cell id, decimal),
+//! Every internal request carries six headers: [`CELL_HEADER`] (the target cell id, decimal),
+//! [`INCARNATION_HEADER`] (the target cell process's lease incarnation, decimal: SEC-2a),
 //! [`TIMESTAMP_HEADER`] (Unix ms, decimal), [`NONCE_HEADER`] (32 lowercase hex digits: 128
 //! random bits), [`KEY_HEADER`] (the key id: 16 lowercase hex digits) and [`SIGNATURE_HEADER`]
 //! = lowercase hex HMAC-SHA256(cell key, canonical string), where the canonical string is
 //!
 //! ```text
-//! switchyard-internal:v1 "\n" METHOD "\n" PATH "\n" CELL "\n" TIMESTAMP "\n" NONCE "\n" BODY
+//! switchyard-internal:v2 "\n" METHOD "\n" PATH "\n" CELL "\n" INCARNATION "\n" TIMESTAMP "\n" NONCE "\n" BODY
 //! ```
 //!
-//! (METHOD upper case, PATH the request's path and query as sent, CELL and TIMESTAMP in
-//! decimal without leading zeros, BODY the raw bytes). No field but the last can hold a newline,
-//! so the string is unambiguous. The cell verifies with the method and path it actually
-//! received, its own cell id, its own clock (within a window) and its keys; then it remembers the
-//! nonce for as long as the timestamp stays inside the window (see [`ReplayCache`]).
+//! (METHOD upper case, PATH the request's path and query as sent, CELL, INCARNATION and
+//! TIMESTAMP in decimal without leading zeros, BODY the raw bytes). No field but the last can
+//! hold a newline, so the string is unambiguous. The cell verifies with the method and path it
+//! actually received, its own cell id and incarnation, its own clock (within a window) and its
+//! keys; then it remembers the nonce for as long as the timestamp stays inside the window. The
+//! claim and nonce decisions are the core's (`switchyard_core::handoff::internal_auth`); the
+//! MAC is computed here.
 //!
 //! The key of cell N is HMAC-SHA256(master secret, "switchyard-cell-key:v1:" N) ([`Secret::
 //! cell_key`]): the director and operators hold the master; a cell may hold only its own key,
@@ -28,24 +31,31 @@
 //!
 //! hex HMAC-SHA256(desktop secret, "desktop-token:v1:" + host id), as a bearer token.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, RwLock};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
-use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::ids::{CellId, Incarnation};
+pub use switchyard_core::handoff::internal_auth::ReplayCache;
+use switchyard_core::handoff::internal_auth::{
+    check_claim, Claim, ClaimRefusal, Identity, NonceRefusal,
+};
 
 type HmacSha256 = Hmac<Sha256>;
 
 pub const CELL_HEADER: &str = "x-switchyard-cell";
+/// SEC-2a: the incarnation of the cell process the request is for.
+pub const INCARNATION_HEADER: &str = "x-switchyard-incarnation";
 pub const TIMESTAMP_HEADER: &str = "x-switchyard-timestamp";
 pub const NONCE_HEADER: &str = "x-switchyard-nonce";
 pub const KEY_HEADER: &str = "x-switchyard-key";
 pub const SIGNATURE_HEADER: &str = "x-switchyard-signature";
 
-/// Versions the canonical string: a future form can never verify as this one.
-const CANONICAL_TAG: &[u8] = b"switchyard-internal:v1";
+/// Versions the canonical string: a future form can never verify as this one (v2 added the
+/// incarnation, SEC-2a; a v1 signature never verifies as v2).
+const CANONICAL_TAG: &[u8] = b"switchyard-internal:v2";
 /// Domain separation of cell keys from every other use of the master secret.
 const CELL_KEY_LABEL: &[u8] = b"switchyard-cell-key:v1:";
 const KEY_ID_LABEL: &[u8] = b"switchyard-key-id:v1";
@@ -75,6 +85,14 @@ pub enum KeyError {
     TooManyKeys { what: String },
     #[error("{what}: key id {id} is given twice")]
     DuplicateKey { what: String, id: String },
+    /// SEC-2a / SEC-4: every key in the file is marked (by `switchyard handoff cell-key`'s
+    /// comment line) as another cell's: this cell would refuse every signed request.
+    #[error("{what} holds no key of cell {cell} (its keys are marked for cell {others}): run `switchyard handoff cell-key --cell {cell}` for this cell's file")]
+    NotThisCell {
+        what: String,
+        cell: u32,
+        others: String,
+    },
 }
 
 /// A shared secret: a master secret of internal requests, or the desktop secret (never logged).
@@ -174,6 +192,8 @@ pub struct SignedParts<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub cell: CellId,
+    /// SEC-2a: the target cell process's incarnation.
+    pub incarnation: Incarnation,
     pub timestamp_ms: u64,
     pub nonce: &'a str,
     pub body: &'a [u8],
@@ -186,6 +206,7 @@ impl SignedParts<'_> {
             self.method.as_bytes(),
             self.path.as_bytes(),
             self.cell.0.to_string().as_bytes(),
+            self.incarnation.0.to_string().as_bytes(),
             self.timestamp_ms.to_string().as_bytes(),
             self.nonce.as_bytes(),
         ] {
@@ -234,11 +255,12 @@ impl CellKey {
         hex(&m.finalize().into_bytes())
     }
 
-    /// The five headers of a signed internal request.
+    /// The six headers of a signed internal request.
     #[must_use]
     pub fn signed_headers(&self, parts: &SignedParts<'_>) -> Vec<(&'static str, String)> {
         vec![
             (CELL_HEADER, parts.cell.0.to_string()),
+            (INCARNATION_HEADER, parts.incarnation.0.to_string()),
             (TIMESTAMP_HEADER, parts.timestamp_ms.to_string()),
             (NONCE_HEADER, parts.nonce.to_owned()),
             (KEY_HEADER, self.id.clone()),
@@ -260,13 +282,15 @@ pub fn fresh_nonce() -> Result<String, String> {
     Ok(hex(&bytes))
 }
 
-/// Sign an internal request to `cell` with the master secret's key for it: a fresh nonce, the
-/// given timestamp. What the director and the operator commands send.
+/// Sign an internal request to `cell`'s process `incarnation` with the master secret's key for
+/// the cell: a fresh nonce, the given timestamp. What the director (incarnation from the store)
+/// and the operator commands (incarnation from the cell's `/v1/capabilities`) send.
 pub fn sign_request(
     master: &Secret,
     method: &str,
     path: &str,
     cell: CellId,
+    incarnation: Incarnation,
     timestamp_ms: u64,
     body: &[u8],
 ) -> Result<Vec<(&'static str, String)>, String> {
@@ -275,6 +299,7 @@ pub fn sign_request(
         method,
         path,
         cell,
+        incarnation,
         timestamp_ms,
         nonce: &nonce,
         body,
@@ -293,6 +318,9 @@ pub enum Refusal {
     /// Signed for another cell.
     #[error("signed for another cell")]
     WrongCell,
+    /// SEC-2a: signed for another process of this cell (replayed across a restart).
+    #[error("signed for another incarnation of this cell")]
+    WrongIncarnation,
     /// The timestamp is outside the window around the cell's clock.
     #[error("timestamp outside the accepted window")]
     Stale,
@@ -317,6 +345,7 @@ impl Refusal {
             Refusal::Missing(_) => "missing_credentials",
             Refusal::Malformed(_) => "malformed_credentials",
             Refusal::WrongCell => "wrong_cell",
+            Refusal::WrongIncarnation => "wrong_incarnation",
             Refusal::Stale => "stale_timestamp",
             Refusal::UnknownKey => "unknown_key",
             Refusal::BadSignature => "bad_signature",
@@ -333,6 +362,7 @@ pub struct Received<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub cell: Option<&'a str>,
+    pub incarnation: Option<&'a str>,
     pub timestamp: Option<&'a str>,
     pub nonce: Option<&'a str>,
     pub key: Option<&'a str>,
@@ -341,7 +371,7 @@ pub struct Received<'a> {
 }
 
 impl<'a> Received<'a> {
-    /// A request as received, the five SEC-2 headers read through `header` (absent or not
+    /// A request as received, the six SEC-2 headers read through `header` (absent or not
     /// text: `None`).
     pub fn from_headers(
         method: &'a str,
@@ -353,6 +383,7 @@ impl<'a> Received<'a> {
             method,
             path,
             cell: header(CELL_HEADER),
+            incarnation: header(INCARNATION_HEADER),
             timestamp: header(TIMESTAMP_HEADER),
             nonce: header(NONCE_HEADER),
             key: header(KEY_HEADER),
@@ -369,6 +400,25 @@ pub struct Verified {
     /// Past this instant the timestamp is stale, so the nonce can be forgotten.
     pub expires_ms: u64,
     pub cell: CellId,
+}
+
+impl From<ClaimRefusal> for Refusal {
+    fn from(r: ClaimRefusal) -> Refusal {
+        match r {
+            ClaimRefusal::WrongCell => Refusal::WrongCell,
+            ClaimRefusal::WrongIncarnation => Refusal::WrongIncarnation,
+            ClaimRefusal::Stale => Refusal::Stale,
+        }
+    }
+}
+
+impl From<NonceRefusal> for Refusal {
+    fn from(r: NonceRefusal) -> Refusal {
+        match r {
+            NonceRefusal::Replayed => Refusal::Replayed,
+            NonceRefusal::Full => Refusal::ReplayCacheFull,
+        }
+    }
 }
 
 /// SEC-2: the keys one cell verifies with: a current one and, during a roll, a previous one.
@@ -399,18 +449,47 @@ impl KeyRing {
     /// A keys file: one cell key per line (as `switchyard handoff cell-key` prints it), blank
     /// lines and `#` comments ignored; one or two keys.
     pub fn parse(text: &str, what: &str) -> Result<KeyRing, KeyError> {
+        KeyRing::parse_file(text, what, None)
+    }
+
+    /// A keys file as cell `cell` loads it. `switchyard handoff cell-key` marks each key with a
+    /// comment line `# switchyard cell key: cell N, key id ID`; a key marked for another cell
+    /// is not this cell's (a file shared by two cells gives each only its own key), and a file
+    /// whose keys are all marked for other cells is refused ([`KeyError::NotThisCell`]) rather
+    /// than a cell started that would refuse every request `unknown_key`. An unmarked key is
+    /// taken as given (nothing says whose it is).
+    pub fn parse_for(text: &str, what: &str, cell: CellId) -> Result<KeyRing, KeyError> {
+        KeyRing::parse_file(text, what, Some(cell))
+    }
+
+    fn parse_file(text: &str, what: &str, cell: Option<CellId>) -> Result<KeyRing, KeyError> {
+        let marks: Vec<(u32, &str)> = text.lines().filter_map(key_mark).collect();
         let mut keys: Vec<CellKey> = Vec::new();
+        let mut all_ids: Vec<String> = Vec::new();
+        let mut others: BTreeSet<u32> = BTreeSet::new();
         for (n, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             let key = CellKey::from_hex(line, &format!("{what} line {}", n + 1))?;
-            if keys.iter().any(|k| k.id == key.id) {
+            if all_ids.contains(&key.id) {
                 return Err(KeyError::DuplicateKey {
                     what: what.into(),
                     id: key.id,
                 });
+            }
+            all_ids.push(key.id.clone());
+            let marked: Vec<u32> = marks
+                .iter()
+                .filter(|(_, id)| *id == key.id)
+                .map(|(c, _)| *c)
+                .collect();
+            if let Some(own) = cell {
+                if !marked.is_empty() && !marked.contains(&own.0) {
+                    others.extend(marked);
+                    continue;
+                }
             }
             if keys.len() == MAX_CELL_KEYS {
                 return Err(KeyError::TooManyKeys { what: what.into() });
@@ -418,6 +497,14 @@ impl KeyRing {
             keys.push(key);
         }
         if keys.is_empty() {
+            if let (Some(own), false) = (cell, others.is_empty()) {
+                let others: Vec<String> = others.iter().map(u32::to_string).collect();
+                return Err(KeyError::NotThisCell {
+                    what: what.into(),
+                    cell: own.0,
+                    others: others.join(", "),
+                });
+            }
             return Err(KeyError::NoKey { what: what.into() });
         }
         Ok(KeyRing { keys })
@@ -429,21 +516,29 @@ impl KeyRing {
         self.keys.iter().map(|k| k.id.clone()).collect()
     }
 
-    /// Verify a request addressed to `own` at `now_ms`. Cheap checks first; the MAC last. Pure:
-    /// the caller records the nonce ([`ReplayCache::admit`]) only once this returns `Ok`.
+    /// Verify a request addressed to the cell process `own` at `now_ms`. Cheap checks first;
+    /// the MAC last. Pure: the caller records the nonce ([`ReplayCache::admit`]) only once this
+    /// returns `Ok`. Whether the claim (cell, incarnation, timestamp) is this process's and
+    /// timely is the core's [`check_claim`].
     pub fn verify(
         &self,
         req: &Received<'_>,
-        own: CellId,
+        own: Identity,
         now_ms: u64,
         window_ms: u64,
     ) -> Result<Verified, Refusal> {
         let cell = req.cell.ok_or(Refusal::Missing(CELL_HEADER))?;
+        let incarnation = req
+            .incarnation
+            .ok_or(Refusal::Missing(INCARNATION_HEADER))?;
         let timestamp = req.timestamp.ok_or(Refusal::Missing(TIMESTAMP_HEADER))?;
         let nonce = req.nonce.ok_or(Refusal::Missing(NONCE_HEADER))?;
         let key = req.key.ok_or(Refusal::Missing(KEY_HEADER))?;
         let signature = req.signature.ok_or(Refusal::Missing(SIGNATURE_HEADER))?;
         let cell = CellId(parse_decimal(cell, 10).ok_or(Refusal::Malformed(CELL_HEADER))?);
+        let incarnation = Incarnation(
+            parse_decimal(incarnation, 20).ok_or(Refusal::Malformed(INCARNATION_HEADER))?,
+        );
         let timestamp_ms: u64 =
             parse_decimal(timestamp, 20).ok_or(Refusal::Malformed(TIMESTAMP_HEADER))?;
         if nonce.len() != NONCE_HEX_LEN || !is_lower_hex(nonce) {
@@ -458,12 +553,12 @@ impl KeyRing {
             return Err(Refusal::Malformed(SIGNATURE_HEADER));
         }
         let signature = unhex(signature).ok_or(Refusal::Malformed(SIGNATURE_HEADER))?;
-        if cell != own {
-            return Err(Refusal::WrongCell);
-        }
-        if timestamp_ms.abs_diff(now_ms) > window_ms {
-            return Err(Refusal::Stale);
-        }
+        let claim = Claim {
+            cell,
+            incarnation,
+            timestamp_ms,
+        };
+        let expires_ms = check_claim(claim, own, now_ms, window_ms)?;
         let key = self
             .keys
             .iter()
@@ -473,6 +568,7 @@ impl KeyRing {
             method: req.method,
             path: req.path,
             cell,
+            incarnation,
             timestamp_ms,
             nonce,
             body: req.body,
@@ -482,68 +578,9 @@ impl KeyRing {
         }
         Ok(Verified {
             nonce: nonce_value,
-            expires_ms: timestamp_ms.saturating_add(window_ms),
+            expires_ms,
             cell,
         })
-    }
-}
-
-/// SEC-2: the nonces of verified requests whose timestamps are still inside the window.
-///
-/// Bounded: entries are dropped once their timestamp is stale (no request carrying them can be
-/// accepted any more), and at most `cap` live entries are kept. When `cap` live nonces are held
-/// a new request is refused (`replay_cache_full`) rather than an entry forgotten early:
-/// forgetting would let that request be replayed. Only a holder of a valid key can fill it.
-#[derive(Debug)]
-pub struct ReplayCache {
-    cap: usize,
-    expiry: HashMap<u128, u64>,
-    by_expiry: BTreeSet<(u64, u128)>,
-}
-
-impl ReplayCache {
-    #[must_use]
-    pub fn new(cap: usize) -> ReplayCache {
-        ReplayCache {
-            cap,
-            expiry: HashMap::new(),
-            by_expiry: BTreeSet::new(),
-        }
-    }
-
-    /// Record a verified request's nonce at `now_ms`; a nonce still live is a replay.
-    pub fn admit(&mut self, v: &Verified, now_ms: u64) -> Result<(), Refusal> {
-        self.prune(now_ms);
-        if self.expiry.contains_key(&v.nonce) {
-            return Err(Refusal::Replayed);
-        }
-        if self.expiry.len() >= self.cap {
-            return Err(Refusal::ReplayCacheFull);
-        }
-        self.expiry.insert(v.nonce, v.expires_ms);
-        self.by_expiry.insert((v.expires_ms, v.nonce));
-        Ok(())
-    }
-
-    /// Forget nonces whose timestamps are stale at `now_ms` (accepted up to `expires_ms`).
-    fn prune(&mut self, now_ms: u64) {
-        while let Some(&(expires, nonce)) = self.by_expiry.first() {
-            if expires >= now_ms {
-                break;
-            }
-            self.by_expiry.pop_first();
-            self.expiry.remove(&nonce);
-        }
-    }
-
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.expiry.len()
-    }
-
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.expiry.is_empty()
     }
 }
 
@@ -587,7 +624,7 @@ impl InternalGuard {
     pub fn check(
         &self,
         req: &Received<'_>,
-        own: CellId,
+        own: Identity,
         now_ms: u64,
         window_ms: u64,
     ) -> Result<(), Refusal> {
@@ -599,7 +636,8 @@ impl InternalGuard {
         self.replay
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .admit(&verified, now_ms)
+            .admit(verified.nonce, verified.expires_ms, now_ms)
+            .map_err(Refusal::from)
     }
 
     /// Live nonces held (tests, diagnostics).
@@ -607,6 +645,16 @@ impl InternalGuard {
     pub fn replay_len(&self) -> usize {
         self.replay.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
+}
+
+/// `# switchyard cell key: cell N, key id ID` (what `switchyard handoff cell-key` prints above
+/// a key): `(N, ID)`.
+fn key_mark(line: &str) -> Option<(u32, &str)> {
+    let rest = line.trim().strip_prefix('#')?.trim();
+    let rest = rest.strip_prefix("switchyard cell key: cell ")?;
+    let (cell, rest) = rest.split_once(',')?;
+    let id = rest.trim().strip_prefix("key id ")?.trim();
+    Some((cell.trim().parse().ok()?, id))
 }
 
 /// Digits only, no sign, no leading zero (one canonical text per value), at most `max_len`.
@@ -651,6 +699,11 @@ mod tests {
     use super::*;
 
     const ME: CellId = CellId(1);
+    const INC: Incarnation = Incarnation(7);
+    const OWN: Identity = Identity {
+        cell: ME,
+        incarnation: INC,
+    };
     const NOW: u64 = 1_700_000_000_000;
     const WINDOW: u64 = 30_000;
     const NONCE: &str = "0123456789abcdef0123456789abcdef";
@@ -664,6 +717,7 @@ mod tests {
             method: "POST",
             path: "/internal/v1/drain",
             cell: ME,
+            incarnation: INC,
             timestamp_ms: NOW,
             nonce: NONCE,
             body: b"{\"host\":7}",
@@ -693,7 +747,7 @@ mod tests {
     fn check(p: &SignedParts<'_>, method: &str, path: &str, body: &[u8]) -> Result<(), Refusal> {
         let headers = master().cell_key(p.cell).signed_headers(p);
         ring()
-            .verify(&received(&headers, method, path, body), ME, NOW, WINDOW)
+            .verify(&received(&headers, method, path, body), OWN, NOW, WINDOW)
             .map(|_| ())
     }
 
@@ -729,7 +783,7 @@ mod tests {
                     *v = value.to_owned();
                 }
             }
-            ring().verify(&received(&h, p.method, p.path, p.body), ME, NOW, WINDOW)
+            ring().verify(&received(&h, p.method, p.path, p.body), OWN, NOW, WINDOW)
         };
         assert_eq!(
             edit(TIMESTAMP_HEADER, &(NOW + 1).to_string()),
@@ -741,23 +795,88 @@ mod tests {
         );
         // Another cell id: refused before the MAC, as another cell's request.
         assert_eq!(edit(CELL_HEADER, "2"), Err(Refusal::WrongCell));
+        // SEC-2a: this cell's own incarnation edited in: the MAC covers it.
+        let mut h = signed.clone();
+        for (k, v) in &mut h {
+            if *k == INCARNATION_HEADER {
+                *v = "8".to_owned();
+            }
+        }
+        let next = Identity {
+            incarnation: Incarnation(8),
+            ..OWN
+        };
+        let r = ring().verify(&received(&h, p.method, p.path, p.body), next, NOW, WINDOW);
+        assert_eq!(r, Err(Refusal::BadSignature));
         // Signed for cell 2 with cell 2's key and sent to cell 1: refused by id ...
         let for_2 = SignedParts {
             cell: CellId(2),
             ..p
         };
         let h2 = master().cell_key(CellId(2)).signed_headers(&for_2);
-        let r = ring().verify(&received(&h2, p.method, p.path, p.body), ME, NOW, WINDOW);
+        let r = ring().verify(&received(&h2, p.method, p.path, p.body), OWN, NOW, WINDOW);
         assert_eq!(r, Err(Refusal::WrongCell));
         // ... and cell 2's key cannot sign for cell 1 (its key id is not cell 1's).
         let forged = master().cell_key(CellId(2)).signed_headers(&p);
         let r = ring().verify(
             &received(&forged, p.method, p.path, p.body),
-            ME,
+            OWN,
             NOW,
             WINDOW,
         );
         assert_eq!(r, Err(Refusal::UnknownKey));
+    }
+
+    /// SEC-2a: a request signed for this cell's previous process (the incarnation before a
+    /// restart) is refused by the successor, before the MAC and before any nonce is recorded.
+    #[test]
+    fn sec_2a_a_request_signed_for_the_previous_process_is_wrong_incarnation() {
+        let p = parts();
+        let signed = master().cell_key(ME).signed_headers(&p);
+        let guard = InternalGuard::new(ring(), 8);
+        let req = received(&signed, p.method, p.path, p.body);
+        let successor = Identity {
+            incarnation: Incarnation(INC.0 + 1),
+            ..OWN
+        };
+        assert_eq!(
+            guard.check(&req, successor, NOW, WINDOW),
+            Err(Refusal::WrongIncarnation)
+        );
+        assert_eq!(Refusal::WrongIncarnation.name(), "wrong_incarnation");
+        assert_eq!(guard.replay_len(), 0);
+        // The process it was signed for takes it (once).
+        assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Ok(()));
+        assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Err(Refusal::Replayed));
+    }
+
+    /// SEC-2a / SEC-4: a keys file is loaded as a given cell's. Keys marked for another cell
+    /// by `cell-key`'s comment are not this cell's; a file of only other cells' keys is refused.
+    #[test]
+    fn sec_2a_a_keys_file_gives_each_cell_only_its_marked_key() {
+        let m = master();
+        let line = |c: u32| {
+            let k = m.cell_key(CellId(c));
+            format!(
+                "# switchyard cell key: cell {c}, key id {}\n{}\n",
+                k.id(),
+                k.to_hex()
+            )
+        };
+        let shared = format!("{}{}", line(9), line(10));
+        for c in [9, 10] {
+            let ring = KeyRing::parse_for(&shared, "f", CellId(c)).expect("own key");
+            assert_eq!(ring.ids(), vec![m.cell_key(CellId(c)).id().to_owned()]);
+        }
+        let err = KeyRing::parse_for(&line(9), "--keys-file f", CellId(10)).expect_err("refused");
+        assert!(
+            matches!(err, KeyError::NotThisCell { cell: 10, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("cell 9"), "{err}");
+        // An unmarked key is taken as given.
+        let bare = format!("{}\n", m.cell_key(CellId(9)).to_hex());
+        assert!(KeyRing::parse_for(&bare, "f", CellId(10)).is_ok());
     }
 
     #[test]
@@ -784,13 +903,14 @@ mod tests {
         let signed = master().cell_key(ME).signed_headers(&p);
         for name in [
             CELL_HEADER,
+            INCARNATION_HEADER,
             TIMESTAMP_HEADER,
             NONCE_HEADER,
             KEY_HEADER,
             SIGNATURE_HEADER,
         ] {
             let h: Vec<_> = signed.iter().filter(|(k, _)| *k != name).cloned().collect();
-            let r = ring().verify(&received(&h, p.method, p.path, p.body), ME, NOW, WINDOW);
+            let r = ring().verify(&received(&h, p.method, p.path, p.body), OWN, NOW, WINDOW);
             assert_eq!(r, Err(Refusal::Missing(name)));
             assert_eq!(Refusal::Missing(name).name(), "missing_credentials");
         }
@@ -798,6 +918,8 @@ mod tests {
             (CELL_HEADER, "01"),
             (CELL_HEADER, "-1"),
             (CELL_HEADER, "99999999999"),
+            (INCARNATION_HEADER, "07"),
+            (INCARNATION_HEADER, "99999999999999999999999"),
             (TIMESTAMP_HEADER, "+1"),
             (TIMESTAMP_HEADER, "1e9"),
             (NONCE_HEADER, "0123"),
@@ -811,7 +933,7 @@ mod tests {
                     *v = bad.to_owned();
                 }
             }
-            let r = ring().verify(&received(&h, p.method, p.path, p.body), ME, NOW, WINDOW);
+            let r = ring().verify(&received(&h, p.method, p.path, p.body), OWN, NOW, WINDOW);
             assert_eq!(r, Err(Refusal::Malformed(name)), "{name}: {bad}");
         }
     }
@@ -824,7 +946,7 @@ mod tests {
         let by_old = old.cell_key(ME).signed_headers(&p);
         let by_new = new.cell_key(ME).signed_headers(&p);
         let verify = |ring: &KeyRing, h: &[(&'static str, String)]| {
-            ring.verify(&received(h, p.method, p.path, p.body), ME, NOW, WINDOW)
+            ring.verify(&received(h, p.method, p.path, p.body), OWN, NOW, WINDOW)
                 .map(|_| ())
         };
         // Before the roll: only the old key.
@@ -899,52 +1021,6 @@ mod tests {
         );
     }
 
-    fn verified(nonce: u128, expires_ms: u64) -> Verified {
-        Verified {
-            nonce,
-            expires_ms,
-            cell: ME,
-        }
-    }
-
-    #[test]
-    fn sec_2_a_nonce_is_refused_while_its_timestamp_is_live_then_forgotten() {
-        let mut c = ReplayCache::new(8);
-        assert_eq!(c.admit(&verified(1, NOW + WINDOW), NOW), Ok(()));
-        assert_eq!(
-            c.admit(&verified(1, NOW + WINDOW), NOW + WINDOW),
-            Err(Refusal::Replayed)
-        );
-        // Once the timestamp is stale the entry goes (the window check refuses it by then).
-        assert_eq!(
-            c.admit(&verified(2, NOW + 3 * WINDOW), NOW + WINDOW + 1),
-            Ok(())
-        );
-        assert_eq!(c.len(), 1);
-    }
-
-    #[test]
-    fn sec_2_a_full_replay_cache_refuses_rather_than_forgets() {
-        let mut c = ReplayCache::new(2);
-        assert_eq!(c.admit(&verified(1, NOW + WINDOW), NOW), Ok(()));
-        assert_eq!(c.admit(&verified(2, NOW + WINDOW), NOW), Ok(()));
-        assert_eq!(
-            c.admit(&verified(3, NOW + WINDOW), NOW),
-            Err(Refusal::ReplayCacheFull)
-        );
-        // Both live nonces are still refused as replays.
-        assert_eq!(
-            c.admit(&verified(1, NOW + WINDOW), NOW),
-            Err(Refusal::Replayed)
-        );
-        assert_eq!(c.len(), 2);
-        // Room again once they expire.
-        assert_eq!(
-            c.admit(&verified(3, NOW + 3 * WINDOW), NOW + WINDOW + 1),
-            Ok(())
-        );
-    }
-
     /// Only verified requests reach the cache: a flood of bad signatures records nothing.
     #[test]
     fn sec_2_unverified_requests_never_fill_the_replay_cache() {
@@ -968,8 +1044,8 @@ mod tests {
         assert_eq!(guard.replay_len(), 0);
         let good = master().cell_key(ME).signed_headers(&p);
         let req = received(&good, p.method, p.path, p.body);
-        assert_eq!(guard.check(&req, ME, NOW, WINDOW), Ok(()));
-        assert_eq!(guard.check(&req, ME, NOW, WINDOW), Err(Refusal::Replayed));
+        assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Ok(()));
+        assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Err(Refusal::Replayed));
     }
 
     #[test]

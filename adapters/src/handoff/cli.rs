@@ -14,18 +14,21 @@ use clap::{Args, Subcommand, ValueEnum};
 use hyper::Method;
 use switchyard_core::handoff::attempt::DrainReason;
 use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
-use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::ids::{CellId, Incarnation};
 use switchyard_core::handoff::lifecycle::{StartFailure, StartRetry, DIRECTOR_START_RETRY};
 use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::{
     LimitSettings, StoreBounds, StoreConfig, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_CELLS,
     DEFAULT_MAX_HOSTS, MAX_BOUND,
 };
+use switchyard_core::limits::RateBounds;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::auth::{self, KeyRing, Secret};
-use super::cell::{holder_name, start_cell, CellConfig, CellHandle, LEASE_LOST_EXIT_CODE};
+use super::cell::{
+    holder_name, start_cell, CellConfig, CellHandle, DEFAULT_RESOLVE_RATE, LEASE_LOST_EXIT_CODE,
+};
 use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
 use super::client_auth::mint_client_token;
 use super::clock::Clock;
@@ -34,8 +37,8 @@ use super::director::{
 };
 use super::http;
 use super::proto::{
-    DrainAnswer, DrainRequest, DrainState, RefusedAnswer, UndrainAnswer, UndrainRequest,
-    DRAIN_PATH, UNDRAIN_PATH,
+    Capabilities, DrainAnswer, DrainRequest, DrainState, RefusedAnswer, UndrainAnswer,
+    UndrainRequest, CAPABILITIES_PATH, DRAIN_PATH, UNDRAIN_PATH,
 };
 use super::store::{SqlStore, StoreOptions};
 use crate::lifecycle;
@@ -161,7 +164,10 @@ pub struct DbArgs {
     #[arg(long, env = "SWITCHYARD_DB", default_value = DEFAULT_DB)]
     db: String,
     /// Client-side bound of one store transaction (also the server statement timeout).
-    #[arg(long, env = "SWITCHYARD_DB_TXN_TIMEOUT_MS", default_value_t = 3_000)]
+    /// SEC-4: 1 ms ..= 10 minutes (`MAX_DB_TXN_TIMEOUT_MS`): a larger value is refused at
+    /// start rather than failing every transaction later with "pool timed out".
+    #[arg(long, env = "SWITCHYARD_DB_TXN_TIMEOUT_MS", default_value_t = 3_000,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_DB_TXN_TIMEOUT_MS))]
     db_txn_timeout_ms: u64,
     /// SCALE-1: connections this process holds to the store (the transactions it runs at
     /// once). 100 cells at the default hold 800: PostgreSQL's `max_connections` must cover
@@ -291,6 +297,20 @@ pub struct CellArgs {
     #[arg(long, env = "SWITCHYARD_CLIENT_TOKEN_MAX_LIFETIME_MS", default_value_t = 604_800_000,
           value_parser = clap::value_parser!(u64).range(1_000..=31_536_000_000))]
     client_token_max_lifetime_ms: u64,
+    /// SEC-3: `/v1/resolve` requests one peer address may make per second once its burst is
+    /// spent (429 `too_many_requests_from_peer` over it).
+    #[arg(long, env = "SWITCHYARD_RESOLVE_RATE_PER_PEER", default_value_t = DEFAULT_RESOLVE_RATE.per_second,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    resolve_rate_per_peer: u32,
+    /// SEC-3: `/v1/resolve` requests one peer address may make at once (its bucket).
+    #[arg(long, env = "SWITCHYARD_RESOLVE_BURST_PER_PEER", default_value_t = DEFAULT_RESOLVE_RATE.burst,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    resolve_burst_per_peer: u32,
+    /// SEC-3: peer addresses whose resolve rate is tracked at once (≈ 150 bytes each); a new
+    /// address while all are busy is refused 429 `too_many_peers`.
+    #[arg(long, env = "SWITCHYARD_RESOLVE_MAX_PEERS", default_value_t = DEFAULT_RESOLVE_RATE.max_peers as u64,
+          value_parser = clap::value_parser!(u64).range(1..=16_777_216))]
+    resolve_max_peers: u64,
     /// HO-A4 / SCALE-1: a desktop of a host the store does not know is enrolled at this cell
     /// on its first registration (`true`), or refused `enrolment_disabled` with nothing
     /// written (`false`: hosts are provisioned ahead, so a stray or misconfigured desktop
@@ -321,8 +341,10 @@ pub struct DirectorArgs {
     /// target cell's key derived from it (SEC-2).
     #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
     secret: String,
-    /// Time between two passes.
-    #[arg(long, env = "SWITCHYARD_INTERVAL_MS", default_value_t = 10_000)]
+    /// Time between two passes. SEC-4: 100 ms ..= 1 day; 0 would run passes back to back
+    /// against the shared store.
+    #[arg(long, env = "SWITCHYARD_INTERVAL_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(MIN_INTERVAL_MS..=86_400_000))]
     interval_ms: u64,
     /// HO-3: cohort percentage (0..=100), carried in every request.
     #[arg(long, env = "SWITCHYARD_COHORT_PERCENT", default_value_t = 100)]
@@ -391,7 +413,8 @@ pub struct DesktopArgs {
         long = "resolver",
         env = "SWITCHYARD_RESOLVERS",
         value_delimiter = ',',
-        required = true
+        required = true,
+        value_parser = parse_resolver_url
     )]
     resolvers: Vec<String>,
     /// The desktop's host id.
@@ -421,7 +444,8 @@ pub struct MobileArgs {
         long = "resolver",
         env = "SWITCHYARD_RESOLVERS",
         value_delimiter = ',',
-        required = true
+        required = true,
+        value_parser = parse_resolver_url
     )]
     resolvers: Vec<String>,
     /// The host to reach.
@@ -482,7 +506,7 @@ pub struct ClientTokenArgs {
 impl ClientTokenArgs {
     fn mint(&self) -> Result<String, String> {
         let desktop_token = match (&self.desktop_token, &self.desktop_secret) {
-            (Some(t), _) => t.clone(),
+            (Some(t), _) => check_desktop_token(t)?,
             (None, Some(s)) => secret(s, "--desktop-secret")?.desktop_token(self.host),
             (None, None) => return Err("give --desktop-token or --desktop-secret".into()),
         };
@@ -559,28 +583,12 @@ const MAX_KEYS_FILE_BYTES: u64 = 64 * 1024;
 
 /// SEC-2 / SEC-4: a cell's keys file, validated: a regular file (a FIFO or device is refused,
 /// never waited on), at most `MAX_KEYS_FILE_BYTES`, one or two well-formed keys.
-fn read_keys_file(path: &Path) -> Result<KeyRing, String> {
-    use std::io::Read;
+fn read_keys_file(path: &Path, cell: CellId) -> Result<KeyRing, String> {
     let what = format!("--keys-file {}", path.display());
-    let mut options = std::fs::OpenOptions::new();
-    options.read(true);
-    // Non-blocking: opening a FIFO does not wait for a writer.
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| format!("{what}: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("{what}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{what}: not a regular file"));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_KEYS_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{what}: {e}"))?;
-    if u64::try_from(bytes.len()).map_or(true, |n| n > MAX_KEYS_FILE_BYTES) {
-        return Err(format!("{what}: larger than {MAX_KEYS_FILE_BYTES} bytes"));
-    }
+    let bytes = crate::files::read_small_regular(path, &what, MAX_KEYS_FILE_BYTES)?;
     let text = String::from_utf8(bytes).map_err(|_| format!("{what}: not UTF-8 text"))?;
-    KeyRing::parse(&text, &what).map_err(|e| e.to_string())
+    // SEC-2a / SEC-4: only this cell's keys; a file of another cell's keys is refused.
+    KeyRing::parse_for(&text, &what, cell).map_err(|e| e.to_string())
 }
 
 /// SEC-2: the keys a cell verifies internal requests with, from exactly one source: the master
@@ -605,7 +613,7 @@ fn cell_keys(a: &CellArgs) -> Result<KeyRing, String> {
                         .into(),
                 );
             }
-            read_keys_file(path)
+            read_keys_file(path, cell)
         }
         // Refused rather than picking one: a cell given its own keys should not also hold
         // the master secret (which signs for every cell).
@@ -707,11 +715,13 @@ async fn post_signed(
     body: Vec<u8>,
 ) -> Result<http::HttpResponse, String> {
     let secret = secret(&target.secret, "--secret / SWITCHYARD_HANDOFF_SECRET")?;
+    let incarnation = cell_incarnation(target).await?;
     let headers = auth::sign_request(
         &secret,
         Method::POST.as_str(),
         path,
         CellId(target.cell_id),
+        incarnation,
         Clock::default().now().0,
         &body,
     )?;
@@ -725,6 +735,43 @@ async fn post_signed(
     )
     .await
     .map_err(|e| e.to_string())
+}
+
+/// SEC-2a: the incarnation of the process serving `--cell-url` now, read from its public
+/// `GET /v1/capabilities` just before signing: the request is then valid for that process only,
+/// so a copy replayed after the cell restarts is refused `wrong_incarnation`. The cell id is
+/// still `--cell-id`'s, never the answer's: a URL that serves another cell is refused here and
+/// nothing is sent.
+async fn cell_incarnation(target: &OperatorArgs) -> Result<Incarnation, String> {
+    let resp = http::request(
+        Method::GET,
+        &target.cell_url,
+        CAPABILITIES_PATH,
+        &[],
+        Vec::new(),
+        Duration::from_millis(target.timeout_ms),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    if !resp.status.is_success() {
+        return Err(format!(
+            "reading the cell's incarnation ({CAPABILITIES_PATH}): {}",
+            unexpected(&resp)
+        ));
+    }
+    let caps: Capabilities = serde_json::from_slice(&resp.body).map_err(|_| {
+        format!(
+            "reading the cell's incarnation ({CAPABILITIES_PATH}): {}",
+            unexpected(&resp)
+        )
+    })?;
+    if caps.cell != target.cell_id {
+        return Err(format!(
+            "--cell-url {} serves cell {}, not --cell-id {}: nothing was sent",
+            target.cell_url, caps.cell, target.cell_id
+        ));
+    }
+    Ok(Incarnation(caps.incarnation))
 }
 
 /// `switchyard handoff cell-key`: a keys file for one cell, on stdout.
@@ -825,6 +872,16 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     cfg.fence_retry_max = Duration::from_millis(a.fence_retry_max_ms);
     cfg.limits = a.limits.limits(DEFAULT_LIMITS).map_err(refused)?;
     cfg.enroll_unknown_hosts = a.enrol_unknown_hosts;
+    cfg.resolve_rate = RateBounds {
+        per_second: a.resolve_rate_per_peer,
+        burst: a.resolve_burst_per_peer,
+        max_peers: usize::try_from(a.resolve_max_peers).map_err(|_| {
+            refused(format!(
+                "--resolve-max-peers {}: too large",
+                a.resolve_max_peers
+            ))
+        })?,
+    };
     info!(
         enrol_unknown_hosts = a.enrol_unknown_hosts,
         "enrolment of unknown hosts at this cell"
@@ -836,7 +893,7 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     // OPS-1 / HO-L2: a signal, or the lease lost to another process: the same graceful stop.
     let lost = tokio::select! {
         _ = signals.stopped() => None,
-        () = reload_keys_on_sighup(&cell, a.keys_file.as_deref()) => None,
+        () = reload_keys_on_sighup(&cell, CellId(a.cell_id), a.keys_file.as_deref()) => None,
         lost = cell.lease_lost() => Some(lost),
     };
     // Attempts in flight get most of the bound; the rest is for closing and the lease.
@@ -875,14 +932,14 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
 /// SEC-2: re-read the keys file on every SIGHUP and roll the cell's keys; a file that does not
 /// validate is logged and the cell keeps the keys it has. Never returns (without a keys file it
 /// only waits, and SIGHUP keeps its default action).
-async fn reload_keys_on_sighup(cell: &CellHandle, keys_file: Option<&Path>) {
+async fn reload_keys_on_sighup(cell: &CellHandle, id: CellId, keys_file: Option<&Path>) {
     #[cfg(unix)]
     if let Some(path) = keys_file {
         use tokio::signal::unix::{signal, SignalKind};
         match signal(SignalKind::hangup()) {
             Ok(mut hup) => {
                 while hup.recv().await.is_some() {
-                    match read_keys_file(path) {
+                    match read_keys_file(path, id) {
                         Ok(keys) => cell.set_internal_keys(keys),
                         Err(e) => {
                             warn!(error = %e, "keys file not reloaded; the cell keeps its keys")
@@ -933,7 +990,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         request_timeout: Duration::from_millis(a.request_timeout_ms),
         retries: a.retries,
         secret,
-        interval: Duration::from_millis(a.interval_ms.max(100)),
+        interval: Duration::from_millis(a.interval_ms),
     };
     let start = StoreStart::default();
     if a.once {
@@ -1155,6 +1212,41 @@ fn parse_host_id(value: &str) -> Result<u64, String> {
         ));
     }
     Ok(id)
+}
+
+/// SEC-4: the shortest `director --interval-ms` (the floor the director always kept).
+const MIN_INTERVAL_MS: u64 = 100;
+/// SEC-4: the longest `--db-txn-timeout-ms` (10 minutes): past it the store's pool and
+/// statement timeouts stop meaning anything (a larger value failed later, "pool timed out").
+const MAX_DB_TXN_TIMEOUT_MS: u64 = 600_000;
+
+/// SEC-4: a `--desktop-token` is what `desktop-token` prints: 64 lowercase hex digits. An
+/// empty or mistyped one is refused rather than a credential minted from it.
+fn check_desktop_token(token: &str) -> Result<String, String> {
+    let token = token.trim();
+    if token.len() != 64 || !auth::is_lower_hex(token) {
+        // The value itself is not echoed (it may be most of a real token): its length is.
+        return Err(format!(
+            "--desktop-token / SWITCHYARD_DESKTOP_TOKEN ({} characters) is not a desktop token (64 lowercase hex digits, as `switchyard desktop-token` prints)",
+            token.chars().count()
+        ));
+    }
+    Ok(token.to_owned())
+}
+
+/// SEC-4: a `--resolver` is a cell URL this build can dial: `http://` with a host (TLS
+/// terminates in front of the cells; this client speaks plain HTTP).
+fn parse_resolver_url(value: &str) -> Result<String, String> {
+    let url = url::Url::parse(value).map_err(|e| format!("{value:?} is not a URL: {e}"))?;
+    if url.scheme() == "https" {
+        return Err(format!(
+            "{value:?}: this build does not speak TLS; give the cell's http:// URL (TLS terminates in front of the cell)"
+        ));
+    }
+    if url.scheme() != "http" || !url.has_host() {
+        return Err(format!("{value:?} must be an http:// URL with a host"));
+    }
+    Ok(value.to_owned())
 }
 
 /// SEC-4: what clients and desktops are told to dial must be an absolute http(s) or ws(s) URL

@@ -19,7 +19,7 @@ use switchyard_core::handoff::director::{
     Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
     SelectionPass,
 };
-use switchyard_core::handoff::ids::{CellId, OpId};
+use switchyard_core::handoff::ids::{CellId, Incarnation, OpId};
 use switchyard_core::handoff::lifecycle::{RetryStep, StartAttempts, StartFailure, StartRetry};
 use switchyard_core::handoff::policy::HandoffRequest;
 use tokio::sync::watch;
@@ -192,6 +192,7 @@ pub struct Director {
 pub async fn send_request(
     base: &str,
     secret: &Secret,
+    incarnation: Incarnation,
     req: &HandoffRequest,
     timeout: Duration,
     retries: usize,
@@ -204,13 +205,15 @@ pub async fn send_request(
         // SEC-2: each send (a retry included) is signed anew for the source cell and this
         // path, with a fresh nonce: the cell refuses a nonce it has seen, so a resent copy of
         // the same signed bytes would be refused as a replay. The op id in the body is what
-        // makes the retry the same request.
+        // makes the retry the same request. SEC-2a: signed for the cell process the store
+        // names (its incarnation), so a copy replayed after the cell restarts is refused.
         let cell = req.source.cell;
         let headers = auth::sign_request(
             secret,
             Method::POST.as_str(),
             HANDOFF_PATH,
             cell,
+            incarnation,
             clock.now().0,
             &body,
         )
@@ -293,7 +296,7 @@ impl Director {
             }
         };
         let mut budget = DispatchBudget::new(self.cfg.max_failures);
-        let mut urls: BTreeMap<CellId, Option<String>> = BTreeMap::new();
+        let mut urls: BTreeMap<CellId, Option<(String, Incarnation)>> = BTreeMap::new();
         while let Some(q) = pass.next_query() {
             let rows = match self.store.candidate_page(q).await {
                 Ok(rows) => rows,
@@ -323,7 +326,7 @@ impl Director {
         &self,
         d: Decision,
         budget: &mut DispatchBudget,
-        urls: &mut BTreeMap<CellId, Option<String>>,
+        urls: &mut BTreeMap<CellId, Option<(String, Incarnation)>>,
         report: &mut PassReport,
     ) -> Result<(), StoreFailure> {
         report.examined += 1;
@@ -343,23 +346,25 @@ impl Director {
         let url = match urls.get(&cell) {
             Some(u) => u.clone(),
             None => {
+                // SEC-2a: the URL and the incarnation of the process holding the cell now.
                 let u = self
                     .store
                     .cell_info(cell)
                     .await?
-                    .map(|c| c.internal_url)
-                    .filter(|u| !u.is_empty());
+                    .map(|c| (c.internal_url, c.row.incarnation))
+                    .filter(|(u, _)| !u.is_empty());
                 urls.insert(cell, u.clone());
                 u
             }
         };
         let outcome = match url {
-            Some(url) => {
+            Some((url, incarnation)) => {
                 report.dispatched += 1;
                 report.sent.push(req.op_id);
                 send_request(
                     &url,
                     &self.cfg.secret,
+                    incarnation,
                     &req,
                     self.cfg.request_timeout,
                     self.cfg.retries,

@@ -18,7 +18,7 @@ use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::*;
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
 use switchyard_core::handoff::admission::GateState;
-use switchyard_core::handoff::ids::{CellId, HostId};
+use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::StoreConfig;
 use tokio_tungstenite::tungstenite::Message;
@@ -276,10 +276,19 @@ impl Rig {
             method,
             path,
             cell,
+            self.incarnation_of(cell),
             timestamp_ms,
             body,
         )
         .expect("nonce")
+    }
+
+    /// SEC-2a: the incarnation a signer reads for `cell` (its process's, when the rig runs it;
+    /// else the first one, for requests aimed at a cell that is not there).
+    pub fn incarnation_of(&self, cell: CellId) -> Incarnation {
+        self.cells
+            .get(&cell.0)
+            .map_or(Incarnation(1), |c| c.incarnation)
     }
 
     /// POST `body` with exactly `headers` to `to`'s `path`.

@@ -21,11 +21,22 @@ pub struct Process {
 impl Process {
     /// `switchyard ARGS` with `RUST_LOG=info` and the test secrets in its environment.
     pub fn start(args: &[&str]) -> Process {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        Process::start_without(args, &[])
+    }
+
+    /// [`Process::start`] with the environment variables `unset` removed (a cell given a keys
+    /// file must not also get the master secret).
+    pub fn start_without(args: &[&str], unset: &[&str]) -> Process {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+        command
             .args(args)
             .env("RUST_LOG", "info")
             .env("SWITCHYARD_HANDOFF_SECRET", SECRET)
-            .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
+            .env("SWITCHYARD_DESKTOP_SECRET", SECRET);
+        for name in unset {
+            command.env_remove(name);
+        }
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -11,6 +11,8 @@
 //!   drain fence (HO-S4, HO-A1, HO-A2, HO-A4..A6).
 //! - [`director`] and [`policy`]: eligibility, cohort, read-only paged selection, dispatch
 //!   budget (HO-3, HO-S1, HO-S2, HO-C1).
+//! - [`internal_auth`]: whether a signed internal request is for this cell process, timely,
+//!   and not a replay (SEC-2, SEC-2a).
 //! - [`ids`]: exact source authority and the UUIDv5 operation id (HO-S1).
 //!
 //! HO-1 / HO-2: nothing here can close an established client: the only closing output is
@@ -25,6 +27,7 @@ pub mod director;
 pub mod enrol;
 pub mod escrow;
 pub mod ids;
+pub mod internal_auth;
 pub mod lifecycle;
 pub mod policy;
 pub mod store;

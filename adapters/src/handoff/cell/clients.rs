@@ -2,30 +2,32 @@
 //! endpoints clients and desktops use.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use switchyard_core::handoff::admission::{AdmissionRefusal, WorkKind};
 use switchyard_core::handoff::attach::{Attach, AttachClose, AttachStep, PersistFailed};
 use switchyard_core::handoff::cell::Work as CoreWork;
 use switchyard_core::handoff::cell::{admission_refusal_name, client_close_code, close_code};
 use switchyard_core::handoff::ids::HostId;
+use switchyard_core::limits::{Pressure, RateRefusal};
 use tokio::sync::{mpsc, watch};
-use tracing::debug;
+use tracing::{debug, info, warn};
 
 use super::pump::{ControlCmd, Endpoint};
 use super::work::Work;
 use super::{close_ws, send_json, Shared};
 use crate::handoff::client_auth::{verify_client, ClientAuthError};
 use crate::handoff::proto::{
-    Capabilities, CellToClient, CellToDesktop, ClientFrame, ResolveAnswer, Undelivered,
-    IDLE_HANDOFF_CAPABILITY,
+    Capabilities, CellToClient, CellToDesktop, ClientFrame, RefusedAnswer, ResolveAnswer,
+    Undelivered, IDLE_HANDOFF_CAPABILITY,
 };
 use crate::handoff::proto::{CELL_STOPPING, CLOSE_GOING_AWAY};
 use crate::serve::{IdleEvent, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON};
@@ -100,7 +102,21 @@ impl HostQuery {
     }
 }
 
-pub(super) async fn resolve(State(sh): State<Arc<Shared>>, Query(q): Query<HostQuery>) -> Response {
+/// SEC-3 (issue #27): the resolve path is unauthenticated and each answer costs a store query,
+/// so every request first spends a token of its peer address's bucket (the core's
+/// `PeerRateGate`, with the cell's clock); over it: 429 with the reason, counted, and one WARN
+/// when refusing starts, one INFO when it ends. A host id past the store's range is answered
+/// 400 without a query.
+pub(super) async fn resolve(
+    State(sh): State<Arc<Shared>>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Query(q): Query<HostQuery>,
+) -> Response {
+    if let Some(Extension(ConnectInfo(peer))) = peer {
+        if let Err(refused) = resolve_admit(&sh, peer.ip()) {
+            return refused;
+        }
+    }
     let host = match q.host() {
         Ok(h) => h,
         Err(bad) => return bad.into_response(),
@@ -116,6 +132,43 @@ pub(super) async fn resolve(State(sh): State<Arc<Shared>>, Query(q): Query<HostQ
         Ok(None) => (StatusCode::NOT_FOUND, "unknown host").into_response(),
         Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response(),
     }
+}
+
+fn resolve_admit(sh: &Shared, peer: IpAddr) -> Result<(), Response> {
+    let now = sh.clock.now().0;
+    let (verdict, counts, bounds) = {
+        let mut gate = sh.resolve_gate.lock().unwrap_or_else(|e| e.into_inner());
+        let verdict = gate.check(peer, now);
+        (verdict, gate.counts(), gate.bounds())
+    };
+    match verdict.pressure_changed_to {
+        Some(Pressure::Refusing) => {
+            let refusal = verdict.outcome.err().map_or("", RateRefusal::name);
+            warn!(%peer, refusal, per_second = bounds.per_second, burst = bounds.burst,
+                  max_peers = bounds.max_peers,
+                  "resolve rate limit reached: refusing with 429 (--resolve-rate-per-peer, --resolve-burst-per-peer, --resolve-max-peers)");
+        }
+        Some(Pressure::Normal) => info!(
+            refused_peer_rate = counts.refused_peer_rate,
+            refused_too_many_peers = counts.refused_too_many_peers,
+            "resolve answering again: no refusal for a while"
+        ),
+        None => {}
+    }
+    let Err(refusal) = verdict.outcome else {
+        return Ok(());
+    };
+    sh.stats.bump(|s| match refusal {
+        RateRefusal::PeerRate => s.resolve_refused_peer_rate += 1,
+        RateRefusal::TooManyPeers => s.resolve_refused_too_many_peers += 1,
+    });
+    debug!(%peer, refusal = refusal.name(), "resolve refused");
+    Err((
+        StatusCode::TOO_MANY_REQUESTS,
+        [(axum::http::header::RETRY_AFTER, "1")],
+        Json(RefusedAnswer::new(refusal.name())),
+    )
+        .into_response())
 }
 
 pub(super) async fn capabilities(State(sh): State<Arc<Shared>>) -> Response {
@@ -159,6 +212,8 @@ pub(super) async fn client_ws(
             refusal = e.name(),
             "client not authenticated"
         );
+        // Test seam (inert in release builds): the 4401 close is pending here.
+        sh.hooks.client_refused.reached().await;
         return ws.on_upgrade(move |socket| async move {
             Refused::unauthenticated(e).close(&sh, socket).await;
         });

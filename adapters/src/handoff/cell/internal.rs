@@ -11,12 +11,13 @@ use axum::Json;
 use switchyard_core::handoff::attempt::{Begin, HandoffReply};
 use switchyard_core::handoff::cell::{answer_from_record, needs_durable_record};
 use switchyard_core::handoff::ids::HostId;
+use switchyard_core::handoff::internal_auth::Identity;
 use switchyard_core::handoff::policy::HandoffRequest;
 use tracing::{debug, info};
 
 use super::pump::wait_for;
 use super::Shared;
-use crate::handoff::auth::{Received, Refusal, CELL_HEADER, KEY_HEADER};
+use crate::handoff::auth::{Received, Refusal, CELL_HEADER, INCARNATION_HEADER, KEY_HEADER};
 use crate::handoff::proto::{
     DrainAnswer, DrainRequest, HandoffAnswer, RefusedAnswer, UndrainAnswer, UndrainRequest,
 };
@@ -37,16 +38,23 @@ fn authenticate(
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let received = Received::from_headers(method.as_str(), path, body, h);
     let window = super::ms(sh.cfg.auth_window);
+    // SEC-2a: the request must be for this process (its lease incarnation), not only this
+    // cell id: a request captured before a restart is refused by the successor.
+    let own = Identity {
+        cell: sh.cfg.cell,
+        incarnation: sh.incarnation,
+    };
     let verdict = sh
         .cfg
         .internal_auth
-        .check(&received, sh.cfg.cell, sh.clock.now().0, window);
+        .check(&received, own, sh.clock.now().0, window);
     let refusal = verdict.err()?;
     sh.stats.bump(|s| {
         s.internal_refused += 1;
         match refusal {
             Refusal::Replayed => s.internal_replayed += 1,
             Refusal::WrongCell => s.internal_wrong_cell += 1,
+            Refusal::WrongIncarnation => s.internal_wrong_incarnation += 1,
             Refusal::Stale => s.internal_stale += 1,
             Refusal::BadSignature | Refusal::UnknownKey => s.internal_bad_signature += 1,
             Refusal::ReplayCacheFull => s.internal_replay_cache_full += 1,
@@ -61,6 +69,7 @@ fn authenticate(
         %method,
         path,
         cell = h(CELL_HEADER),
+        incarnation = h(INCARNATION_HEADER),
         key = h(KEY_HEADER),
         "internal request refused"
     );

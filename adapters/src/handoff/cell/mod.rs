@@ -51,6 +51,7 @@ use switchyard_core::handoff::cell::{MachineId, SourceCell};
 use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::lifecycle::{LeaseKeeper, LeaseStep, Renewal};
 use switchyard_core::handoff::store::{LeaseLost, StartRefusal};
+use switchyard_core::limits::{PeerRateGate, RateBounds};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
@@ -102,7 +103,21 @@ pub struct CellConfig {
     /// HO-A5: the longest wait between two writes of a drain fence the store did not take
     /// (the core's backoff doubles from `FENCE_RETRY_MIN_MS` up to this).
     pub fence_retry_max: Duration,
+    /// SEC-3 (issue #27): the unauthenticated `/v1/resolve` per peer address: a token bucket
+    /// (`per_second`, `burst`) over at most `max_peers` tracked addresses (the core's
+    /// `PeerRateGate`); over it: 429.
+    pub resolve_rate: RateBounds,
 }
+
+/// SEC-3: the default resolve bound per peer address: 50 a second after a burst of 200 (a
+/// carrier-NAT address with many clients reconnecting at once fits; one address cannot make
+/// the store answer more than 50 lookups a second), over at most 65,536 tracked addresses
+/// (≈ 10 MB at the bound; a cell serves ≈ 10,000 hosts at 1M hosts / 100 cells).
+pub const DEFAULT_RESOLVE_RATE: RateBounds = RateBounds {
+    per_second: 50,
+    burst: 200,
+    max_peers: 65_536,
+};
 
 impl CellConfig {
     /// Production-ish defaults around the given identity, internal keys and desktop secret.
@@ -128,6 +143,7 @@ impl CellConfig {
             limits: DEFAULT_LIMITS,
             client_token_max_lifetime: DEFAULT_CLIENT_TOKEN_MAX_LIFETIME,
             fence_retry_max: Duration::from_millis(FENCE_RETRY_MAX_MS),
+            resolve_rate: DEFAULT_RESOLVE_RATE,
         }
     }
 
@@ -227,6 +243,9 @@ pub struct CellStats {
     pub internal_replayed: u64,
     #[serde(default)]
     pub internal_wrong_cell: u64,
+    /// SEC-2a: signed for another process of this cell (a request replayed across a restart).
+    #[serde(default)]
+    pub internal_wrong_incarnation: u64,
     #[serde(default)]
     pub internal_stale: u64,
     #[serde(default)]
@@ -239,6 +258,12 @@ pub struct CellStats {
     /// HO-7: accepted clients closed `activity_not_persisted` (their accept released).
     #[serde(default)]
     pub clients_persist_failed: u64,
+    /// SEC-3 (issue #27): `/v1/resolve` requests refused 429 `too_many_requests_from_peer`.
+    #[serde(default)]
+    pub resolve_refused_peer_rate: u64,
+    /// SEC-3: `/v1/resolve` requests refused 429 `too_many_peers` (the tracked-peer bound).
+    #[serde(default)]
+    pub resolve_refused_too_many_peers: u64,
     /// What the core holds now (gauges, read at each scrape).
     #[serde(default)]
     pub now: CellGauges,
@@ -277,6 +302,9 @@ pub struct CellHooks {
     pub accept_persist: PausePoint,
     /// A credential installation stops before persisting (holding its ControlOp ticket).
     pub credential_persist: PausePoint,
+    /// SEC-1: a client whose credential was refused stops there, before its upgrade answer
+    /// and its 4401 close: what it holds meanwhile (nothing) can be looked at.
+    pub client_refused: PausePoint,
 }
 
 struct Shared {
@@ -298,6 +326,8 @@ struct Shared {
     shutdown: watch::Sender<bool>,
     /// HO-L2: set once the lease renewal found another process holding the cell.
     lease_lost: watch::Sender<Option<LeaseLost>>,
+    /// SEC-3: the resolve path's per-peer rate (a leaf lock, never held across an await).
+    resolve_gate: Mutex<PeerRateGate<std::net::IpAddr>>,
     stats: Counters,
     hooks: CellHooks,
     /// SEC-3: the listener's limits and counters.
@@ -551,6 +581,7 @@ pub async fn start_cell(
         SourceCell::new(cfg.source_config(), cfg.cell, incarnation)
             .with_fence_retry(cfg.fence_retry()),
     );
+    let resolve_gate = Mutex::new(PeerRateGate::new(cfg.resolve_rate));
     let shared = Arc::new(Shared {
         cfg,
         incarnation,
@@ -564,6 +595,7 @@ pub async fn start_cell(
         lease_failing: AtomicBool::new(false),
         shutdown,
         lease_lost: watch::channel(None).0,
+        resolve_gate,
         stats: Counters::default(),
         hooks: CellHooks::default(),
         server: server.clone(),
