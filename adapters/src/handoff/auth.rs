@@ -1035,7 +1035,7 @@ mod tests {
         for _ in 0..10 {
             let r = guard.check(
                 &received(&forged, p.method, p.path, p.body),
-                ME,
+                OWN,
                 NOW,
                 WINDOW,
             );

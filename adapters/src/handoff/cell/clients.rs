@@ -113,7 +113,7 @@ pub(super) async fn resolve(
     Query(q): Query<HostQuery>,
 ) -> Response {
     if let Some(Extension(ConnectInfo(peer))) = peer {
-        if let Err(refused) = resolve_admit(&sh, peer.ip()) {
+        if let Some(refused) = resolve_admit(&sh, peer.ip()) {
             return refused;
         }
     }
@@ -134,7 +134,8 @@ pub(super) async fn resolve(
     }
 }
 
-fn resolve_admit(sh: &Shared, peer: IpAddr) -> Result<(), Response> {
+/// `Some(the 429)` when the peer is over its bound.
+fn resolve_admit(sh: &Shared, peer: IpAddr) -> Option<Response> {
     let now = sh.clock.now().0;
     let (verdict, counts, bounds) = {
         let mut gate = sh.resolve_gate.lock().unwrap_or_else(|e| e.into_inner());
@@ -155,20 +156,20 @@ fn resolve_admit(sh: &Shared, peer: IpAddr) -> Result<(), Response> {
         ),
         None => {}
     }
-    let Err(refusal) = verdict.outcome else {
-        return Ok(());
-    };
+    let refusal = verdict.outcome.err()?;
     sh.stats.bump(|s| match refusal {
         RateRefusal::PeerRate => s.resolve_refused_peer_rate += 1,
         RateRefusal::TooManyPeers => s.resolve_refused_too_many_peers += 1,
     });
     debug!(%peer, refusal = refusal.name(), "resolve refused");
-    Err((
-        StatusCode::TOO_MANY_REQUESTS,
-        [(axum::http::header::RETRY_AFTER, "1")],
-        Json(RefusedAnswer::new(refusal.name())),
+    Some(
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            [(axum::http::header::RETRY_AFTER, "1")],
+            Json(RefusedAnswer::new(refusal.name())),
+        )
+            .into_response(),
     )
-        .into_response())
 }
 
 pub(super) async fn capabilities(State(sh): State<Arc<Shared>>) -> Response {
