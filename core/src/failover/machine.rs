@@ -137,6 +137,9 @@ pub struct Supervisor {
     /// FO-X3: the adapter's random shortening of the next probe interval (at most a quarter).
     probe_jitter_ms: u64,
     open_in_flight: Option<PendingOpen>,
+    /// FO-X3a: the instant of the tick whose health chain runs (or ran last): an open that
+    /// failed at or after it failed in that chain.
+    chain_started_at: MonoMs,
     last_skip_logged_at: Option<MonoMs>,
     next_tick_at: MonoMs,
     counters: Counters,
@@ -157,6 +160,7 @@ impl Supervisor {
             probe: ProbeSchedule::default(),
             probe_jitter_ms: 0,
             open_in_flight: None,
+            chain_started_at: now,
             last_skip_logged_at: None,
             next_tick_at: now.plus_ms(thresholds.check_ms),
             counters: Counters::default(),
@@ -196,6 +200,7 @@ impl Supervisor {
         if !self.is_unhealthy(now) {
             return;
         }
+        self.chain_started_at = now;
         if self.health_step(now, true) {
             return;
         }
@@ -603,16 +608,17 @@ impl Supervisor {
     /// FO-D5 order. A round with every candidate probed ends here and schedules the next one.
     ///
     /// FO-X3a: the in-tick continuation (`new_round == false`) never probes a URL whose open
-    /// failed since the chain last moved: a probe never re-opens a URL that already failed in
-    /// the same tick's chain. Such a URL, not yet probed, keeps the round open for the next
+    /// failed in the same tick's chain (an open-failed cycle that began at or after the tick
+    /// that started the chain). Such a URL, not yet probed, keeps the round open for the next
     /// tick, where it is eligible again.
     fn probe_step(&mut self, now: MonoMs, reason: SwitchReason, new_round: bool) -> bool {
         if !self.thresholds.probing_enabled() || self.probe.next_round_at.is_none_or(|at| at > now)
         {
             return false;
         }
+        let chain_started_at = self.chain_started_at;
         if let Some(target) = self.first_cooling_in_exemption_order(now, |state| {
-            !state.probed && (new_round || !state.passed_over)
+            !state.probed && (new_round || !state.failed_since(chain_started_at))
         }) {
             self.counters.probe_opens += 1;
             return self.start_open(now, target, reason, Origin::Health, None, true);
