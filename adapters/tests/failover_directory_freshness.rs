@@ -206,6 +206,58 @@ async fn fo_s1_lower_sequence_is_refused_and_the_last_good_list_stays() {
     b.stop().await;
 }
 
+/// Issue 26, bug 3: lists A and B signed with the same sequence were both accepted (and A
+/// again after B). An equal sequence is accepted only for the same list; another list under
+/// the same sequence is refused by name and the last good list stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fo_s1_regression_equal_sequence_with_a_different_list_is_refused() {
+    let (a, b) = (relay().await, relay().await);
+    let url_a = format!("ws://{}/r", a.local_addr());
+    let url_b = format!("ws://{}/r", b.local_addr());
+    let (secret, public) = keys();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("directory.json");
+    let expires = now_unix_s() + 3600;
+    write_atomically(&path, &sign_raw(&secret, &payload(&[&url_a], 10, expires)));
+    let client = ClientProcess::spawn(&path, &public);
+    let attach = format!("[relay-attach] {url_a}");
+    assert!(
+        client
+            .wait_for(Duration::from_secs(10), |log| log.contains(&attach))
+            .await,
+        "never attached to A\n{}",
+        client.log()
+    );
+
+    // B under A's sequence: refused by name, A stays, B is never opened.
+    write_atomically(&path, &sign_raw(&secret, &payload(&[&url_b], 10, expires)));
+    let refused = "sequence 10 was already accepted with a different relay list";
+    assert!(
+        client
+            .wait_for(Duration::from_secs(5), |log| log.contains(refused))
+            .await,
+        "the list under a reused sequence was not refused by name\n{}",
+        client.log()
+    );
+    // A again under the same sequence: the same list re-read, accepted again.
+    write_atomically(&path, &sign_raw(&secret, &payload(&[&url_a], 10, expires)));
+    assert!(
+        client
+            .wait_for(Duration::from_secs(5), |log| log
+                .contains("directory accepted again"))
+            .await,
+        "the same list under the same sequence was not accepted\n{}",
+        client.log()
+    );
+    let log = client.log();
+    assert!(!log.contains("[relay-switch]"), "{log}");
+    assert_eq!(b.accepted_total(), 0, "B was opened\n{log}");
+    assert_eq!(a.open_channels(), 1, "{log}");
+    client.interrupt(Duration::from_secs(5)).await;
+    a.stop().await;
+    b.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fo_s1_expired_directory_is_refused_with_its_named_error() {
     let a = relay().await;

@@ -16,7 +16,8 @@ use switchyard_adapters::failover::relay::{
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
 use switchyard_spec::failover::{
-    FailoverParams, FoAction, FoProjection, MODEL_CHECK_MS, MODEL_UP_TIMEOUT_MS,
+    FailoverParams, FoAction, FoProjection, Signing, MODEL_CHECK_MS, MODEL_TICK_LATENESS_MS,
+    MODEL_UP_TIMEOUT_MS,
 };
 use switchyard_spec::trace::{replay, Replayer, Trace};
 use tokio_tungstenite::tungstenite::Message;
@@ -237,11 +238,17 @@ impl Replayer for SocketReplayer {
 
     fn step(&mut self, action: &FoAction) {
         match *action {
-            FoAction::Tick => {
+            FoAction::Tick | FoAction::LateTick => {
+                let lateness = if *action == FoAction::LateTick {
+                    MODEL_TICK_LATENESS_MS
+                } else {
+                    0
+                };
                 self.now = self
                     .sup
                     .poll_timeout()
                     .unwrap_or(self.now.plus_ms(MODEL_CHECK_MS))
+                    .plus_ms(lateness)
                     .max(self.now);
                 self.report_channel();
                 self.sup.handle_tick(self.now);
@@ -272,6 +279,15 @@ impl Replayer for SocketReplayer {
                 let list = self.directory_list(list);
                 self.sup
                     .handle_directory(self.now, &list, DirectorySource::Signed);
+            }
+            // FO-S1: a signed update that is not fresh reaches the supervisor only when it is
+            // the list already taken under the same sequence (a refresh).
+            FoAction::SignedDirectory { list, signing } => {
+                let list = self.directory_list(list);
+                if signing == Signing::SameSequence && self.sup.candidates() == list.as_slice() {
+                    self.sup
+                        .handle_directory(self.now, &list, DirectorySource::Signed);
+                }
             }
             FoAction::ChannelReport { report } => {
                 let current = self.sup.current().expect("a channel").clone();

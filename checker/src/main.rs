@@ -115,6 +115,9 @@ struct CheckArgs {
     /// Failover: opens of a live relay that fail anyway, per run.
     #[arg(long, default_value_t = FailoverParams::default().max_transient_failures, value_parser = clap::value_parser!(u8).range(0..=4))]
     transient_failures: u8,
+    /// Failover: ticks per run that come half a tick after the core's `poll_timeout()`.
+    #[arg(long, default_value_t = FailoverParams::default().max_late_ticks, value_parser = clap::value_parser!(u8).range(0..=4))]
+    late_ticks: u8,
     /// Failover: threshold variants explored (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]
     variants: Vec<VariantArg>,
@@ -280,6 +283,7 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
         max_channel_reports: args.channel_reports,
         max_odd_time_steps: args.odd_time_steps,
         max_transient_failures: args.transient_failures,
+        max_late_ticks: args.late_ticks,
     });
     let handoff: Vec<HandoffModel> = args
         .scenario

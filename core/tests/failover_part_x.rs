@@ -465,3 +465,207 @@ fn fo_x3_probe_variables_are_strict_and_checked_together() {
     let fixed = parse(&[(VAR_PROBE_MIN_MS, "60000")]).expect("min = max");
     assert_eq!((fixed.probe_min_ms, fixed.probe_max_ms), (60_000, 60_000));
 }
+
+// ---- FO-R5a: an open in flight whose URL leaves the list ---------------------------------
+
+/// Issue 26, bug 1: `U1` is being opened (health path), a directory update makes the list
+/// `[U0]`, `U1`'s open succeeds. Before the fix the core switched to the unlisted `U1`.
+#[test]
+fn fo_r5a_regression_an_open_whose_url_left_the_list_is_closed_never_adopted() {
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&[U0, U1]);
+    rig.open_ok(U0);
+    rig.current_dies();
+    rig.advance(2_000).tick();
+    assert_eq!(rig.opening(), Some(U1));
+    assert_eq!(rig.directory(&[U0]), DirectoryOutcome::Unchanged);
+    let counters = rig.counters();
+    let table = rig.sup.cooldown_table();
+    rig.clear();
+    assert!(!rig.open_ok(U1), "an unlisted open is not adopted");
+    assert_eq!(rig.current(), Some(U0), "the current channel stays");
+    assert_eq!(rig.opening(), None);
+    assert_eq!(
+        rig.actions,
+        vec![Action::Close { url: url(U1) }],
+        "the unlisted channel is closed, nothing else"
+    );
+    assert_eq!(rig.counters(), counters, "no counter changes");
+    assert_eq!(rig.sup.cooldown_table(), table, "no cooldown entry changes");
+    assert_eq!(rig.switch_lines(), 0);
+    assert!(
+        rig.skip_lines()
+            .iter()
+            .any(|l| l.contains(U1) && l.contains("never adopted")),
+        "{:?}",
+        rig.lines
+    );
+    // The next decision chooses among the listed URLs: U0 is the only one, so nothing opens.
+    rig.clear();
+    rig.advance(2_000).tick();
+    assert!(rig.opens().is_empty(), "{:?}", rig.opens());
+    assert_eq!(rig.current(), Some(U0));
+}
+
+/// Issue 26, bug 1 (second shape): `U1` is being opened on the directory path; the update
+/// `[U2, U0]` is refused ("an open of U1 is in flight"), then `U1` comes up. Before the fix
+/// the client stayed on the unlisted `U1`; now `U1` is closed, the client stays on `U0`, and
+/// the next refresh of `[U2, U0]` opens `U2`.
+#[test]
+fn fo_r5a_regression_the_in_flight_refusal_never_pins_the_client_to_an_unlisted_url() {
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&[U0]);
+    rig.open_ok(U0);
+    assert_eq!(rig.directory(&[U1, U0]), DirectoryOutcome::Opening);
+    assert_eq!(rig.opening(), Some(U1));
+    assert_eq!(rig.directory(&[U2, U0]), DirectoryOutcome::Refused);
+    assert!(rig
+        .skip_lines()
+        .iter()
+        .any(|l| l.contains("an open of") && l.contains("in flight")));
+    rig.clear();
+    assert!(!rig.open_ok(U1));
+    assert_eq!(rig.current(), Some(U0));
+    assert_eq!(rig.actions, vec![Action::Close { url: url(U1) }]);
+    assert_eq!(rig.counters().switches, 0);
+    assert!(rig.sup.cooldown_entry(&url(U1)).is_none());
+    assert!(rig.sup.cooldown_entry(&url(U0)).is_none());
+    // Not pinned: a tick on a healthy U0 does nothing, the next refresh proceeds to U2.
+    rig.clear();
+    rig.advance(2_000).tick();
+    assert!(rig.opens().is_empty());
+    assert_eq!(rig.directory(&[U2, U0]), DirectoryOutcome::Opening);
+    assert_eq!(rig.opening(), Some(U2));
+    assert!(rig.open_ok(U2));
+    assert_eq!(rig.current(), Some(U2));
+}
+
+/// FO-R5a before the first channel: an unlisted open is closed and the client has none yet;
+/// the next tick opens a listed URL.
+#[test]
+fn fo_r5a_an_unlisted_first_open_is_closed_and_the_next_tick_opens_a_listed_url() {
+    let mut rig = Rig::new(thresholds());
+    rig.directory(&[U1]);
+    assert_eq!(rig.opening(), Some(U1));
+    rig.directory(&[U0]);
+    rig.clear();
+    assert!(!rig.open_ok(U1));
+    assert_eq!(rig.current(), None);
+    assert_eq!(rig.actions, vec![Action::Close { url: url(U1) }]);
+    assert!(rig
+        .events
+        .iter()
+        .all(|e| !matches!(e, Event::Attached { .. })));
+    rig.clear();
+    rig.advance(2_000).tick();
+    assert_eq!(rig.opens(), vec![(U0.to_owned(), false)]);
+}
+
+// ---- FO-X3a: a probe never re-opens a URL that failed in the same tick's chain -----------
+
+/// Two URLs, `U0` current and dead; the first probe round fails at 21 s, so the second is due
+/// at 51 s (15 s doubled). Returns the rig at 21 s, the round failed, nothing in flight.
+fn x3a_until_the_first_round_failed(cooldown_ms: u64) -> Rig {
+    let t = Thresholds {
+        cooldown_ms,
+        ..thresholds()
+    };
+    let mut rig = Rig::new(t);
+    rig.directory(&[U0, U1]);
+    rig.open_ok(U0);
+    rig.current_dies();
+    rig.clear();
+    rig.now = MonoMs(2_000);
+    rig.tick();
+    assert_eq!(rig.opens(), vec![(U1.to_owned(), false)], "clean U1");
+    rig.open_fail(U1);
+    rig.now = MonoMs(4_000);
+    rig.clear();
+    rig.tick();
+    assert_eq!(rig.opens(), vec![(U1.to_owned(), true)], "U1's exemption");
+    rig.open_fail(U1); // U1 cools until 4 s + cooldown
+    rig.now = MonoMs(6_000);
+    rig.tick();
+    assert_eq!(rig.opening(), None);
+    assert_eq!(
+        rig.sup.probe_schedule().next_round_at,
+        Some(MonoMs(6_000 + t.probe_min_ms))
+    );
+    rig.now = MonoMs(21_000);
+    rig.tick();
+    assert!(rig.sup.open_in_flight().is_some_and(|open| open.probe));
+    rig.open_fail(U1);
+    assert_eq!(rig.opening(), None);
+    assert_eq!(
+        rig.sup.probe_schedule().next_round_at,
+        Some(MonoMs(21_000 + 2 * t.probe_min_ms))
+    );
+    rig.clear();
+    rig
+}
+
+/// Issue 26, bug 2 (a clean open): `U1`'s cooldown ends at the instant the second round is
+/// due (51 s); the tick's chain opens the now clean `U1`, it fails, and the continuation must
+/// not probe it at the same instant. Before the fix it did (probe eligibility only asked
+/// "probed this round?").
+#[test]
+fn fo_x3a_regression_a_clean_open_that_failed_is_not_probed_in_the_same_chain() {
+    let mut rig = x3a_until_the_first_round_failed(47_000);
+    rig.now = MonoMs(51_000);
+    rig.tick();
+    assert_eq!(
+        rig.opens(),
+        vec![(U1.to_owned(), false)],
+        "U1 is clean again"
+    );
+    rig.open_fail(U1);
+    assert_eq!(
+        rig.opening(),
+        None,
+        "U1 failed in this chain: the due round does not probe it at the same instant"
+    );
+    assert_eq!(rig.counters().probe_opens, 1);
+    // The next tick is a new chain: U1 is tried again then (the exemption of its new cycle
+    // comes before a probe, FO-X3).
+    rig.now = MonoMs(53_000);
+    rig.clear();
+    rig.tick();
+    assert_eq!(rig.opens(), vec![(U1.to_owned(), true)]);
+}
+
+/// Issue 26, bug 2 (an exempt open): `U1`'s cooldown ends at 37 s, its clean open fails (a new
+/// cycle, its exemption unspent), the exempt open at 39 s times out at 51 s, the instant the
+/// second round is due: the continuation must not probe `U1`.
+#[test]
+fn fo_x3a_regression_an_exempt_open_that_timed_out_is_not_probed_in_the_same_chain() {
+    let mut rig = x3a_until_the_first_round_failed(33_000);
+    rig.now = MonoMs(37_000);
+    rig.tick();
+    assert_eq!(
+        rig.opens(),
+        vec![(U1.to_owned(), false)],
+        "U1 is clean again"
+    );
+    rig.open_fail(U1);
+    rig.now = MonoMs(39_000);
+    rig.clear();
+    rig.tick();
+    assert_eq!(
+        rig.opens(),
+        vec![(U1.to_owned(), true)],
+        "U1's new exemption"
+    );
+    rig.now = MonoMs(51_000);
+    rig.sup
+        .handle_open_failed(rig.now, &url(U1), OpenFailure::TimedOut);
+    while rig.sup.poll_output().is_some() {}
+    assert_eq!(
+        rig.opening(),
+        None,
+        "U1 failed in this chain: the due round does not probe it at the same instant"
+    );
+    assert_eq!(rig.counters().probe_opens, 1);
+    rig.now = MonoMs(53_000);
+    rig.tick();
+    assert!(rig.sup.open_in_flight().is_some_and(|open| open.probe));
+}

@@ -55,6 +55,32 @@ pub const MODEL_MIN_ATTEMPTS: u32 = 3;
 pub const MODEL_PROBE_MIN_MS: u64 = 2_000;
 pub const MODEL_PROBE_MAX_MS: u64 = 4_000;
 
+/// How late a late tick comes after `poll_timeout()` ([`FoAction::LateTick`]): half a tick.
+/// The adapter's driver sleeps until `poll_timeout()`; a loaded runtime wakes it later. The
+/// model explores ticks on time and this late, a bounded number per run.
+pub const MODEL_TICK_LATENESS_MS: u64 = MODEL_CHECK_MS / 2;
+
+/// FO-S1: the wall clock of the model's signed directories, in Unix seconds at model time 0
+/// (model time in ms is added to it). The signer's clock, not the core's.
+pub const MODEL_EPOCH_UNIX_S: u64 = 1_767_225_600;
+/// FO-S1: the expiry every fresh signed list carries (one hour after the model's epoch, far
+/// beyond any horizon: a constant, so it splits no states).
+pub const MODEL_FRESH_EXPIRY_UNIX_S: u64 = MODEL_EPOCH_UNIX_S + 3_600;
+
+/// FO-S1: a signed directory update that the freshness rule must refuse (a fresh one is
+/// [`FoAction::Directory`]: the next sequence, unexpired).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Signing {
+    /// The sequence of the last accepted list: taken only if the list is that same list.
+    SameSequence,
+    /// A lower sequence than the last accepted one (a replay), with a *later* expiry than the
+    /// accepted list's: ordering by expiry instead of sequence would take it.
+    Replayed,
+    /// The next sequence, but expired: its expiry is the model's wall clock now.
+    Expired,
+}
+
 /// A threshold set explored from its own initial state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -150,6 +176,9 @@ pub struct FailoverParams {
     pub max_odd_time_steps: u8,
     /// Opens of a live relay that fail or time out all the same.
     pub max_transient_failures: u8,
+    /// Ticks that come [`MODEL_TICK_LATENESS_MS`] after `poll_timeout()` instead of at it.
+    #[serde(default)]
+    pub max_late_ticks: u8,
 }
 
 impl Default for FailoverParams {
@@ -168,6 +197,7 @@ impl Default for FailoverParams {
             max_channel_reports: 2,
             max_odd_time_steps: 2,
             max_transient_failures: 2,
+            max_late_ticks: 1,
         }
     }
 }
@@ -184,6 +214,7 @@ impl FailoverParams {
             max_channel_reports: 0,
             max_odd_time_steps: 0,
             max_transient_failures: 0,
+            max_late_ticks: 0,
             ..FailoverParams::default()
         }
     }
@@ -253,6 +284,8 @@ impl Report {
 pub enum FoAction {
     /// Time advances to the next tick; the channel reports its state; the tick runs.
     Tick,
+    /// The same, [`MODEL_TICK_LATENESS_MS`] after `poll_timeout()` (a late wake-up).
+    LateTick,
     HostDown {
         host: u8,
     },
@@ -265,9 +298,17 @@ pub enum FoAction {
     OpenFails,
     /// The open in flight times out `UP_TIMEOUT_MS` after it started.
     OpenTimesOut,
-    /// A directory update carrying list `list` of [`FailoverParams::directory_lists`].
+    /// A signed directory update carrying list `list` of [`FailoverParams::directory_lists`],
+    /// with the next sequence and unexpired (FO-S1: fresh).
     Directory {
         list: u16,
+    },
+    /// FO-S1: a signed directory update with list `list` that is not fresh (`signing`): the
+    /// freshness rule (the core's `check_freshness`, as the adapter calls it) decides whether
+    /// the supervisor sees it.
+    SignedDirectory {
+        list: u16,
+        signing: Signing,
     },
     /// The current channel reports a state of its own, outside the report before a tick.
     ChannelReport {
@@ -313,6 +354,24 @@ pub struct StepFacts {
     pub health_opened: bool,
     /// FO-ORACLE: the core decided or looks otherwise than the naive transcription.
     pub oracle_differs: bool,
+    /// FO-R5a: the core adopted (switched or attached to) a URL that is not in the list the
+    /// spec last fed it.
+    pub adopted_unlisted: bool,
+    /// FO-R5a witness: an open whose URL had left the list came up and was closed.
+    pub unlisted_open_closed: bool,
+    /// FO-H-1, the other direction: a tick found the channel due and unhealthy (the spec's own
+    /// reading) with no open in flight, and the health path neither opened anything nor
+    /// counted a no-candidate check.
+    pub health_failed_to_act: bool,
+    /// FO-S1: the freshness rule took a signed directory the spec's reading refuses, or
+    /// refused one it takes.
+    pub freshness_wrong: bool,
+    /// FO-S1 witness: a signed directory that is not fresh was refused.
+    pub stale_directory_refused: bool,
+    /// FO-X3 interval growth: a failed probe round scheduled the next one after an interval
+    /// other than the requirement's (`PROBE_MIN_MS` doubling per failed round, capped at
+    /// `PROBE_MAX_MS`, less the adapter's jitter of at most a quarter).
+    pub probe_interval_wrong: bool,
 }
 
 /// An open started by the last step, judged against the spec's own record of cooldown.
@@ -331,6 +390,8 @@ pub struct OpenFact {
     pub first_clean_in_directory_order: bool,
     /// FO-X3: time since the previous probe of the same URL, if any.
     pub since_previous_probe_ms: Option<u64>,
+    /// FO-X3a: a probe of a URL whose open already failed in the same tick's chain.
+    pub probe_of_url_failed_in_chain: bool,
 }
 
 /// The spec's own record of one URL's cooldown cycle, kept from what the spec itself saw: the
@@ -444,6 +505,7 @@ pub struct Budget {
     pub channel_reports: u8,
     pub odd_time_steps: u8,
     pub transient_failures: u8,
+    pub late_ticks: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -488,6 +550,12 @@ pub struct FoState {
     pub last_probe_at: [Option<MonoMs>; MAX_MODEL_URLS],
     /// FO-X3: since when the client has been off a live channel while a listed relay is up.
     pub recovery_wait_since: Option<MonoMs>,
+    /// FO-S1: the spec's own record of the sequence of the last accepted signed directory (its
+    /// list is `list`).
+    pub sequence: u8,
+    /// FO-X3a: the URLs (a bit per index) whose open failed since the last tick: the failures
+    /// of the tick's chain. Reset by every tick.
+    pub chain_failed: u8,
     /// FO-ORACLE: the naive transcription of the rules, fed every input the core gets.
     pub oracle: FoOracle,
     pub last: StepFacts,
@@ -675,8 +743,28 @@ impl FailoverModel {
         3 * others + 2
     }
 
+    /// FO-X2 counted per cooldown cycle: a chain whose opens time out can outlast a cooldown,
+    /// and a URL whose cycle ended in it is a clean candidate again (FO-X2a), so the chain may
+    /// open each candidate once more per cycle it spans. The cap of a chain that began at the
+    /// last tick (the core's next tick less `CHECK_MS`) and has run `elapsed` ms is
+    /// [`Self::tick_open_cap`] × (1 + `elapsed` / `COOLDOWN_MS`); with cooldown 0 (or the
+    /// supervisor off) it is the tick's cap.
+    pub fn chain_open_cap(&self, state: &FoState) -> u8 {
+        let t = state.variant.thresholds();
+        let cap = self.tick_open_cap();
+        let Some(next_tick) = state.sup.poll_timeout() else {
+            return cap;
+        };
+        if t.cooldown_ms == 0 {
+            return cap;
+        }
+        let began = MonoMs(next_tick.as_ms().saturating_sub(t.check_ms));
+        let cycles = 1 + state.now.since_ms(began) / t.cooldown_ms;
+        u8::try_from(u64::from(cap).saturating_mul(cycles)).unwrap_or(u8::MAX)
+    }
+
     fn over_open_caps(&self, state: &FoState) -> bool {
-        state.opens_this_tick > self.tick_open_cap()
+        state.opens_this_tick > self.chain_open_cap(state)
             || state.opens_this_instant > self.instant_open_cap()
     }
 
@@ -785,16 +873,24 @@ impl FailoverModel {
         let mut health_may_act = false;
         let mut tick_ran_health = false;
         match action {
-            FoAction::Tick => {
-                // The environment's own need: when the core asked to be woken.
+            FoAction::Tick | FoAction::LateTick => {
+                // The environment's own need: when the core asked to be woken (or, a bounded
+                // number of times per run, half a tick after that).
                 let next = state
                     .sup
                     .poll_timeout()
                     .unwrap_or(state.now.plus_ms(MODEL_CHECK_MS));
-                let to = next.max(state.now);
+                let lateness = if action == FoAction::LateTick {
+                    state.budget.late_ticks -= 1;
+                    MODEL_TICK_LATENESS_MS
+                } else {
+                    0
+                };
+                let to = next.plus_ms(lateness).max(state.now);
                 Self::advance(&mut state, to);
                 state.env_acted_this_tick = false;
                 state.opens_this_tick = 0;
+                state.chain_failed = 0;
                 outputs.extend(self.report_channel(&mut state));
                 self.expire_records(&mut state);
                 tick_ran_health = state.opening.is_none() && Self::spec_unhealthy(&state);
@@ -811,7 +907,15 @@ impl FailoverModel {
             FoAction::OpenSucceeds => {
                 // The environment answers the open the core has in flight.
                 let url = state.sup.open_in_flight().expect("enabled").url.clone();
+                let listed = self.spec_list(&state).contains(&url);
+                let current_before = state.sup.current().cloned();
                 outputs.extend(state.feed(Input::OpenSucceeded(&url)));
+                // FO-R5a, judged from the spec's own list at the moment of adoption.
+                let current_after = state.sup.current();
+                state.last.adopted_unlisted = current_after != current_before.as_ref()
+                    && current_after.is_some_and(|c| !self.spec_list(&state).contains(c));
+                state.last.unlisted_open_closed =
+                    !listed && current_after == current_before.as_ref();
                 self.record_success(&mut state, &url);
             }
             FoAction::OpenFails | FoAction::OpenTimesOut => {
@@ -839,6 +943,9 @@ impl FailoverModel {
                     .chain([&pending.url])
                     .filter_map(|url| self.url_index_of(url))
                     .fold(0, |bits, url| bits | 1 << url);
+                if let Some(u) = self.url_index_of(&pending.url) {
+                    state.chain_failed |= 1 << u;
+                }
                 outputs.extend(state.feed(Input::OpenFailed(&pending.url, failure)));
                 let failed = self.record_failure(&mut state, &pending.url);
                 failed_origin = failed.map(|open| open.origin);
@@ -846,11 +953,49 @@ impl FailoverModel {
                 health_may_act =
                     failed_origin == Some(Origin::Health) && Self::spec_unhealthy(&state);
             }
+            FoAction::SignedDirectory { list, signing } => {
+                // A refused update changes nothing but the step's facts: it spends no budget
+                // (the environment still acts once per tick), so it adds a state per state,
+                // not a copy of the run after it.
+                state.env_acted_this_tick = true;
+                origin = Origin::Directory;
+                let urls = self.directory_list(list).to_vec();
+                let now_unix_s = MODEL_EPOCH_UNIX_S + state.now.as_ms() / 1_000;
+                let last = u64::from(state.sequence);
+                let (sequence, expires_at_unix_s) = match signing {
+                    Signing::SameSequence => (last, MODEL_FRESH_EXPIRY_UNIX_S),
+                    Signing::Replayed => (last - 1, MODEL_FRESH_EXPIRY_UNIX_S + 3_600),
+                    Signing::Expired => (last + 1, now_unix_s),
+                };
+                // FO-S1 as the spec reads it: an equal sequence only for the same list; a
+                // lower one never, whatever its expiry; an expired one never.
+                let spec_takes = signing == Signing::SameSequence && list == state.list;
+                let taken = self.freshness_takes(&state, sequence, &urls, expires_at_unix_s);
+                state.last.freshness_wrong = taken != spec_takes;
+                state.last.stale_directory_refused = !taken && !spec_takes;
+                if taken {
+                    state.budget.directory_updates -= 1;
+                    if !urls.is_empty() {
+                        state.list = list;
+                    }
+                    state.sequence = u8::try_from(sequence).unwrap_or(u8::MAX);
+                    outputs.extend(state.feed(Input::Directory(&urls)));
+                }
+            }
             FoAction::Directory { list } => {
                 state.env_acted_this_tick = true;
                 state.budget.directory_updates -= 1;
                 origin = Origin::Directory;
                 let urls = self.directory_list(list).to_vec();
+                // FO-S1: the next sequence, unexpired: the spec takes it (the empty list is
+                // refused by the list rule before freshness, as the adapter does).
+                if !urls.is_empty() {
+                    let sequence = u64::from(state.sequence) + 1;
+                    let taken =
+                        self.freshness_takes(&state, sequence, &urls, MODEL_FRESH_EXPIRY_UNIX_S);
+                    state.last.freshness_wrong = !taken;
+                    state.sequence = state.sequence.saturating_add(1);
+                }
                 // An empty list is rejected: the last list stays.
                 if !urls.is_empty() {
                     state.list = list;
@@ -893,6 +1038,45 @@ impl FailoverModel {
         state
     }
 
+    /// Whether a tick [`MODEL_TICK_LATENESS_MS`] late could decide otherwise than the tick on
+    /// time: a threshold of the core lies in (due, due + lateness].
+    fn late_tick_matters(&self, state: &FoState) -> bool {
+        let Some(due) = state.sup.poll_timeout() else {
+            return false;
+        };
+        let due = due.max(state.now);
+        state
+            .sup
+            .next_change_at(due)
+            .is_some_and(|at| at <= due.plus_ms(MODEL_TICK_LATENESS_MS))
+    }
+
+    /// FO-S1: whether the core's freshness rule takes a signed directory, given the last
+    /// accepted one as the adapter keeps it (the spec's list and sequence).
+    fn freshness_takes(
+        &self,
+        state: &FoState,
+        sequence: u64,
+        urls: &[RelayUrl],
+        expires_at_unix_s: u64,
+    ) -> bool {
+        let accepted = AcceptedDirectory {
+            sequence: u64::from(state.sequence),
+            relays: self.spec_list(state).to_vec(),
+            expires_at_unix_s: MODEL_FRESH_EXPIRY_UNIX_S,
+        };
+        let now_unix_s = MODEL_EPOCH_UNIX_S + state.now.as_ms() / 1_000;
+        check_candidate_list(urls).is_ok()
+            && check_freshness(
+                Some(&accepted),
+                sequence,
+                urls,
+                expires_at_unix_s,
+                now_unix_s,
+            )
+            .is_ok()
+    }
+
     /// A success the environment gave: the channel the spec saw current is left (a new
     /// switched-away cycle for it, one more switch), the target's cycle ends, and the target
     /// is current, on a fresh (healthy) channel.
@@ -903,6 +1087,11 @@ impl FailoverModel {
         };
         if usize::from(open.url) >= self.urls.len() || &self.urls[usize::from(open.url)].0 != url {
             state.last.record_differs = true;
+        }
+        // FO-R5a, the spec's own reading: an open whose URL is not in the list the spec last
+        // fed is closed when it comes up; the channel, the cycles and the tallies stay.
+        if !self.spec_list_ids(state).contains(&open.url) {
+            return;
         }
         let cooldown_ms = state.variant.thresholds().cooldown_ms;
         state.cycles[usize::from(state.current)] = Some(CycleRecord {
@@ -1041,6 +1230,8 @@ impl FailoverModel {
                         } else {
                             None
                         },
+                        probe_of_url_failed_in_chain: probe
+                            && url_id.is_some_and(|u| state.chain_failed & (1 << u) != 0),
                     });
                     if let Some(u) = url_id.map(usize::from) {
                         if probe {
@@ -1063,6 +1254,10 @@ impl FailoverModel {
                         // FO-R5 reports it; the record cannot name a URL outside the universe.
                         state.last.record_differs = true;
                     }
+                }
+                // FO-R5a: closing the unlisted channel that just came up is not a switch.
+                Output::Action(Action::Close { url })
+                    if state.last.unlisted_open_closed && !self.spec_list(state).contains(&url) => {
                 }
                 Output::Action(Action::Close { .. }) => switched = true,
                 Output::Event(event) => {
@@ -1092,8 +1287,20 @@ impl FailoverModel {
                             }
                             state.skip_line_at = Some(at);
                         }
-                        Event::Skipped(Skip::ProbeRoundFailed { .. }) => {
+                        Event::Skipped(Skip::ProbeRoundFailed { interval_ms, .. }) => {
                             state.last.probe_round_failed = true;
+                            // FO-X3: the interval grows from the requirement text, computed by
+                            // the oracle (never by the core's helper); the oracle has counted
+                            // this round already.
+                            let base = state.oracle.text_interval_ms(state.oracle.rounds_failed());
+                            let cut = if state.variant == Variant::ProbeJitter {
+                                base / 4
+                            } else {
+                                0
+                            };
+                            if *interval_ms != base - cut {
+                                state.last.probe_interval_wrong = true;
+                            }
                         }
                         _ => {}
                     }
@@ -1106,6 +1313,12 @@ impl FailoverModel {
         // FO-D7: a tick that ran the health path and started no open is a no-candidate check.
         if judged.tick_ran_health && state.last.opens_started == 0 {
             state.tally.no_candidate_checks = state.tally.no_candidate_checks.saturating_add(1);
+            // FO-H-1, the other direction: due and unhealthy, the tick must act (open, or
+            // count the check).
+            if state.sup.counters().no_candidate_checks == sup_before.counters().no_candidate_checks
+            {
+                state.last.health_failed_to_act = true;
+            }
         }
         self.expire_records(state);
         // Only the probes of the last PROBE_MIN_MS matter to the storm bound.
@@ -1242,6 +1455,7 @@ impl FailoverModel {
         MODEL_GRACE_MS
             + MODEL_PROBE_MAX_MS
             + 2 * MODEL_CHECK_MS
+            + u64::from(self.params.max_late_ticks) * MODEL_TICK_LATENESS_MS
             + (2 * others + u64::from(self.params.max_directory_updates)) * MODEL_UP_TIMEOUT_MS
     }
 
@@ -1277,6 +1491,7 @@ impl FailoverModel {
                 channel_reports: p.max_channel_reports,
                 odd_time_steps: p.max_odd_time_steps,
                 transient_failures: p.max_transient_failures,
+                late_ticks: p.max_late_ticks,
             },
             list: self.full_list,
             current: 0,
@@ -1286,6 +1501,8 @@ impl FailoverModel {
             cycles: [None; MAX_MODEL_URLS],
             last_probe_at: [None; MAX_MODEL_URLS],
             recovery_wait_since: None,
+            chain_failed: 0,
+            sequence: 1,
             oracle,
             last: StepFacts::default(),
             core_panic: None,
@@ -1352,6 +1569,13 @@ impl Model for FailoverModel {
             }
         } else if state.now < self.params.horizon() {
             actions.push(FoAction::Tick);
+            // A late tick is offered where its lateness can change a decision: a threshold
+            // of the core (the grace ending, a cooldown ending, a probe round falling due, the
+            // skip line's throttle ending) lies after the due instant and no later than the
+            // late one. Elsewhere it decides as the tick on time and only shifts the clock.
+            if budget.late_ticks > 0 && self.late_tick_matters(state) {
+                actions.push(FoAction::LateTick);
+            }
         }
         if budget.odd_time_steps > 0 {
             for offset_ms in [-1, 0, 1] {
@@ -1377,6 +1601,18 @@ impl Model for FailoverModel {
         if budget.directory_updates > 0 {
             for list in 0..self.lists.len() as u16 {
                 actions.push(FoAction::Directory { list });
+            }
+            // FO-S1: an equal sequence with every non-empty list (the same one is taken, any
+            // other refused); a replay and an expired list of the first one-URL list (refused
+            // whatever the list: one suffices, and each leads to the same state).
+            for list in 1..self.lists.len() as u16 {
+                actions.push(FoAction::SignedDirectory {
+                    list,
+                    signing: Signing::SameSequence,
+                });
+            }
+            for signing in [Signing::Replayed, Signing::Expired] {
+                actions.push(FoAction::SignedDirectory { list: 1, signing });
             }
         }
         if budget.channel_reports > 0 {
@@ -1497,6 +1733,14 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
             |_, s: &FoState| !s.last.health_acted_out_of_turn,
         ),
         Property::always(
+            "FO-H-1 a tick acts when the channel is due and unhealthy",
+            |_, s: &FoState| !s.last.health_failed_to_act,
+        ),
+        Property::always(
+            "FO-R5a an open is adopted only while its URL is listed",
+            |_, s: &FoState| !s.last.adopted_unlisted,
+        ),
+        Property::always(
             "FO-H-2 MIN_ATTEMPTS=0: the health path never acts",
             |_, s: &FoState| {
                 s.variant.thresholds().min_attempts != 0
@@ -1519,8 +1763,8 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
             |_, s: &FoState| s.variant.thresholds().cooldown_ms != 0 || s.stall_ticks <= 1,
         ),
         Property::always(
-            "FO-X2 at most 2(N-1)+1 opens per tick's chain",
-            |m: &FailoverModel, s: &FoState| s.opens_this_tick <= m.tick_open_cap(),
+            "FO-X2 at most 2(N-1)+1 opens per tick's chain and cooldown cycle",
+            |m: &FailoverModel, s: &FoState| s.opens_this_tick <= m.chain_open_cap(s),
         ),
         Property::always(
             "FO-X2a with cooldown > 0 a clean open takes the first clean URL in directory order",
@@ -1546,6 +1790,18 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
                         .is_none_or(|gap| gap >= MODEL_PROBE_MIN_MS - MODEL_PROBE_MIN_MS / 4)
                 })
             },
+        ),
+        Property::always(
+            "FO-S1 a signed directory is taken only when fresh: higher sequence, or equal with the same list; unexpired",
+            |_, s: &FoState| !s.last.freshness_wrong,
+        ),
+        Property::always(
+            "FO-X3a a probe never re-opens a URL that failed in the same tick's chain",
+            |_, s: &FoState| open_ok(s, |o| !o.probe_of_url_failed_in_chain),
+        ),
+        Property::always(
+            "FO-X3 the probe interval doubles from PROBE_MIN_MS up to PROBE_MAX_MS",
+            |_, s: &FoState| !s.last.probe_interval_wrong,
         ),
         Property::always(
             "FO-ORACLE the core decides as the naive transcription of the FO rules",
@@ -1576,6 +1832,14 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
         Property::sometimes(
             "witness: a URL left the list while cooling (FO-D2a)",
             |_, s: &FoState| s.last.unlisted_cooling_kept,
+        ),
+        Property::sometimes(
+            "witness: a stale signed directory refused (FO-S1)",
+            |_, s: &FoState| s.last.stale_directory_refused,
+        ),
+        Property::sometimes(
+            "witness: an unlisted open closed, never adopted (FO-R5a)",
+            |_, s: &FoState| s.last.unlisted_open_closed,
         ),
         Property::sometimes("witness: probe switch (FO-X3)", |_, s: &FoState| {
             s.last.probe_switch
@@ -1632,12 +1896,21 @@ impl fmt::Display for FoAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FoAction::Tick => write!(f, "tick"),
+            FoAction::LateTick => write!(f, "a late tick ({MODEL_TICK_LATENESS_MS} ms late)"),
             FoAction::HostDown { host } => write!(f, "host {} goes down", host_name(*host)),
             FoAction::HostUp { host } => write!(f, "host {} comes back", host_name(*host)),
             FoAction::OpenSucceeds => write!(f, "the open succeeds"),
             FoAction::OpenFails => write!(f, "the open fails"),
             FoAction::OpenTimesOut => write!(f, "the open times out"),
             FoAction::Directory { list } => write!(f, "directory update with list #{list}"),
+            FoAction::SignedDirectory { list, signing } => {
+                let how = match signing {
+                    Signing::SameSequence => "the same sequence",
+                    Signing::Replayed => "a lower sequence and a later expiry",
+                    Signing::Expired => "the next sequence, expired",
+                };
+                write!(f, "directory update with list #{list}, signed with {how}")
+            }
             FoAction::ChannelReport { report } => match report {
                 Report::Healthy => write!(f, "the channel reports healthy"),
                 Report::Backoff { attempts } => {

@@ -1,6 +1,8 @@
 //! An independent, deliberately naive transcription of the FO rules (part FO and the part X rows
-//! FO-D2a, FO-X2a, FO-X3 of `REQUIREMENTS.md`, plus the product decisions the team settled),
-//! written from the requirement text without reading the core's machine.
+//! FO-D2a, FO-X2a, FO-X3, FO-X3a, FO-R5a of `REQUIREMENTS.md`, plus the product decisions the
+//! team settled), written from the requirement text without reading the core's machine. It
+//! owes the core nothing: every threshold rule (supervisor on, probing on, the probe interval)
+//! is computed here from the text, never asked of the core's `Thresholds` helpers.
 //!
 //! The point is redundancy by construction: `tests/failover_oracle.rs` drives the core's
 //! [`Supervisor`] and this [`FoOracle`] with the same random scripts and asserts that what is
@@ -131,6 +133,8 @@ pub struct FoOracle {
     rounds_failed: u32,
     next_round_at: Option<MonoMs>,
     probed: Vec<RelayUrl>,
+    /// FO-X3a: when the tick that started the running health chain ran.
+    chain_started_at: MonoMs,
     jitter_ms: u64,
     /// FO-D6: when the last no-candidate line was emitted (throttle).
     last_no_candidate_at: Option<MonoMs>,
@@ -151,6 +155,7 @@ impl FoOracle {
             rounds_failed: 0,
             next_round_at: None,
             probed: Vec::new(),
+            chain_started_at: MonoMs::ZERO,
             jitter_ms: 0,
             last_no_candidate_at: None,
             counters: Counters::default(),
@@ -241,9 +246,40 @@ impl FoOracle {
         }
     }
 
+    /// FO-X3 / FO-D6-OFF, read from the requirement text (never from the core's helpers):
+    /// `RELAY_FAILOVER_PROBE_MAX_MS=0` switches probing off, and with `EXEMPT=0` the behaviour
+    /// is exactly the pre-exemption one, so probing (which continues the spent exemption
+    /// budget) is off too.
+    fn probing_on(&self) -> bool {
+        self.thresholds.exempt && self.thresholds.probe_max_ms != 0
+    }
+
+    /// FO-X3, from the requirement text: the interval before round `round` (0-based) grows by
+    /// doubling from `PROBE_MIN_MS` and never beyond `PROBE_MAX_MS`. Naive: double `round`
+    /// times, stopping at the maximum.
+    pub fn text_interval_ms(&self, round: u32) -> u64 {
+        let max = self.thresholds.probe_max_ms;
+        let mut interval = self.thresholds.probe_min_ms;
+        let mut doubled = 0;
+        while doubled < round && interval < max {
+            interval = interval.saturating_mul(2);
+            doubled += 1;
+        }
+        if interval > max {
+            max
+        } else {
+            interval
+        }
+    }
+
+    /// FO-X3: rounds that failed since the schedule last reset (the doubling exponent).
+    pub fn rounds_failed(&self) -> u32 {
+        self.rounds_failed
+    }
+
     /// FO-X3: interval before round `round`, shortened by the jitter, at most by a quarter.
     fn interval(&self, round: u32) -> u64 {
-        let base = self.thresholds.probe_interval_ms(round);
+        let base = self.text_interval_ms(round);
         let cut = if self.jitter_ms < base / 4 {
             self.jitter_ms
         } else {
@@ -362,7 +398,7 @@ impl FoOracle {
             }
         }
         // (4) FO-X3: probing, once a round is due.
-        if self.thresholds.probing_enabled() {
+        if self.probing_on() {
             let due = match self.next_round_at {
                 Some(at) => at <= now,
                 None => false,
@@ -374,10 +410,29 @@ impl FoOracle {
                         unprobed.push(url.clone());
                     }
                 }
-                if let Some(url) = self.best_in_fo_d5_order(&unprobed) {
+                // FO-X3a: a probe never re-opens a URL whose open already failed in the same
+                // tick's chain: a failure at or after the tick that started it.
+                let mut eligible = Vec::new();
+                for url in &unprobed {
+                    let failed_in_chain = match self.entry_of(url) {
+                        Some(e) => {
+                            e.kind == CooldownKind::OpenFailed && e.since >= self.chain_started_at
+                        }
+                        None => false,
+                    };
+                    if at_tick || !failed_in_chain {
+                        eligible.push(url.clone());
+                    }
+                }
+                if let Some(url) = self.best_in_fo_d5_order(&eligible) {
                     self.counters.probe_opens += 1;
                     self.start_open(url, Origin::Health, OpenKind::Probe, out);
                     return true;
+                }
+                if !unprobed.is_empty() {
+                    // Not yet probed but failed in this chain: the round is not over; the
+                    // next tick probes it.
+                    return false;
                 }
                 if !self.probed.is_empty() {
                     // Every cooling candidate was probed in this round, and at least one URL
@@ -411,12 +466,13 @@ impl FoOracle {
         if !self.is_unhealthy(now) {
             return out;
         }
+        self.chain_started_at = now;
         let opened = self.health_chain(now, true, &mut out);
         if opened {
             return out;
         }
         // FO-X3: the first probe round is scheduled once the chain finds nothing.
-        if self.thresholds.probing_enabled() && self.next_round_at.is_none() {
+        if self.probing_on() && self.next_round_at.is_none() {
             self.next_round_at = Some(now.plus_ms(self.interval(0)));
         }
         // FO-D6: count every check, log at most once per GRACE_MS.
@@ -506,6 +562,13 @@ impl FoOracle {
             _ => return out,
         };
         self.opening = None;
+        // FO-R5a: FO-R5 holds when the channel is adopted: an open whose URL left the list
+        // while in flight is closed; nothing else changes (no cooldown entry, no counter).
+        if !self.list.contains(url) {
+            out.push(Decision::Close { url: url.clone() });
+            out.push(Decision::Skip(SkipKind::NotInList));
+            return out;
+        }
         let old = self.current.replace(url.clone());
         self.channel = Some(ChannelState::Healthy);
         self.left_healthy_at = None;

@@ -62,8 +62,8 @@ fn fo_model_directory_updates_cover_every_ordered_subset() {
     assert_eq!(unique.len(), lists.len());
 }
 
-const PINNED_UNIQUE_STATES: usize = 98_529;
-const PINNED_WIDE_UNIQUE_STATES: usize = 304_708;
+const PINNED_UNIQUE_STATES: usize = 106_605;
+const PINNED_WIDE_UNIQUE_STATES: usize = 343_967;
 
 #[test]
 fn fo_model_scene_4_reaches_the_exempt_switch() {

@@ -12,7 +12,7 @@
 //! clients keep working); known fields of the wrong type are errors.
 //!
 //! Freshness (FO-S1) is decided by `switchyard_core::failover::check_freshness`; this module
-//! reads the wall clock and keeps the last accepted sequence in memory (there is no on-disk
+//! reads the wall clock and keeps the last accepted sequence and list in memory (no on-disk
 //! cache: the last good list lives in the supervisor).
 //!
 //! The file is read with a byte bound whatever it is (SEC-4): it is opened non-blocking, a
@@ -28,7 +28,8 @@ use base64::Engine;
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use switchyard_core::failover::{
-    check_freshness, DirectorySource, FreshnessError, RelayUrl, MAX_CANDIDATES,
+    check_candidate_list, check_freshness, AcceptedDirectory, DirectoryRejection, DirectorySource,
+    FreshnessError, RelayUrl,
 };
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::http::Uri;
@@ -46,7 +47,8 @@ pub struct SignedDirectory {
 pub struct DirectoryPayload {
     pub relays: Vec<String>,
     pub refresh_after_seconds: u64,
-    /// FO-S1: higher for every newer list; a client refuses one lower than it accepted.
+    /// FO-S1: higher for every newer list; a client refuses one lower than it accepted, and an
+    /// equal one that signs a different list.
     pub sequence: u64,
     /// FO-S1: the list is valid while the client's wall clock is before this (Unix seconds).
     pub expires_at_unix_s: u64,
@@ -115,7 +117,7 @@ pub enum DirectoryError {
     Refresh { path: String, value: u64 },
     #[error("directory {path}: payload has no {field} (required; sign it again with `switchyard sign-directory`)")]
     MissingField { path: String, field: &'static str },
-    /// FO-S1: signed and valid, but replayed or expired.
+    /// FO-S1: signed and valid, but replayed, a reused sequence with another list, or expired.
     #[error("directory {path}: {source}")]
     Stale {
         path: String,
@@ -212,25 +214,21 @@ fn validate(path: &str, payload: ParsedPayload) -> Result<Directory, DirectoryEr
     let expires_at_unix_s = payload
         .expires_at_unix_s
         .ok_or_else(|| missing("expires_at_unix_s"))?;
-    if payload.relays.is_empty() {
-        return Err(DirectoryError::Empty { path });
-    }
-    if payload.relays.len() > MAX_CANDIDATES {
-        return Err(DirectoryError::TooMany {
-            path,
-            count: payload.relays.len(),
-            max: MAX_CANDIDATES,
+    let relays: Vec<RelayUrl> = payload.relays.iter().map(RelayUrl::new).collect();
+    // The list rule (empty, too long) is the core's, decided there once; this names the file.
+    check_candidate_list(&relays).map_err(|why| match why {
+        DirectoryRejection::Empty => DirectoryError::Empty { path: path.clone() },
+        DirectoryRejection::TooMany { count, max } => DirectoryError::TooMany {
+            path: path.clone(),
+            count,
+            max,
+        },
+    })?;
+    if let Some(url) = payload.relays.iter().find(|url| !is_ws_url(url)) {
+        return Err(DirectoryError::NotWebSocketUrl {
+            path: path.clone(),
+            url: url.clone(),
         });
-    }
-    let mut relays = Vec::with_capacity(payload.relays.len());
-    for url in &payload.relays {
-        if !is_ws_url(url) {
-            return Err(DirectoryError::NotWebSocketUrl {
-                path: path.clone(),
-                url: url.clone(),
-            });
-        }
-        relays.push(RelayUrl::new(url));
     }
     let seconds = payload.refresh_after_seconds;
     if !(MIN_REFRESH_SECONDS..=MAX_REFRESH_SECONDS).contains(&seconds) {
@@ -251,12 +249,13 @@ fn validate(path: &str, payload: ParsedPayload) -> Result<Directory, DirectoryEr
 pub fn check_fresh(
     path: &str,
     directory: &Directory,
-    last_accepted_sequence: Option<u64>,
+    last_accepted: Option<&AcceptedDirectory>,
     now_unix_s: u64,
 ) -> Result<(), DirectoryError> {
     check_freshness(
-        last_accepted_sequence,
+        last_accepted,
         directory.sequence,
+        &directory.relays,
         directory.expires_at_unix_s,
         now_unix_s,
     )
@@ -449,7 +448,7 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
             // Until a good document arrives, retry at the shortest interval.
             let mut refresh_after = Duration::from_secs(MIN_REFRESH_SECONDS);
             // FO-S1: in memory only; a refused document never changes it.
-            let mut last_accepted_sequence = None;
+            let mut last_accepted: Option<AcceptedDirectory> = None;
             let name = path.display().to_string();
             // OPS-2: an error is logged when it changes, not at every retry.
             let mut last_error: Option<String> = None;
@@ -457,7 +456,7 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
                 let loaded = load(&path, &key).await.and_then(|directory| {
                     let now = wall_clock_unix_s()
                         .ok_or_else(|| DirectoryError::Clock { path: name.clone() })?;
-                    check_fresh(&name, &directory, last_accepted_sequence, now)?;
+                    check_fresh(&name, &directory, last_accepted.as_ref(), now)?;
                     Ok(directory)
                 });
                 match loaded {
@@ -465,7 +464,11 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
                         if last_error.take().is_some() {
                             tracing::info!(path = %name, sequence = directory.sequence, "directory accepted again");
                         }
-                        last_accepted_sequence = Some(directory.sequence);
+                        last_accepted = Some(AcceptedDirectory {
+                            sequence: directory.sequence,
+                            relays: directory.relays.clone(),
+                            expires_at_unix_s: directory.expires_at_unix_s,
+                        });
                         refresh_after = directory.refresh_after;
                         let update = DirectoryUpdate {
                             relays: directory.relays,
@@ -478,7 +481,7 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
                     Err(error) => {
                         let text = error.to_string();
                         if last_error.as_deref() != Some(text.as_str()) {
-                            if last_accepted_sequence.is_some() {
+                            if last_accepted.is_some() {
                                 tracing::error!(%error, "directory refresh rejected; keeping the last good list");
                             } else {
                                 tracing::error!(%error, "directory rejected and none accepted yet: the client has no relay to use; retrying");

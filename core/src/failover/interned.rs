@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::machine::MAX_CANDIDATES;
-use super::types::{CooldownEntry, RelayUrl};
+use super::types::{CooldownEntry, CooldownKind, RelayUrl};
 use crate::MonoMs;
 
 // Ids are `u16`: a list never holds more than `MAX_CANDIDATES` URLs.
@@ -36,6 +36,12 @@ impl UrlState {
 
     pub(super) fn is_empty(&self) -> bool {
         *self == UrlState::default()
+    }
+
+    /// FO-X3a: an open of this URL failed at or after `at` (its open-failed cycle began then).
+    pub(super) fn failed_since(&self, at: MonoMs) -> bool {
+        self.cooldown
+            .is_some_and(|entry| entry.kind == CooldownKind::OpenFailed && entry.since >= at)
     }
 }
 

@@ -33,6 +33,23 @@ pub const MAX_TRACKED_URLS: usize = 2 * MAX_CANDIDATES;
 /// How many unlisted entries a full table drops at once, earliest-expiring first.
 const EVICTION_BATCH: usize = MAX_TRACKED_URLS / 16;
 
+/// The directory rule, decided in this one place: a candidate list is usable when it is not
+/// empty and holds at most [`MAX_CANDIDATES`] URLs. [`Supervisor::handle_directory`] applies it
+/// (a refused list keeps the last good one); the adapter calls it to refuse a signed file by
+/// name before it reaches the supervisor.
+pub fn check_candidate_list(urls: &[RelayUrl]) -> Result<(), DirectoryRejection> {
+    if urls.is_empty() {
+        return Err(DirectoryRejection::Empty);
+    }
+    if urls.len() > MAX_CANDIDATES {
+        return Err(DirectoryRejection::TooMany {
+            count: urls.len(),
+            max: MAX_CANDIDATES,
+        });
+    }
+    Ok(())
+}
+
 /// An open the machine is waiting on. At most one exists.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PendingOpen {
@@ -120,6 +137,9 @@ pub struct Supervisor {
     /// FO-X3: the adapter's random shortening of the next probe interval (at most a quarter).
     probe_jitter_ms: u64,
     open_in_flight: Option<PendingOpen>,
+    /// FO-X3a: the instant of the tick whose health chain runs (or ran last): an open that
+    /// failed at or after it failed in that chain.
+    chain_started_at: MonoMs,
     last_skip_logged_at: Option<MonoMs>,
     next_tick_at: MonoMs,
     counters: Counters,
@@ -140,6 +160,7 @@ impl Supervisor {
             probe: ProbeSchedule::default(),
             probe_jitter_ms: 0,
             open_in_flight: None,
+            chain_started_at: now,
             last_skip_logged_at: None,
             next_tick_at: now.plus_ms(thresholds.check_ms),
             counters: Counters::default(),
@@ -179,6 +200,7 @@ impl Supervisor {
         if !self.is_unhealthy(now) {
             return;
         }
+        self.chain_started_at = now;
         if self.health_step(now, true) {
             return;
         }
@@ -227,15 +249,7 @@ impl Supervisor {
         urls: &[RelayUrl],
         source: DirectorySource,
     ) -> DirectoryOutcome {
-        if urls.is_empty() || urls.len() > MAX_CANDIDATES {
-            let why = if urls.is_empty() {
-                DirectoryRejection::Empty
-            } else {
-                DirectoryRejection::TooMany {
-                    count: urls.len(),
-                    max: MAX_CANDIDATES,
-                }
-            };
+        if let Err(why) = check_candidate_list(urls) {
             self.emit(Event::Skipped(Skip::DirectoryRejected { why }));
             return DirectoryOutcome::Rejected;
         }
@@ -281,10 +295,27 @@ impl Supervisor {
     }
 
     /// The open of `url` succeeded: switch to it (make-before-break: close the old one now).
+    /// Returns whether the new channel was adopted (the caller keeps it only then).
+    ///
+    /// FO-R5a: FO-R5 holds when a channel is adopted, not only when its open starts. An open
+    /// whose URL left the list while it was in flight never becomes the channel: it is closed,
+    /// the current channel stays, no cooldown entry or counter changes, and the next decision
+    /// (a tick, a directory refresh) chooses among the listed URLs.
     pub fn handle_open_succeeded(&mut self, now: MonoMs, url: &RelayUrl) -> bool {
         let Some((open, open_id)) = self.take_pending(url) else {
             return false;
         };
+        if open_id.is_none() {
+            self.emit(Output::Action(Action::Close {
+                url: open.url.clone(),
+            }));
+            self.emit(Event::Skipped(Skip::NotInList {
+                url: open.url,
+                origin: open.origin,
+            }));
+            self.settle();
+            return false;
+        }
         let old = self.current.replace(open.url.clone());
         let old_id = std::mem::replace(&mut self.derived.current_id, open_id);
         self.channel = ChannelState::Healthy;
@@ -568,21 +599,36 @@ impl Supervisor {
             CleanPick::AllTriedThisRound => false,
             CleanPick::None => match self.pick_exempt_target(now, new_round) {
                 Some(target) => self.replace(now, target, reason, Origin::Health),
-                None => self.probe_step(now, reason),
+                None => self.probe_step(now, reason, new_round),
             },
         }
     }
 
     /// FO-X3: when a round is due, probe the next cooling candidate not yet probed in it, in
     /// FO-D5 order. A round with every candidate probed ends here and schedules the next one.
-    fn probe_step(&mut self, now: MonoMs, reason: SwitchReason) -> bool {
+    ///
+    /// FO-X3a: the in-tick continuation (`new_round == false`) never probes a URL whose open
+    /// failed in the same tick's chain (an open-failed cycle that began at or after the tick
+    /// that started the chain). Such a URL, not yet probed, keeps the round open for the next
+    /// tick, where it is eligible again.
+    fn probe_step(&mut self, now: MonoMs, reason: SwitchReason, new_round: bool) -> bool {
         if !self.thresholds.probing_enabled() || self.probe.next_round_at.is_none_or(|at| at > now)
         {
             return false;
         }
-        if let Some(target) = self.first_cooling_in_exemption_order(now, |state| !state.probed) {
+        let chain_started_at = self.chain_started_at;
+        if let Some(target) = self.first_cooling_in_exemption_order(now, |state| {
+            !state.probed && (new_round || !state.failed_since(chain_started_at))
+        }) {
             self.counters.probe_opens += 1;
             return self.start_open(now, target, reason, Origin::Health, None, true);
+        }
+        if !new_round
+            && self
+                .first_cooling_in_exemption_order(now, |state| !state.probed)
+                .is_some()
+        {
+            return false; // FO-X3a: left to the next tick
         }
         if self.derived.probed > 0 {
             self.probe.rounds_failed = self.probe.rounds_failed.saturating_add(1);

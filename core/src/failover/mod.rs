@@ -10,9 +10,10 @@ mod render;
 mod types;
 
 pub use config::*;
-pub use freshness::{check_freshness, FreshnessError};
+pub use freshness::{check_freshness, AcceptedDirectory, FreshnessError};
 pub use machine::{
-    PendingOpen, ProbeSchedule, Supervisor, MAX_CANDIDATES, MAX_PENDING_OUTPUTS, MAX_TRACKED_URLS,
+    check_candidate_list, PendingOpen, ProbeSchedule, Supervisor, MAX_CANDIDATES,
+    MAX_PENDING_OUTPUTS, MAX_TRACKED_URLS,
 };
 pub use render::{
     render, renders_with_prefix, ATTACH_PREFIX, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX,

@@ -218,7 +218,7 @@ fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
         ),
         Skip::NotInList { url, origin } => write!(
             out,
-            "{} path: {url} is not in the signed candidate list: never opened",
+            "{} path: {url} left the signed candidate list while its open was in flight: closed, never adopted (FO-R5a)",
             origin.as_str()
         ),
         Skip::DirectoryRejected { why } => match why {

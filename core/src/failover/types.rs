@@ -305,7 +305,8 @@ pub enum Skip {
         requested: RelayUrl,
         in_flight: RelayUrl,
     },
-    /// FO-R5: a target outside the current candidate list is never opened.
+    /// FO-R5a: an open whose URL left the list while it was in flight succeeded; it is closed
+    /// and never becomes the channel.
     NotInList { url: RelayUrl, origin: Origin },
     /// The directory update was unusable; the last good list is kept.
     DirectoryRejected { why: DirectoryRejection },
