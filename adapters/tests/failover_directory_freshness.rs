@@ -400,14 +400,17 @@ fn fo_s1_sign_directory_writes_sequence_and_expiry_and_refuses_bad_values() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(read_payload()["expires_at_unix_s"], before + 1000);
 
-    // Defaults: sequence = now (each later signing is higher), expiry = 7 days.
+    // Defaults: sequence = now in Unix milliseconds (above the 42 in the file), expiry = 7 days.
     let before = now_unix_s();
     let (code, err) = sign(&[]);
     assert_eq!(code, 0, "{err}");
     let p = read_payload();
     let after = now_unix_s();
     let sequence = p["sequence"].as_u64().expect("sequence");
-    assert!((before..=after).contains(&sequence), "{p}");
+    assert!(
+        (before * 1000..=(after + 1) * 1000).contains(&sequence),
+        "{p}"
+    );
     let expires = p["expires_at_unix_s"].as_u64().expect("expiry");
     assert!(
         (before + 7 * 24 * 3600..=after + 7 * 24 * 3600).contains(&expires),

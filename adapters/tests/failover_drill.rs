@@ -1,12 +1,47 @@
 //! Every drill scene over real loopback sockets (FO-X1, FO-X2, FO-X3, FO-D1, FO-D4, FO-D6,
 //! FO-D6-OFF).
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use switchyard_adapters::failover::drill::{self, Scene, Verdict};
+use switchyard_core::failover::{ATTACH_PREFIX, SWITCH_PREFIX};
 
 async fn scene_passes(scene: Scene) {
-    let report = drill::run(&[scene]).await;
+    let printed = Arc::new(Mutex::new(Vec::<String>::new()));
+    let kept = Arc::clone(&printed);
+    let sink: drill::Sink = Arc::new(move |line: &str| {
+        kept.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(line.to_owned());
+    });
+    let report = drill::run_streaming(&[scene], sink).await;
+    let printed = std::mem::take(&mut *printed.lock().unwrap_or_else(PoisonError::into_inner));
     let text = report.render();
     assert!(!report.failed(), "{text}");
+    // Issue #26: every run of the scene prints its attach line (scene 5 runs twice), and its
+    // timeline has it, so the channel before the fault is drawn.
+    let timelines = report.timelines();
+    let attach_lines = printed.iter().filter(|l| l.contains(ATTACH_PREFIX)).count();
+    assert_eq!(attach_lines, timelines.len(), "{}", printed.join("\n"));
+    for timeline in &timelines {
+        assert!(
+            timeline
+                .lines
+                .iter()
+                .any(|l| l.line.starts_with(ATTACH_PREFIX)),
+            "{timeline:?}"
+        );
+        // The run goes on past its last move, so the channel it ends on has a bar.
+        let last_move = timeline
+            .lines
+            .iter()
+            .filter(|l| l.line.starts_with(ATTACH_PREFIX) || l.line.starts_with(SWITCH_PREFIX))
+            .map(|l| l.at_ms)
+            .max()
+            .expect("a move");
+        assert!(timeline.end_ms > last_move, "{timeline:?}");
+        assert!(timeline.verdict == Some(Verdict::Pass), "{timeline:?}");
+    }
     assert!(report.count(Verdict::Pass) >= 4, "{text}");
     for timing in report.scenes.iter().flat_map(|s| &s.timings) {
         assert!(timing.took_ms <= timing.deadline_ms, "{text}");

@@ -93,6 +93,9 @@ pub enum OpenError {
     TimedOut { timeout_ms: u64 },
     #[error("{0}")]
     Failed(#[from] tokio_tungstenite::tungstenite::Error),
+    /// The task running the open ended without a result: it panicked or was cancelled.
+    #[error("the open task {reason} before it had a result")]
+    TaskEnded { reason: &'static str },
 }
 
 /// Opens a WebSocket to `url`, bounded by `timeout` (handshake included: a relay that accepts

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::failover::{
-    RelayUrl, Thresholds, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_DEADLINE_MS, VAR_EXEMPT, VAR_GRACE_MS,
-    VAR_MIN_ATTEMPTS, VAR_PROBE_MAX_MS, VAR_PROBE_MIN_MS, VAR_UP_TIMEOUT_MS,
+    RelayUrl, Thresholds, MAX_CANDIDATES, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_DEADLINE_MS,
+    VAR_EXEMPT, VAR_GRACE_MS, VAR_MIN_ATTEMPTS, VAR_PROBE_MAX_MS, VAR_PROBE_MIN_MS,
+    VAR_UP_TIMEOUT_MS,
 };
 
 use super::channel::ChannelConfig;
@@ -148,15 +149,17 @@ pub struct SignArgs {
     /// The secret key file written by `switchyard keygen`.
     #[arg(long)]
     secret_key: PathBuf,
-    /// A relay URL, in order (repeat).
+    /// A relay URL, in order (repeat); at most 8192 (MAX_CANDIDATES: a client refuses a longer
+    /// list).
     #[arg(long = "relay", required = true)]
     relays: Vec<String>,
     /// How often clients re-read the directory.
     #[arg(long, default_value_t = 600)]
     refresh_after_seconds: u64,
     /// The list's sequence number (FO-S1): a client refuses a list whose sequence is lower than
-    /// the last one it accepted. Default: the current Unix time in seconds, so every later
-    /// signing is higher (two signings in the same second get the same number: pass it then).
+    /// the last one it accepted. Default: the current Unix time in milliseconds, or, if --out
+    /// already holds a signed list with a sequence at least that, its sequence + 1, so every
+    /// signing into the same file is strictly higher than the one before.
     #[arg(long, allow_negative_numbers = true)]
     sequence: Option<u64>,
     /// Seconds from now after which clients refuse the list (FO-S1), at least 1. Default when
@@ -181,7 +184,7 @@ pub async fn run(command: FailoverCommand) -> ExitCode {
         FailoverCommand::Client(args) => client(args).await,
         FailoverCommand::Drill(args) => return drill(args).await,
         FailoverCommand::Keygen(args) => keygen(args),
-        FailoverCommand::SignDirectory(args) => sign_directory(args),
+        FailoverCommand::SignDirectory(args) => sign_directory(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -223,23 +226,38 @@ async fn relay(args: RelayArgs) -> Result<(), String> {
 }
 
 /// OPS-2 / FO-D11: the client's probes, only with `--metrics-listen`.
-struct ClientProbe(tokio::sync::watch::Receiver<switchyard_core::failover::Stats>);
+struct ClientProbe {
+    stats: tokio::sync::watch::Receiver<switchyard_core::failover::Stats>,
+    candidates: tokio::sync::watch::Receiver<usize>,
+}
 
 impl Probe for ClientProbe {
     fn ready(&self) -> Result<(), String> {
-        match self.0.borrow().current {
+        // Issue #27 point 9: a client without a list waits; it says why it is not ready.
+        if *self.candidates.borrow() == 0 {
+            return Err(
+                "no relay list: the directory has given no usable signed list yet (the client waits and retries; the log names why)"
+                    .to_owned(),
+            );
+        }
+        match self.stats.borrow().current {
             Some(_) => Ok(()),
             None => Err("no relay channel".to_owned()),
         }
     }
 
     fn samples(&self) -> Vec<Sample> {
-        let stats = self.0.borrow().clone();
+        let stats = self.stats.borrow().clone();
         let mut samples = probes::counters_of("client", "failover client counter", &stats.counters);
         samples.push(probes::gauge(
             "client_on_channel",
             "1 while the client has a relay channel",
             u64::from(stats.current.is_some()),
+        ));
+        samples.push(probes::gauge(
+            "client_listed_relays",
+            "relays in the list in use; 0 while the directory has given no usable list",
+            *self.candidates.borrow() as u64,
         ));
         samples.push(probes::gauge(
             "client_cooling_urls",
@@ -332,7 +350,10 @@ async fn client(args: ClientArgs) -> Result<(), String> {
     });
     let (probes_stop, probes_stop_rx) = tokio::sync::watch::channel(false);
     if let Some(listen) = args.metrics_listen {
-        let probe = Arc::new(ClientProbe(client.stats_watch()));
+        let probe = Arc::new(ClientProbe {
+            stats: client.stats_watch(),
+            candidates: client.candidates_watch(),
+        });
         probes::serve_alone("client", listen, probe, probes_stop_rx).await?;
     }
     signals.stopped().await;
@@ -471,11 +492,61 @@ fn write_new_secret(path: &std::path::Path, secret: &str) -> Result<(), String> 
         .map_err(|e| format!("--secret-key {}: {e}", path.display()))
 }
 
-fn sign_directory(args: SignArgs) -> Result<(), String> {
+/// FO-S1: the default sequence, strictly above the last signing into `out`: the Unix time in
+/// milliseconds, or the sequence `out` holds + 1 when that is not lower (two signings in one
+/// millisecond, a clock set back, an earlier explicit `--sequence`).
+async fn default_sequence(out: &std::path::Path) -> Result<u64, String> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|_| "sign-directory: the system clock is before 1970".to_owned())
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))?;
+    if !out.exists() {
+        return Ok(now_ms);
+    }
+    let what = format!("--out {}", out.display());
+    let refuse = |why: String| {
+        format!(
+            "{what}: {why}; cannot choose a sequence above it: remove the file or pass --sequence"
+        )
+    };
+    let bytes = directory::read_bounded(out)
+        .await
+        .map_err(|e| refuse(e.to_string()))?;
+    let previous = previous_sequence(&bytes).map_err(refuse)?;
+    if previous < now_ms {
+        return Ok(now_ms);
+    }
+    previous
+        .checked_add(1)
+        .ok_or_else(|| refuse(format!("its sequence is {previous}, the largest there is")))
+}
+
+/// The sequence of a signed directory document (its signature is not checked: the number only
+/// has to be exceeded).
+fn previous_sequence(bytes: &[u8]) -> Result<u64, String> {
+    #[derive(serde::Deserialize)]
+    struct Sequence {
+        sequence: u64,
+    }
+    let signed: directory::SignedDirectory =
+        serde_json::from_slice(bytes).map_err(|e| format!("holds no signed directory ({e})"))?;
+    let payload: Sequence = serde_json::from_str(&signed.payload)
+        .map_err(|e| format!("holds a signed directory without a sequence ({e})"))?;
+    Ok(payload.sequence)
+}
+
+async fn sign_directory(args: SignArgs) -> Result<(), String> {
     let secret = std::fs::read_to_string(&args.secret_key)
         .map_err(|e| format!("--secret-key {}: {e}", args.secret_key.display()))?;
     let what = format!("--secret-key {}", args.secret_key.display());
     let key = directory::parse_secret_key(&what, &secret).map_err(|e| e.to_string())?;
+    // FO-S1 / SEC-4: a list every client would refuse is not written.
+    if args.relays.len() > MAX_CANDIDATES {
+        return Err(format!(
+            "--relay: {} relays given, at most {MAX_CANDIDATES} (clients refuse a longer list)",
+            args.relays.len()
+        ));
+    }
     for url in &args.relays {
         if !directory::is_ws_url(url) {
             return Err(format!(
@@ -496,12 +567,16 @@ fn sign_directory(args: SignArgs) -> Result<(), String> {
     let now = directory::wall_clock_unix_s()
         .ok_or_else(|| "sign-directory: the system clock is before 1970".to_owned())?;
     let expires_at_unix_s = expiry(now, args.expires_in_seconds, args.expires_at_unix_s)?;
+    let sequence = match args.sequence {
+        Some(sequence) => sequence,
+        None => default_sequence(&args.out).await?,
+    };
     let signed = directory::sign(
         &key,
         &DirectoryPayload {
             relays: args.relays,
             refresh_after_seconds: args.refresh_after_seconds,
-            sequence: args.sequence.unwrap_or(now),
+            sequence,
             expires_at_unix_s,
         },
     );

@@ -26,7 +26,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use switchyard_core::failover::{RelayUrl, Thresholds, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX};
+use switchyard_core::failover::{
+    ChannelState, RelayUrl, Thresholds, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX,
+};
 use switchyard_core::MonoMs;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
@@ -34,7 +36,7 @@ use tokio::time::Instant;
 
 use super::channel::{BackoffConfig, ChannelConfig};
 use super::directory::{self, DirectoryConfig, DirectoryPayload};
-use super::driver::{ClientConfig, ClientHandle, LogLine};
+use super::driver::{ChannelMark, ClientConfig, ClientHandle, LogLine, Observer};
 use super::relay::{RelayConfig, RelayHandle};
 
 /// A drill scene, as named in the seed.
@@ -80,7 +82,7 @@ impl Scene {
             Scene::S4 => "stop A => B; restore A; stop B => the exemption brings the client back to A within DEADLINE_MS",
             Scene::S4b => "scene 4 with EXEMPT=0 and a short cooldown => skip line, no switch until the cooldown ends, then an unmarked switch",
             Scene::Ctrl => "scene 1 with COOLDOWN_MS=0 => still fails over (FO-X2)",
-            Scene::S5 => "everything down, then one relay back => on it within PROBE_MAX_MS + CHECK_MS + UP_TIMEOUT_MS (FO-X3); the same with probing off stalls until the cooldown ends",
+            Scene::S5 => "everything down, then one relay back => on it within PROBE_MAX_MS + CHECK_MS + (k+1) x UP_TIMEOUT_MS (FO-X3a); the same with probing off stalls until the cooldown ends",
         }
     }
 
@@ -140,7 +142,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "PASS",
             Verdict::Fail => "FAIL",
@@ -222,6 +224,23 @@ pub struct TimedLine {
     pub line: String,
 }
 
+/// A report of the client's channel on the run's clock: live (`Healthy`) or in reconnect
+/// backoff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelStateMark {
+    pub at_ms: u64,
+    pub url: String,
+    pub live: bool,
+}
+
+/// A time something was due by, on the run's clock, and what it was (`deadline` for FO-X1's
+/// `DEADLINE_MS`, `FO-X3a bound` for scene 5's recovery bound).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Due {
+    pub at_ms: u64,
+    pub label: String,
+}
+
 /// What one run of a scene saw, for the timeline. Times are milliseconds on the run's own
 /// clock (since its stage started); [`SceneTimeline::relative_ms`] puts them against the fault.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -236,8 +255,13 @@ pub struct SceneTimeline {
     pub end_ms: u64,
     pub relays: Vec<RelayMark>,
     pub lines: Vec<TimedLine>,
-    /// When a switch judged against `DEADLINE_MS` (FO-X1) was due.
-    pub deadlines_ms: Vec<u64>,
+    /// The client's channel reports (live / backoff).
+    pub channels: Vec<ChannelStateMark>,
+    /// When a switch judged against `DEADLINE_MS` (FO-X1), or a recovery judged against
+    /// FO-X3a's bound, was due.
+    pub deadlines: Vec<Due>,
+    /// The verdict of the steps judged in this run; `None` before the first.
+    pub verdict: Option<Verdict>,
 }
 
 impl SceneTimeline {
@@ -313,11 +337,35 @@ impl TapeHandle {
         });
     }
 
+    /// A channel report of the client, on the client's clock shifted to the run's.
+    fn channel(&self, at_ms: u64, url: &RelayUrl, state: ChannelState) {
+        self.with(|t| {
+            t.timeline.channels.push(ChannelStateMark {
+                at_ms,
+                url: url.to_string(),
+                live: state == ChannelState::Healthy,
+            });
+        });
+    }
+
+    /// Something judged against a bound was due at `at_ms` (drawn, not printed).
+    fn due_at(&self, at_ms: u64, label: &str) {
+        self.with(|t| {
+            t.timeline.deadlines.push(Due {
+                at_ms,
+                label: label.to_owned(),
+            });
+        });
+    }
+
     /// A switch is now due within `deadline_ms` (FO-X1).
     fn deadline(&self, deadline_ms: u64) {
         self.with(|t| {
             let due_ms = t.now_ms().saturating_add(deadline_ms);
-            t.timeline.deadlines_ms.push(due_ms);
+            t.timeline.deadlines.push(Due {
+                at_ms: due_ms,
+                label: "deadline".to_owned(),
+            });
             let due = relative_ms(due_ms, t.timeline.fault_ms);
             let text =
                 format!("-- a switch is due within DEADLINE_MS = {deadline_ms} ms: by {due:+} ms");
@@ -327,6 +375,12 @@ impl TapeHandle {
 
     fn step(&self, step: &StepResult) {
         self.with(|t| {
+            t.timeline.verdict = match (t.timeline.verdict, step.verdict) {
+                (Some(Verdict::Fail), _) | (_, Verdict::Fail) => Some(Verdict::Fail),
+                (Some(kept), Verdict::Skip) => Some(kept),
+                (_, Verdict::Skip) => Some(Verdict::Skip),
+                (_, Verdict::Pass) => Some(Verdict::Pass),
+            };
             let text = format!("{} {} {}", step.verdict.as_str(), step.id, step.detail);
             t.emit(t.now_ms(), &text);
         });
@@ -559,12 +613,13 @@ impl Stage {
         std::fs::write(&path, json).map_err(|e| StageError::Setup(e.to_string()))?;
         let public = directory::parse_public_key("drill key", &public)
             .map_err(|e| StageError::Setup(e.to_string()))?;
-        let client = ClientHandle::start(ClientConfig {
+        // Subscribed before the client starts: its first `[relay-attach]` is never missed.
+        let (client, observer) = ClientHandle::start_observed(ClientConfig {
             thresholds,
             channel: drill_channel(),
             directory: DirectoryConfig::Signed { path, key: public },
         });
-        let (forwarder, lines) = forward_lines(&client, tape.clone());
+        let (forwarder, lines) = forward_lines(&client, observer, tape.clone());
         Ok(Stage {
             a: Some(a),
             b: Some(b),
@@ -692,8 +747,11 @@ impl Stage {
     }
 
     /// Scene 5's fault: both hosts down until the exemption budget is spent (the no-candidate
-    /// line), then host B back. Returns how long after B came back the client sat on B.
-    async fn everything_down_then_b_back(&mut self) -> Result<Result<u64, String>, StageError> {
+    /// line), then host B back. Returns how long after B came back the client sat on B, and
+    /// FO-X3a's bound with the k it saw.
+    async fn everything_down_then_b_back(
+        &mut self,
+    ) -> Result<Result<Recovery, String>, StageError> {
         self.stop_a().await;
         self.stop_b().await;
         let spent_limit = self.deadline() * 3;
@@ -716,6 +774,8 @@ impl Stage {
         tokio::time::sleep(Duration::from_millis(2 * self.thresholds.check_ms)).await;
         self.restore_b().await?;
         let back = Instant::now();
+        let back_at_ms = self.tape.now_ms();
+        let seen_before = self.seen.len();
         let b = self.urls[2].clone();
         let limit = Duration::from_millis(self.thresholds.cooldown_ms) + self.deadline() * 3;
         if !self.wait_current(&b, limit).await {
@@ -724,9 +784,19 @@ impl Stage {
                 limit.as_millis()
             )));
         }
-        Ok(Ok(
-            u64::try_from(back.elapsed().as_millis()).unwrap_or(u64::MAX)
-        ))
+        let took_ms = u64::try_from(back.elapsed().as_millis()).unwrap_or(u64::MAX);
+        // k: the probes after B came back whose opens timed out (a stopped relay refuses at
+        // once, so 0 here unless something on the machine held a connection open).
+        let k = self.seen[seen_before..]
+            .iter()
+            .filter(|l| l.starts_with(PROBE_FAILED) && l.contains(", timed out)"))
+            .count() as u64;
+        Ok(Ok(Recovery {
+            took_ms,
+            back_at_ms,
+            k,
+            bound_ms: recovery_bound_ms(&self.thresholds, k),
+        }))
     }
 
     fn deadline(&self) -> Duration {
@@ -768,7 +838,9 @@ impl Stage {
     }
 
     async fn finish(mut self, scene: Scene) -> SceneReport {
-        self.collect();
+        // The run goes on a little past its last step, so the timeline shows where the client
+        // ended (a switch that ends a scene is otherwise its last instant).
+        self.observe(Duration::from_millis(TAIL_MS)).await;
         let Stage {
             client,
             seen,
@@ -800,18 +872,43 @@ impl Stage {
     }
 }
 
-/// Puts each client line on the tape the moment it is logged, then hands it to the stage.
+/// How long a run goes on after its last step (the timeline's tail).
+const TAIL_MS: u64 = 800;
+
+/// Puts each client line (and channel report) on the tape the moment it is logged, then hands
+/// the line to the stage. `observer` must have been subscribed before the client started
+/// ([`ClientHandle::start_observed`]): a receiver subscribed later misses what came before.
 fn forward_lines(
     client: &ClientHandle,
+    observer: Observer,
     tape: TapeHandle,
 ) -> (JoinHandle<()>, mpsc::UnboundedReceiver<LogLine>) {
-    let mut lines = client.subscribe_lines();
+    let Observer {
+        mut lines,
+        mut channels,
+    } = observer;
     // The client's clock starts at its own start; the tape's earlier, with the stage.
     let offset_ms = tape.now_ms().saturating_sub(client.now().0);
     let (to_stage, from_forwarder) = mpsc::unbounded_channel();
     let task = tokio::spawn(async move {
+        let mut channels_open = true;
         loop {
-            match lines.recv().await {
+            let received = tokio::select! {
+                // Lines first: a channel report never overtakes the switch that made it current.
+                biased;
+                line = lines.recv() => line,
+                mark = channels.recv(), if channels_open => {
+                    match mark {
+                        Ok(ChannelMark { at, url, state }) => {
+                            tape.channel(offset_ms.saturating_add(at.0), &url, state);
+                        }
+                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => channels_open = false,
+                    }
+                    continue;
+                }
+            };
+            match received {
                 Ok(line) => {
                     tape.line(offset_ms.saturating_add(line.at.0), line.line.clone());
                     let _ = to_stage.send(line);
@@ -828,6 +925,59 @@ fn forward_lines(
         }
     });
     (task, from_forwarder)
+}
+
+/// Scene 5's recovery after host B came back.
+struct Recovery {
+    took_ms: u64,
+    /// When B came back, on the run's clock.
+    back_at_ms: u64,
+    /// Timed-out probes before the live one.
+    k: u64,
+    bound_ms: u64,
+}
+
+/// The start of a failed probe's `[relay-skip]` line; the URL follows.
+const PROBE_FAILED: &str = "[relay-skip] probe did not come up (";
+
+/// FO-X3a: `PROBE_MAX_MS + CHECK_MS + (k + 1) x UP_TIMEOUT_MS`.
+pub fn recovery_bound_ms(t: &Thresholds, k: u64) -> u64 {
+    t.probe_max_ms
+        .saturating_add(t.check_ms)
+        .saturating_add(k.saturating_add(1).saturating_mul(t.up_timeout_ms))
+}
+
+/// FO-X3a's storm bound per candidate: the most probe rounds (so probes of one URL) that fit
+/// in `window_ms`. Round r comes at least its interval less a quarter (the jitter) after the one
+/// before, the interval doubling from `PROBE_MIN_MS` up to `PROBE_MAX_MS`; one more for a round
+/// that was due when the window opened.
+pub fn max_probe_rounds(t: &Thresholds, window_ms: u64) -> u64 {
+    if t.probe_max_ms == 0 {
+        return 0;
+    }
+    let mut rounds = 1;
+    let mut elapsed: u64 = 0;
+    let mut interval = t.probe_min_ms.min(t.probe_max_ms);
+    loop {
+        elapsed = elapsed.saturating_add((interval - interval / 4).max(1));
+        if elapsed > window_ms {
+            return rounds;
+        }
+        rounds += 1;
+        interval = interval.saturating_mul(2).min(t.probe_max_ms);
+    }
+}
+
+/// How many failed probes of each URL the lines show.
+fn probes_per_url(lines: &[String]) -> BTreeMap<String, u64> {
+    let mut probes = BTreeMap::new();
+    for line in lines {
+        if let Some(rest) = line.strip_prefix(PROBE_FAILED) {
+            let url = rest.split(',').next().unwrap_or_default();
+            *probes.entry(url.to_owned()).or_default() += 1;
+        }
+    }
+    probes
 }
 
 fn switch_and_skip_lines(lines: &[String]) -> (usize, usize) {
@@ -960,22 +1110,25 @@ async fn script(
             let bounded = exempt_opens.values().all(|n| *n <= 1);
             let counters = stage.client.stats().counters;
             let others = stage.urls.len() as u64 - 1;
-            // Clean and exempt opens: one of each per other URL. Probes (FO-X3): one per other
-            // URL per round, rounds at least PROBE_MIN_MS less a quarter apart.
+            // Clean and exempt opens: one of each per other URL.
             let not_probes = counters.open_failed.saturating_sub(counters.probe_opens);
+            // FO-X3a's storm bound is per candidate: at most one probe open per probe interval,
+            // the interval doubling from PROBE_MIN_MS up to PROBE_MAX_MS.
             let t = stage.thresholds;
-            let min_round_gap_ms = (t.probe_min_ms - t.probe_min_ms / 4).max(1);
             let rounds =
-                u64::try_from(window.as_millis()).unwrap_or(u64::MAX) / min_round_gap_ms + 1;
-            let no_storm = not_probes <= 2 * others && counters.probe_opens <= rounds * others;
+                max_probe_rounds(&t, u64::try_from(window.as_millis()).unwrap_or(u64::MAX));
+            let probes = probes_per_url(&lines);
+            let per_candidate = probes.values().all(|n| *n <= rounds);
+            let no_storm = not_probes <= 2 * others && per_candidate;
             stage.step(
                 &id("C"),
                 verdict(bounded && no_storm),
                 format!(
-                    "at most one exemption attempt per URL {exempt_opens:?}; {not_probes} failed clean/exempt opens (at most {}), {} probes (at most {}): no storm",
+                    "at most one exemption attempt per URL {exempt_opens:?}; {not_probes} failed clean/exempt opens (at most {}); probes per candidate {probes:?}, at most {rounds} each (one per interval, {} ms doubling to {} ms, less a quarter of jitter, in {} ms): no storm",
                     2 * others,
-                    counters.probe_opens,
-                    rounds * others
+                    t.probe_min_ms,
+                    t.probe_max_ms,
+                    window.as_millis()
                 ),
             );
         }
@@ -1081,20 +1234,37 @@ async fn script(
         }
         Scene::S5 => {
             let t = stage.thresholds;
-            let bound_ms = t.probe_max_ms + t.check_ms + t.up_timeout_ms;
             let on = stage.everything_down_then_b_back().await?;
             let probe_switch = stage
                 .seen
                 .iter()
                 .any(|l| l.starts_with(SWITCH_PREFIX) && l.contains("bounded-recovery probe"));
+            // FO-X3a with the k this run saw.
+            let bound_ms = on.as_ref().map_or(recovery_bound_ms(&t, 0), |r| r.bound_ms);
             match &on {
-                Ok(ms) => stage.step(
-                    &id("A"),
-                    verdict(*ms <= bound_ms && probe_switch),
-                    format!("probing on: on B {ms} ms after it came back (bound PROBE_MAX_MS + CHECK_MS + UP_TIMEOUT_MS = {bound_ms} ms), by a probe switch={probe_switch}"),
-                ),
+                Ok(recovery) => {
+                    stage.tape.due_at(
+                        recovery.back_at_ms.saturating_add(recovery.bound_ms),
+                        "FO-X3a bound",
+                    );
+                    stage.step(
+                        &id("A"),
+                        verdict(recovery.took_ms <= recovery.bound_ms && probe_switch),
+                        format!(
+                            "probing on: on B {} ms after it came back (FO-X3a bound PROBE_MAX_MS + CHECK_MS + (k+1) x UP_TIMEOUT_MS = {} + {} + ({}+1) x {} = {} ms, k = {} timed-out probes before the live one), by a probe switch={probe_switch}",
+                            recovery.took_ms,
+                            t.probe_max_ms,
+                            t.check_ms,
+                            recovery.k,
+                            t.up_timeout_ms,
+                            recovery.bound_ms,
+                            recovery.k
+                        ),
+                    );
+                }
                 Err(why) => stage.step(&id("A"), Verdict::Fail, why.clone()),
             }
+            let on = on.map(|r| r.took_ms);
             // The same fault with probing off: the seed's behaviour.
             let off_thresholds = Thresholds {
                 probe_max_ms: 0,
@@ -1109,7 +1279,7 @@ async fn script(
             let mut off = Stage::new(off_thresholds, 600, off_tape, stage.sink.clone()).await?;
             let first = off.urls[0].clone();
             let off_result = if off.wait_current(&first, Duration::from_secs(5)).await {
-                off.everything_down_then_b_back().await?
+                off.everything_down_then_b_back().await?.map(|r| r.took_ms)
             } else {
                 Err(format!("probing off: never attached to {first}"))
             };
@@ -1141,6 +1311,15 @@ async fn script(
                     format!("probing off: on B {off_ms} ms after it came back"),
                 ),
             }
+            // The probing-off run is judged by step B: its panel carries that verdict.
+            let off_verdict = stage
+                .steps
+                .iter()
+                .find(|s| s.id == id("B"))
+                .map(|s| s.verdict);
+            if let Some(off_timeline) = stage.more_timelines.last_mut() {
+                off_timeline.verdict = off_verdict;
+            }
         }
     }
     Ok(())
@@ -1171,6 +1350,44 @@ mod tests {
 
     fn taken(lines: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
         std::mem::take(&mut *lines.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Issue #26: scenes 4 and 5 lost their `[relay-attach]` line in 2 of 8 runs: the tape
+    /// subscribed to the client's lines after the client had started, so an attach in the
+    /// client's first instant was never seen. Here the client is on its relay before the tape's
+    /// forwarder exists.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn drill_tape_keeps_the_attach_line_of_a_client_that_attached_before_the_forwarder() {
+        let relay = RelayHandle::start(RelayConfig::new(
+            SocketAddr::from(([127, 0, 0, 1], 0)),
+            vec!["/r".to_owned()],
+        ))
+        .await
+        .expect("relay");
+        let url = RelayUrl::new(format!("ws://{}/r", relay.local_addr()));
+        let (sink, _out) = capture();
+        let tape = TapeHandle::new("t".to_owned(), "t", "", sink);
+        let (client, observer) = ClientHandle::start_observed(ClientConfig {
+            thresholds: drill_thresholds(),
+            channel: drill_channel(),
+            directory: DirectoryConfig::Pinned(url.clone()),
+        });
+        let mut stats = client.stats_watch();
+        stats
+            .wait_for(|s| s.current.is_some())
+            .await
+            .expect("attached");
+        let (forwarder, _lines) = forward_lines(&client, observer, tape.clone());
+        client.stop().await;
+        forwarder.await.expect("forwarder ends");
+        let timeline = tape.finish();
+        let attach = format!("[relay-attach] {url} ");
+        assert!(
+            timeline.lines.iter().any(|l| l.line.starts_with(&attach)),
+            "{:?}",
+            timeline.lines
+        );
+        relay.stop().await;
     }
 
     #[tokio::test]

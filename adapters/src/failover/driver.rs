@@ -1,6 +1,11 @@
-//! The supervisor driver: feeds the core's `Supervisor` with ticks (every `CHECK_MS`), channel
-//! reports, open results and directory updates, and executes what it decides — `Open` bounded by
-//! `UP_TIMEOUT_MS` (make-before-break), `Close` — and logs its events as the production lines.
+//! The supervisor driver: feeds the core's `Supervisor` with ticks, channel reports, open results
+//! and directory updates, and executes what it decides — `Open` bounded by `UP_TIMEOUT_MS`
+//! (make-before-break), `Close` — and logs its events as the production lines.
+//!
+//! Ticks come when the core asks for them, as quinn's connection driver does: after every input
+//! the driver re-arms one sleep at [`Supervisor::poll_timeout`] and ticks the core when it fires
+//! (no timer of its own, no fixed `CHECK_MS` grid; `None` means no tick at all). A tick that
+//! fires late is given the instant it actually ran at.
 //!
 //! Counters are readable through [`ClientHandle::stats`] only: no network endpoint (FO-D11).
 
@@ -8,7 +13,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard_core::failover::{
-    render, Action, Event, OpenFailure, Output, RelayUrl, Stats, Supervisor, Thresholds,
+    render, Action, ChannelState, Event, OpenFailure, Output, RelayUrl, Stats, Supervisor,
+    Thresholds,
 };
 use switchyard_core::MonoMs;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -37,10 +43,28 @@ pub struct LogLine {
     pub line: String,
 }
 
+/// A report of the client's channel to `url`, with the instant the driver received it (the drill
+/// draws live and backoff spans from these).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelMark {
+    pub at: MonoMs,
+    pub url: RelayUrl,
+    pub state: ChannelState,
+}
+
+/// Receivers subscribed before the client's first decision: nothing it logs is missed (the
+/// drill lost `[relay-attach]` lines by subscribing after the start, issue #26).
+#[derive(Debug)]
+pub struct Observer {
+    pub lines: broadcast::Receiver<LogLine>,
+    pub channels: broadcast::Receiver<ChannelMark>,
+}
+
 /// A running client: the supervisor, its channels and its directory feed.
 #[derive(Debug)]
 pub struct ClientHandle {
     stats: watch::Receiver<Stats>,
+    candidates: watch::Receiver<usize>,
     lines: broadcast::Sender<LogLine>,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
@@ -51,34 +75,32 @@ pub struct ClientHandle {
 impl ClientHandle {
     /// Starts the client. The monotonic clock's origin is now.
     pub fn start(config: ClientConfig) -> ClientHandle {
+        ClientHandle::start_observed(config).0
+    }
+
+    /// Starts the client with receivers of its lines and channel reports subscribed before it
+    /// can decide anything, so even a `[relay-attach]` in its first instant is seen.
+    pub fn start_observed(config: ClientConfig) -> (ClientHandle, Observer) {
         let origin = Instant::now();
-        let (stats_tx, stats) = watch::channel(Stats {
-            counters: Default::default(),
-            current: None,
-            cooldown: Vec::new(),
-        });
-        let (lines, _) = broadcast::channel(LINE_BUFFER);
+        let (driver, parts) = Driver::new(
+            Supervisor::new(config.thresholds, MonoMs::ZERO),
+            config.channel,
+            origin,
+        );
         let (stop, stop_rx) = watch::channel(false);
         let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);
         let directory = tokio::spawn(run_directory(config.directory.clone(), directory_tx));
-        let driver = Driver {
-            supervisor: Supervisor::new(config.thresholds, MonoMs::ZERO),
-            channel_config: config.channel,
-            channels: BTreeMap::new(),
-            opening: None,
-            origin,
-            stats: stats_tx,
-            lines: lines.clone(),
-        };
         let task = tokio::spawn(driver.run(directory_rx, stop_rx));
-        ClientHandle {
-            stats,
-            lines,
+        let handle = ClientHandle {
+            stats: parts.stats,
+            candidates: parts.candidates,
+            lines: parts.lines,
             stop,
             task: Some(task),
             directory,
             origin,
-        }
+        };
+        (handle, parts.observer)
     }
 
     /// FO-D7: the counters, current URL and cooldown list, as of the last decision.
@@ -89,6 +111,12 @@ impl ClientHandle {
     /// OPS-2: a receiver of every stats change (the probes read it).
     pub fn stats_watch(&self) -> watch::Receiver<Stats> {
         self.stats.clone()
+    }
+
+    /// Issue #27 point 9: how many relays the list in use holds; 0 until the directory gave a
+    /// usable list (the client waits meanwhile: /readyz says so).
+    pub fn candidates_watch(&self) -> watch::Receiver<usize> {
+        self.candidates.clone()
     }
 
     /// Every rendered `[relay-switch]` / `[relay-skip]` / `[relay-attach]` line from now on.
@@ -135,11 +163,65 @@ struct Driver {
     origin: Instant,
     stats: watch::Sender<Stats>,
     lines: broadcast::Sender<LogLine>,
+    channel_marks: broadcast::Sender<ChannelMark>,
+    candidates: watch::Sender<usize>,
+    /// Whether "no usable relay list yet" was logged (once per process: a list, once accepted,
+    /// is only ever replaced by another non-empty one).
+    warned_no_list: bool,
+}
+
+/// What a new driver hands its owner.
+struct DriverParts {
+    stats: watch::Receiver<Stats>,
+    candidates: watch::Receiver<usize>,
+    lines: broadcast::Sender<LogLine>,
+    observer: Observer,
 }
 
 impl Driver {
+    /// A driver for `supervisor`, whose clock reads milliseconds since `origin`.
+    fn new(
+        supervisor: Supervisor,
+        channel_config: ChannelConfig,
+        origin: Instant,
+    ) -> (Driver, DriverParts) {
+        let (stats_tx, stats) = watch::channel(supervisor.stats(MonoMs::ZERO));
+        let (lines, lines_rx) = broadcast::channel(LINE_BUFFER);
+        let (channel_marks, channels_rx) = broadcast::channel(LINE_BUFFER);
+        let (candidates_tx, candidates) = watch::channel(supervisor.candidates().len());
+        let driver = Driver {
+            supervisor,
+            channel_config,
+            channels: BTreeMap::new(),
+            opening: None,
+            origin,
+            stats: stats_tx,
+            lines: lines.clone(),
+            channel_marks,
+            candidates: candidates_tx,
+            warned_no_list: false,
+        };
+        let parts = DriverParts {
+            stats,
+            candidates,
+            lines,
+            observer: Observer {
+                lines: lines_rx,
+                channels: channels_rx,
+            },
+        };
+        (driver, parts)
+    }
+
     fn now(&self) -> MonoMs {
         mono_since(self.origin)
+    }
+
+    /// The instant of the core's next deadline, or `None` when it wants no tick (or the
+    /// deadline lies past what the clock can hold).
+    fn deadline(&self) -> Option<Instant> {
+        let at = self.supervisor.poll_timeout()?;
+        self.origin.checked_add(Duration::from_millis(at.0))
     }
 
     async fn run(
@@ -148,24 +230,35 @@ impl Driver {
         mut stop: watch::Receiver<bool>,
     ) {
         let (report_tx, mut reports) = mpsc::channel::<ChannelReport>(INPUT_QUEUE);
-        let check = Duration::from_millis(self.supervisor.thresholds().check_ms);
-        let mut ticks = tokio::time::interval_at(Instant::now() + check, check);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // One sleep, re-armed after every input at the core's next deadline.
+        let mut deadline = self.deadline();
+        let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now));
+        tokio::pin!(sleep);
         loop {
-            tokio::select! {
+            // The instant of the input: the lines it leads to are stamped with it.
+            let now = tokio::select! {
                 () = super::stopped(&mut stop) => break,
-                _ = ticks.tick(), if self.supervisor.thresholds().supervisor_enabled() => {
+                () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
                     self.supervisor.set_probe_jitter_ms(self.probe_jitter_ms());
                     self.supervisor.handle_tick(now);
+                    self.warn_once_without_a_list();
+                    now
                 }
                 Some(report) = reports.recv() => {
                     let now = self.now();
+                    let _ = self.channel_marks.send(ChannelMark {
+                        at: now,
+                        url: report.url.clone(),
+                        state: report.state,
+                    });
                     self.supervisor.handle_channel_state(now, &report.url, report.state);
+                    now
                 }
                 Some(update) = directory.recv() => {
                     let now = self.now();
                     self.supervisor.handle_directory(now, &update.relays, update.source);
+                    now
                 }
                 result = wait_open(&mut self.opening), if self.opening.is_some() => {
                     let url = self.opening.take().map(|(url, _)| url).expect("guarded by is_some");
@@ -178,17 +271,24 @@ impl Driver {
                             }
                         }
                         Err(error) => {
-                            let failure = match error {
-                                OpenError::TimedOut { .. } => OpenFailure::TimedOut,
-                                OpenError::Failed(_) => OpenFailure::Failed,
-                            };
-                            tracing::debug!(url = %url, %error, "open failed");
-                            self.supervisor.handle_open_failed(now, &url, failure);
+                            if let OpenError::TaskEnded { .. } = error {
+                                tracing::warn!(url = %url, %error, "open failed: its task ended without a result");
+                            } else {
+                                tracing::debug!(url = %url, %error, "open failed");
+                            }
+                            self.supervisor.handle_open_failed(now, &url, open_failure(&error));
                         }
                     }
+                    now
+                }
+            };
+            self.execute(now);
+            deadline = self.deadline();
+            if let Some(at) = deadline {
+                if at != sleep.deadline() {
+                    sleep.as_mut().reset(at);
                 }
             }
-            self.execute();
         }
         if let Some((_, task)) = self.opening.take() {
             task.abort();
@@ -212,8 +312,20 @@ impl Driver {
         }
     }
 
-    /// Executes every output of the last input, in order, then publishes the stats.
-    fn execute(&mut self) {
+    /// Issue #27 point 9: a client whose directory has given no usable list (unreadable,
+    /// refused) stays up and waits for one; the operator is told so once, at WARN.
+    fn warn_once_without_a_list(&mut self) {
+        if self.warned_no_list || !self.supervisor.candidates().is_empty() {
+            return;
+        }
+        self.warned_no_list = true;
+        tracing::warn!(
+            "no usable relay list yet: the client waits for the directory to give one (no channel until then; /readyz answers 503)"
+        );
+    }
+
+    /// Executes every output of the input made at `now`, in order, then publishes the stats.
+    fn execute(&mut self, now: MonoMs) {
         while let Some(output) = self.supervisor.poll_output() {
             match output {
                 Output::Action(Action::Open {
@@ -234,9 +346,12 @@ impl Driver {
                         channel.close();
                     }
                 }
-                Output::Event(event) => self.log(&event),
+                Output::Event(event) => self.log(now, &event),
             }
         }
+        let candidates = self.supervisor.candidates().len();
+        self.candidates
+            .send_if_modified(|old| std::mem::replace(old, candidates) != candidates);
         let stats = self.supervisor.stats(self.now());
         self.stats.send_if_modified(|old| {
             let changed = *old != stats;
@@ -245,7 +360,7 @@ impl Driver {
         });
     }
 
-    fn log(&self, event: &Event) {
+    fn log(&self, now: MonoMs, event: &Event) {
         let line = render(event);
         match event {
             Event::Switched(record) => tracing::info!(
@@ -261,10 +376,17 @@ impl Driver {
             Event::Attached { url, .. } => tracing::info!(url = %url, "{line}"),
             Event::Skipped(_) => tracing::warn!("{line}"),
         }
-        let _ = self.lines.send(LogLine {
-            at: self.now(),
-            line,
-        });
+        let _ = self.lines.send(LogLine { at: now, line });
+    }
+}
+
+/// The core's kind of an open failure: only a timeout is `TimedOut`; a refusal, a reset, a
+/// rejected handshake and an open task that ended without a result (it panicked or was
+/// cancelled) all failed before the timeout, so they are `Failed`.
+fn open_failure(error: &OpenError) -> OpenFailure {
+    match error {
+        OpenError::TimedOut { .. } => OpenFailure::TimedOut,
+        OpenError::Failed(_) | OpenError::TaskEnded { .. } => OpenFailure::Failed,
     }
 }
 
@@ -274,8 +396,143 @@ async fn wait_open(
     match opening {
         Some((_, task)) => match task.await {
             Ok(result) => result,
-            Err(_) => Err(OpenError::TimedOut { timeout_ms: 0 }),
+            // What happened, not a timeout that never was (issue #26).
+            Err(join) => Err(OpenError::TaskEnded {
+                reason: if join.is_panic() {
+                    "panicked"
+                } else {
+                    "was cancelled"
+                },
+            }),
         },
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver with no directory whose core started `core_now` into the driver's clock: every
+    /// tick finds no channel and no candidate, so each tick shows in the counters (and the
+    /// first in a `[relay-skip]` line).
+    fn driver_started_at(
+        thresholds: Thresholds,
+        core_now: MonoMs,
+    ) -> (
+        DriverParts,
+        watch::Sender<bool>,
+        mpsc::Sender<DirectoryUpdate>,
+        Instant,
+    ) {
+        let supervisor = Supervisor::new(thresholds, core_now);
+        let origin = Instant::now();
+        let (driver, parts) = Driver::new(supervisor, ChannelConfig::default(), origin);
+        let (stop, stop_rx) = watch::channel(false);
+        let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);
+        tokio::spawn(driver.run(directory_rx, stop_rx));
+        (parts, stop, directory_tx, origin)
+    }
+
+    /// Issue #26: the driver ticked on its own `CHECK_MS` interval and ignored the core's
+    /// `poll_timeout()`. A sleep never ends early, so every tick must come at or after the
+    /// deadline the core gave; on a fixed grid the first tick came at 100 ms, before it.
+    #[tokio::test]
+    async fn fo_x3a_the_driver_ticks_at_the_cores_deadline_not_on_a_check_ms_grid() {
+        let thresholds = Thresholds {
+            check_ms: 100,
+            grace_ms: 1,
+            ..Thresholds::default()
+        };
+        // The core's first deadline is 70 ms off the CHECK_MS grid of the driver's clock.
+        assert_eq!(
+            Supervisor::new(thresholds, MonoMs(70)).poll_timeout(),
+            Some(MonoMs(170))
+        );
+        let (mut parts, stop, _directory, _origin) = driver_started_at(thresholds, MonoMs(70));
+        let first = parts.observer.lines.recv().await.expect("a line");
+        assert!(
+            first.line.starts_with("[relay-skip] no channel"),
+            "{first:?}"
+        );
+        assert!(
+            first.at >= MonoMs(170),
+            "the first tick came at {}, before the core's deadline 170",
+            first.at
+        );
+        // Each later tick is where the core put it after the one before: CHECK_MS later. (A
+        // line carries the instant of the tick that decided it; GRACE_MS=1 logs every tick.)
+        let mut last = first.at;
+        for _ in 0..3 {
+            let next = parts.observer.lines.recv().await.expect("a line");
+            assert!(
+                next.at >= last.plus_ms(100),
+                "a tick at {}, the core's deadline was {}",
+                next.at,
+                last.plus_ms(100)
+            );
+            last = next.at;
+        }
+        assert!(parts.stats.borrow().counters.no_candidate_checks >= 4);
+        let _ = stop.send(true);
+    }
+
+    #[tokio::test]
+    async fn fo_h_2_the_driver_does_not_tick_when_the_core_wants_no_tick() {
+        // MIN_ATTEMPTS=0: the supervisor is off and poll_timeout() is None.
+        let thresholds = Thresholds {
+            min_attempts: 0,
+            check_ms: 10,
+            ..Thresholds::default()
+        };
+        assert_eq!(
+            Supervisor::new(thresholds, MonoMs::ZERO).poll_timeout(),
+            None
+        );
+        let (mut parts, stop, _directory, _origin) = driver_started_at(thresholds, MonoMs::ZERO);
+        // A hundred CHECK_MS later: not one tick.
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        assert_eq!(parts.stats.borrow().counters.no_candidate_checks, 0);
+        assert!(parts.observer.lines.try_recv().is_err());
+        let _ = stop.send(true);
+    }
+
+    #[tokio::test]
+    async fn fo_d7_an_open_task_that_ends_without_a_result_is_failed_not_timed_out() {
+        let cancelled = tokio::spawn(std::future::pending::<Result<WsStream, OpenError>>());
+        cancelled.abort();
+        let mut opening = Some((RelayUrl::new("ws://127.0.0.1:9/r"), cancelled));
+        let error = wait_open(&mut opening).await.expect_err("no stream");
+        assert_eq!(
+            error.to_string(),
+            "the open task was cancelled before it had a result"
+        );
+        assert_eq!(open_failure(&error), OpenFailure::Failed);
+
+        let panicked = tokio::spawn(async {
+            let nothing: Option<Result<WsStream, OpenError>> = None;
+            nothing.expect("this open task panics on purpose")
+        });
+        let mut opening = Some((RelayUrl::new("ws://127.0.0.1:9/r"), panicked));
+        let error = wait_open(&mut opening).await.expect_err("no stream");
+        assert_eq!(
+            error.to_string(),
+            "the open task panicked before it had a result"
+        );
+        assert_eq!(open_failure(&error), OpenFailure::Failed);
+
+        // Only a real timeout is one.
+        let timed_out = OpenError::TimedOut { timeout_ms: 5 };
+        assert_eq!(open_failure(&timed_out), OpenFailure::TimedOut);
+    }
+
+    #[tokio::test]
+    async fn fo_d7_a_refused_open_is_failed() {
+        // Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
+        let error = channel::open(&RelayUrl::new("ws://127.0.0.1:9/r"), Duration::from_secs(5))
+            .await
+            .expect_err("refused");
+        assert!(matches!(error, OpenError::Failed(_)), "{error}");
+        assert_eq!(open_failure(&error), OpenFailure::Failed);
     }
 }

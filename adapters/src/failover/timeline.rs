@@ -1,10 +1,13 @@
-//! `switchyard drill --timeline FILE.svg`: each run of a scene as one panel, every panel on the
-//! same time axis in milliseconds against its own fault, so runs read side by side.
+//! `switchyard drill --timeline FILE.svg`: each run of a scene as one panel, each panel on its
+//! own time axis in milliseconds against its own fault (a 2 s scene is not squeezed by a 30 s
+//! one), its verdict in its caption.
 //!
 //! A panel has six lanes: host A's and host B's relay (green up, red down), the client's
-//! channel on each of the three candidate URLs (a blue bar while it is the current one), and a
-//! lane of marks (orange crosses: `[relay-skip]`; blue lines across the channel lanes:
-//! `[relay-switch]`). A black line is the fault, a dashed red line FO-X1's switch deadline.
+//! channel on each of the three candidate URLs while it is the current one (solid blue while
+//! live, pale with a blue outline while in reconnect backoff), and a lane of marks (orange
+//! crosses: `[relay-skip]`). A blue line across the channel lanes is a `[relay-switch]`,
+//! labelled with its time; a black line is the fault; a dashed red line is what was due by then
+//! (FO-X1's `DEADLINE_MS`, scene 5's FO-X3a bound), labelled with its time.
 //!
 //! The file is written atomically (a temporary file in the same folder, then a rename), and a
 //! path that cannot be written is refused by name before any scene runs (SEC-4).
@@ -15,7 +18,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use switchyard_core::failover::{ATTACH_PREFIX, SKIP_PREFIX, SWITCH_PREFIX};
 
-use super::drill::{Host, SceneTimeline};
+use super::drill::{Host, SceneTimeline, Verdict};
 
 const WIDTH: u32 = 1200;
 const PANEL_HEIGHT: u32 = 240;
@@ -26,6 +29,7 @@ const MARGIN_MS: f64 = 250.0;
 const UP: RGBColor = RGBColor(76, 175, 80);
 const DOWN: RGBColor = RGBColor(229, 115, 115);
 const CHANNEL: RGBColor = RGBColor(30, 90, 200);
+const BACKOFF: RGBColor = RGBColor(205, 218, 240);
 const SKIP: RGBColor = RGBColor(240, 140, 0);
 const DEADLINE: RGBColor = RGBColor(200, 0, 0);
 
@@ -60,25 +64,83 @@ fn lane_name(y: f64) -> String {
     }
 }
 
-/// The shared axis: from the earliest event of any run to the latest, against each one's fault.
-fn time_range(timelines: &[&SceneTimeline]) -> (f64, f64) {
+/// A panel's own axis: from its earliest event to its latest (deadlines included), against its
+/// fault, with a margin either side proportional to the span.
+fn time_range(t: &SceneTimeline) -> (f64, f64) {
     let mut low = 0i64;
     let mut high = 0i64;
-    for t in timelines {
-        let times = t
-            .relays
-            .iter()
-            .map(|m| m.at_ms)
-            .chain(t.lines.iter().map(|l| l.at_ms))
-            .chain(t.deadlines_ms.iter().copied())
-            .chain([t.end_ms]);
-        for at in times {
-            let rel = t.relative_ms(at);
-            low = low.min(rel);
-            high = high.max(rel);
-        }
+    let times = t
+        .relays
+        .iter()
+        .map(|m| m.at_ms)
+        .chain(t.lines.iter().map(|l| l.at_ms))
+        .chain(t.deadlines.iter().map(|d| d.at_ms))
+        .chain([t.end_ms]);
+    for at in times {
+        let rel = t.relative_ms(at);
+        low = low.min(rel);
+        high = high.max(rel);
     }
-    (low as f64 - MARGIN_MS, high as f64 + MARGIN_MS)
+    let margin = MARGIN_MS.max((high - low) as f64 * 0.03);
+    (low as f64 - margin, high as f64 + margin)
+}
+
+/// A stretch of the client's channel on one URL, in ms against the fault.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Span {
+    url_index: usize,
+    from: f64,
+    to: f64,
+    /// Live (healthy) or in reconnect backoff.
+    live: bool,
+}
+
+/// The client's channel: from each attach or switch to the next (or the run's end) on the URL
+/// the line names, live from the move (a new channel is open) and then as its reports say.
+fn channel_spans(t: &SceneTimeline) -> Vec<Span> {
+    let end = t.relative_ms(t.end_ms) as f64;
+    let moves: Vec<(u64, usize)> = t
+        .lines
+        .iter()
+        .filter_map(|l| {
+            let url = target_url(&l.line)?;
+            let index = t.urls.iter().position(|u| u == url)?;
+            Some((l.at_ms, index))
+        })
+        .collect();
+    let mut spans = Vec::new();
+    for (i, (from_ms, index)) in moves.iter().enumerate() {
+        let to_ms = moves.get(i + 1).map(|next| next.0);
+        let url = &t.urls[*index];
+        let mut at = t.relative_ms(*from_ms) as f64;
+        let mut live = true;
+        let changes = t.channels.iter().filter(|c| {
+            &c.url == url && c.at_ms >= *from_ms && to_ms.is_none_or(|to| c.at_ms < to)
+        });
+        for change in changes {
+            if change.live == live {
+                continue;
+            }
+            let x = t.relative_ms(change.at_ms) as f64;
+            spans.push(Span {
+                url_index: *index,
+                from: at,
+                to: x,
+                live,
+            });
+            at = x;
+            live = change.live;
+        }
+        let to = to_ms.map_or(end, |to| t.relative_ms(to) as f64);
+        spans.push(Span {
+            url_index: *index,
+            from: at,
+            to,
+            live,
+        });
+    }
+    spans.retain(|s| s.to > s.from);
+    spans
 }
 
 /// The URL a `[relay-attach]` or `[relay-switch]` line puts the client on.
@@ -114,23 +176,39 @@ fn draw(root: &Area<'_>, timelines: &[&SceneTimeline]) -> DrawResult {
     root.fill(&WHITE)?;
     let (header, body) = root.split_vertically(HEADER_HEIGHT);
     header.draw(&Text::new(
-        "switchyard drill: each run against its fault (ms); relays green up / red down, the client's channel in blue, skips orange x, switches blue |, fault black, DEADLINE_MS dashed red",
-        (10, 10),
+        "switchyard drill: each run on its own axis, ms against its fault (black); relays green up / red down;",
+        (10, 8),
         ("sans-serif", 14).into_font(),
     ))?;
-    let (low, high) = time_range(timelines);
+    header.draw(&Text::new(
+        "the client's channel solid blue while live, pale outlined while in backoff; skips orange x; switches blue | with their time; what was due dashed red",
+        (10, 28),
+        ("sans-serif", 14).into_font(),
+    ))?;
     let panels = body.split_evenly((timelines.len().max(1), 1));
     for (panel, timeline) in panels.iter().zip(timelines) {
-        draw_panel(panel, timeline, low, high)?;
+        draw_panel(panel, timeline)?;
     }
     Ok(())
 }
 
-fn draw_panel(area: &Area<'_>, t: &SceneTimeline, low: f64, high: f64) -> DrawResult {
+/// A panel's caption: the run, its verdict, what the scene shows.
+fn caption(t: &SceneTimeline) -> String {
+    let verdict = t.verdict.map_or("no verdict", Verdict::as_str);
+    format!("scene {} {verdict}: {}", t.label, t.title)
+}
+
+fn draw_panel(area: &Area<'_>, t: &SceneTimeline) -> DrawResult {
+    let (low, high) = time_range(t);
+    let verdict_color = match t.verdict {
+        Some(Verdict::Pass) => RGBColor(27, 120, 40),
+        Some(Verdict::Fail) => DEADLINE,
+        _ => RGBColor(90, 90, 90),
+    };
     let mut chart = ChartBuilder::on(area)
         .caption(
-            format!("scene {}: {}", t.label, t.title),
-            ("sans-serif", 13).into_font(),
+            caption(t),
+            ("sans-serif", 13).into_font().color(&verdict_color),
         )
         .margin(6)
         .x_label_area_size(28)
@@ -163,29 +241,32 @@ fn draw_panel(area: &Area<'_>, t: &SceneTimeline, low: f64, high: f64) -> DrawRe
         chart.draw_series(spans)?;
     }
 
-    // The client's channel: from each attach or switch to the next, or the run's end.
-    let moves: Vec<(f64, usize)> = t
-        .lines
-        .iter()
-        .filter_map(|l| {
-            let url = target_url(&l.line)?;
-            let index = t.urls.iter().position(|u| u == url)?;
-            Some((t.relative_ms(l.at_ms) as f64, index))
-        })
-        .collect();
-    let spans = moves.iter().enumerate().map(|(i, (from, index))| {
-        let to = moves.get(i + 1).map_or(end, |next| next.0);
-        bar(channel_lane(*index), *from, to, CHANNEL, 0.2)
-    });
-    chart.draw_series(spans)?;
+    // The client's channel: live solid, backoff pale and outlined.
+    for span in channel_spans(t) {
+        let lane = channel_lane(span.url_index);
+        if span.live {
+            chart.draw_series([bar(lane, span.from, span.to, CHANNEL, 0.2)])?;
+        } else {
+            chart.draw_series([bar(lane, span.from, span.to, BACKOFF, 0.2)])?;
+            chart.draw_series([Rectangle::new(
+                [(span.from, lane - 0.2), (span.to, lane + 0.2)],
+                CHANNEL.stroke_width(1),
+            )])?;
+        }
+    }
 
-    // Switches across the channel lanes, skips in the marks lane.
+    // Switches across the channel lanes with their time, skips in the marks lane.
     for line in &t.lines {
         let x = t.relative_ms(line.at_ms) as f64;
         if line.line.starts_with(SWITCH_PREFIX) {
             chart.draw_series([PathElement::new(
                 vec![(x, 0.1), (x, 3.9)],
                 CHANNEL.stroke_width(2),
+            )])?;
+            chart.draw_series([Text::new(
+                format!("switch {x:+.0} ms"),
+                (x, 0.95),
+                ("sans-serif", 11).into_font().color(&CHANNEL),
             )])?;
         } else if line.line.starts_with(SKIP_PREFIX) {
             chart.draw_series([Cross::new((x, LANE_MARKS), 5, SKIP.stroke_width(2))])?;
@@ -204,15 +285,15 @@ fn draw_panel(area: &Area<'_>, t: &SceneTimeline, low: f64, high: f64) -> DrawRe
             ("sans-serif", 11).into_font(),
         )])?;
     }
-    for due in &t.deadlines_ms {
-        let x = t.relative_ms(*due) as f64;
+    for due in &t.deadlines {
+        let x = t.relative_ms(due.at_ms) as f64;
         let dashes = (0..12).map(|i| {
             let y = f64::from(i) * 0.5;
             PathElement::new(vec![(x, y), (x, y + 0.3)], DEADLINE.stroke_width(2))
         });
         chart.draw_series(dashes)?;
         chart.draw_series([Text::new(
-            "deadline",
+            format!("{} {x:+.0} ms", due.label),
             (x, 5.95),
             ("sans-serif", 11).into_font().color(&DEADLINE),
         )])?;
@@ -269,10 +350,10 @@ fn parent(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failover::drill::{RelayMark, Scene, TimedLine};
+    use crate::failover::drill::{ChannelStateMark, Due, RelayMark, Scene, TimedLine};
 
-    /// A run like scene 1's, on its own clock: attach at 40, A down at 100 (the fault), a skip,
-    /// the switch to B at 1,700, the end at 1,900.
+    /// A run like scene 1's, on its own clock: attach at 40, A down at 100 (the fault), the
+    /// channel in backoff from 105, a skip, the switch to B at 1,700, the end at 1,900.
     fn recorded(label: &str, title: &str) -> SceneTimeline {
         let urls = [
             "ws://a/dshs-relay",
@@ -322,7 +403,28 @@ mod tests {
                     ),
                 },
             ],
-            deadlines_ms: vec![3_100],
+            channels: vec![
+                ChannelStateMark {
+                    at_ms: 30,
+                    url: urls[0].to_owned(),
+                    live: true,
+                },
+                ChannelStateMark {
+                    at_ms: 105,
+                    url: urls[0].to_owned(),
+                    live: false,
+                },
+                ChannelStateMark {
+                    at_ms: 1_701,
+                    url: urls[2].to_owned(),
+                    live: true,
+                },
+            ],
+            deadlines: vec![Due {
+                at_ms: 3_100,
+                label: "deadline".to_owned(),
+            }],
+            verdict: Some(Verdict::Pass),
         }
     }
 
@@ -338,13 +440,55 @@ mod tests {
         assert!(svg.starts_with("<svg"), "{}", &svg[..200.min(svg.len())]);
         assert!(svg.trim_end().ends_with("</svg>"));
         for run in &runs {
-            let caption = format!("scene {}: {}", run.label, run.title).replace('>', "&gt;");
+            let caption = format!("scene {} PASS: {}", run.label, run.title).replace('>', "&gt;");
             assert_eq!(svg.matches(&caption).count(), 1, "{caption}");
         }
         // plotters puts a text element's text on a line of its own.
         let labels = |text: &str| svg.lines().filter(|l| *l == text).count();
         assert_eq!(labels("fault"), runs.len());
-        assert_eq!(labels("deadline"), runs.len());
+        // Each panel names its deadline's and its switch's time against the fault.
+        assert_eq!(labels("deadline +3000 ms"), runs.len());
+        assert_eq!(labels("switch +1600 ms"), runs.len());
+    }
+
+    #[test]
+    fn timeline_caption_carries_the_verdict() {
+        let mut run = recorded("2", "two");
+        assert_eq!(caption(&run), "scene 2 PASS: two");
+        run.verdict = Some(Verdict::Fail);
+        assert_eq!(caption(&run), "scene 2 FAIL: two");
+        run.verdict = None;
+        assert_eq!(caption(&run), "scene 2 no verdict: two");
+    }
+
+    #[test]
+    fn timeline_draws_backoff_apart_from_live_and_the_channel_the_client_ends_on() {
+        let run = recorded("1", "one");
+        assert_eq!(
+            channel_spans(&run),
+            [
+                // On A's first URL from the attach, live until the report of backoff.
+                Span {
+                    url_index: 0,
+                    from: -60.0,
+                    to: 5.0,
+                    live: true
+                },
+                Span {
+                    url_index: 0,
+                    from: 5.0,
+                    to: 1_600.0,
+                    live: false
+                },
+                // On B from the switch to the end of the run: the channel it ends on.
+                Span {
+                    url_index: 2,
+                    from: 1_600.0,
+                    to: 1_800.0,
+                    live: true
+                },
+            ]
+        );
     }
 
     #[test]
@@ -362,10 +506,18 @@ mod tests {
     }
 
     #[test]
-    fn timeline_axis_is_shared_and_relative_to_each_fault() {
-        let early = recorded("1", "one");
+    fn timeline_axis_is_each_panels_own_and_relative_to_its_fault() {
+        let short = recorded("1", "one");
+        // Relays came up 99 ms before the fault; the deadline is the latest event.
+        assert_eq!(time_range(&short), (-99.0 - MARGIN_MS, 3_000.0 + MARGIN_MS));
+        // A 35 s run beside it does not stretch the short one's axis.
+        let mut long = recorded("5", "five");
+        long.end_ms = 35_100;
+        let (low, high) = time_range(&long);
+        assert!(low < -99.0 && high > 35_000.0, "{low}..{high}");
+        assert_eq!(time_range(&short), (-99.0 - MARGIN_MS, 3_000.0 + MARGIN_MS));
+        // The same run 5 s later on its own clock: the same axis against its fault.
         let mut late = recorded("2", "two");
-        // The same run, everything 5 s later on its own clock: the same place on the axis.
         late.fault_ms = Some(5_100);
         for m in &mut late.relays {
             m.at_ms += 5_000;
@@ -373,14 +525,9 @@ mod tests {
         for l in &mut late.lines {
             l.at_ms += 5_000;
         }
-        late.deadlines_ms = vec![8_100];
+        late.deadlines[0].at_ms += 5_000;
         late.end_ms += 5_000;
-        assert_eq!(time_range(&[&early]), time_range(&[&early, &late]));
-        // Relays came up 99 ms before the fault; the deadline is the latest event.
-        assert_eq!(
-            time_range(&[&early]),
-            (-99.0 - MARGIN_MS, 3_000.0 + MARGIN_MS)
-        );
+        assert_eq!(time_range(&late), time_range(&short));
     }
 
     #[test]
