@@ -5,5 +5,6 @@ pub mod failover;
 pub mod handoff;
 pub mod lifecycle;
 pub mod probes;
+pub mod sd_notify;
 pub mod serve;
 pub mod telemetry;

@@ -49,8 +49,9 @@ fn ops_1_systemd_units_are_notify_services_with_a_watchdog_hardening_and_an_envi
             );
         }
     }
-    let dropin = std::fs::read_to_string(deploy_dir().join("switchyard-cell@.service.d/capacity.conf"))
-        .expect("the drop-in example");
+    let dropin =
+        std::fs::read_to_string(deploy_dir().join("switchyard-cell@.service.d/capacity.conf"))
+            .expect("the drop-in example");
     assert!(dropin.contains("[Service]") && dropin.contains("Environment=SWITCHYARD_CAPACITY="));
 }
 
@@ -224,7 +225,15 @@ fn ops_1_cell_says_ready_on_an_abstract_notify_socket() {
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
     let notify = NotifySocket::abstract_name();
     let mut cell = Reaped(start(
-        &["cell", "--db", &db, "--cell-id", "3", "--listen", "127.0.0.1:0"],
+        &[
+            "cell",
+            "--db",
+            &db,
+            "--cell-id",
+            "3",
+            "--listen",
+            "127.0.0.1:0",
+        ],
         &notify,
         None,
     ));

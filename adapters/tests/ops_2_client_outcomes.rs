@@ -12,8 +12,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use support_bin::{Process, SECRET, WAIT};
 use serde_json::Value;
+use support_bin::{Process, SECRET, WAIT};
 
 /// The exit status documented for a refused credential (docs/OPERATIONS.md).
 const CREDENTIAL_REFUSED_EXIT: i32 = 4;
@@ -70,7 +70,15 @@ struct Mobile {
 impl Mobile {
     fn start(url: &str, extra: &[&str]) -> Mobile {
         let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
-            .args(["mobile", "--resolver", url, "--host", "7", "--prefix", "phone"])
+            .args([
+                "mobile",
+                "--resolver",
+                url,
+                "--host",
+                "7",
+                "--prefix",
+                "phone",
+            ])
             .args(extra)
             .env("RUST_LOG", "info")
             .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
@@ -139,7 +147,7 @@ impl Mobile {
         }
         let report: Value = serde_json::from_str(stdout.trim())
             .unwrap_or_else(|e| panic!("mobile report {stdout:?}: {e}\n{}", self.log));
-        (status.code(), report, self.log)
+        (status.code(), report, std::mem::take(&mut self.log))
     }
 }
 
@@ -191,7 +199,10 @@ fn ops_2_ho_a5_a_mobile_at_a_drained_host_names_the_close_and_stops_at_once() {
     assert_eq!(code, Some(1), "{report}\n{log}");
     assert_eq!(report["closed_by"], "1012 source_draining", "{report}");
     assert_eq!(report["stopped"], "host_drained", "{report}");
-    assert_eq!(report["attempts"], 1, "no retry at a drained host: {report}");
+    assert_eq!(
+        report["attempts"], 1,
+        "no retry at a drained host: {report}"
+    );
     assert_eq!(report["done"], false, "{report}");
     let warn = log
         .lines()
@@ -211,14 +222,25 @@ fn ops_2_a_mobile_whose_mutations_were_all_acked_exits_0_when_a_drain_cuts_its_h
     let _desktop = desktop(&url);
     let mut mobile = Mobile::start(
         &url,
-        &["--mutations", "2", "--hold-ms", "60000", "--max-attempts", "5"],
+        &[
+            "--mutations",
+            "2",
+            "--hold-ms",
+            "60000",
+            "--max-attempts",
+            "5",
+        ],
     );
     mobile.wait_for("every mutation acked");
     drain(&url);
     let (code, report, log) = mobile.finish();
     assert_eq!(code, Some(0), "{report}\n{log}");
     assert_eq!(report["done"], true, "{report}");
-    assert_eq!(report["acked"], serde_json::json!(["phone-0", "phone-1"]), "{report}");
+    assert_eq!(
+        report["acked"],
+        serde_json::json!(["phone-0", "phone-1"]),
+        "{report}"
+    );
     assert_eq!(report["unknown"], serde_json::json!([]), "{report}");
     assert_eq!(report["stopped"], "host_drained", "{report}");
 }
@@ -231,7 +253,17 @@ fn ho_l1_a_second_undrain_is_refused_not_drained() {
     drain(&url);
     // The desktop stays away, so the host gets no fresh machine between the two undrains.
     drop(desktop);
-    let undrain = || operator(&["undrain", "--cell-url", &url, "--cell-id", "1", "--host", "7"]);
+    let undrain = || {
+        operator(&[
+            "undrain",
+            "--cell-url",
+            &url,
+            "--cell-id",
+            "1",
+            "--host",
+            "7",
+        ])
+    };
     let deadline = Instant::now() + WAIT;
     loop {
         let out = undrain();
@@ -255,7 +287,15 @@ fn ho_l1_a_second_undrain_is_refused_not_drained() {
         "{err}"
     );
     // A host the cell never had is still unknown.
-    let out = operator(&["undrain", "--cell-url", &url, "--cell-id", "1", "--host", "8"]);
+    let out = operator(&[
+        "undrain",
+        "--cell-url",
+        &url,
+        "--cell-id",
+        "1",
+        "--host",
+        "8",
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refused: unknown_host"), "{err}");
 }

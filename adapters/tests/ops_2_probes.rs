@@ -143,7 +143,9 @@ fn metrics_as(addr: &str, accept: Option<&str>) -> (String, String) {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
-    let accept = accept.map(|a| format!("accept: {a}\r\n")).unwrap_or_default();
+    let accept = accept
+        .map(|a| format!("accept: {a}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
         "GET /metrics HTTP/1.1\r\nhost: x\r\n{accept}connection: close\r\n\r\n"
@@ -176,10 +178,14 @@ fn ops_2_metrics_serve_prometheus_text_or_openmetrics_as_accept_asks() {
             content_type.starts_with("text/plain; version=0.0.4"),
             "{accept:?}: {content_type}"
         );
-        assert!(body.contains("switchyard_relay_channels_accepted_total 0"), "{body}");
+        assert!(
+            body.contains("switchyard_relay_channels_accepted_total 0"),
+            "{body}"
+        );
         assert!(!body.contains("# EOF"), "{accept:?}: {body}");
     }
-    let prometheus_server = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    let prometheus_server =
+        "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
     let (content_type, body) = metrics_as(&addr, Some(prometheus_server));
     assert!(
         content_type.starts_with("application/openmetrics-text; version=1.0.0"),

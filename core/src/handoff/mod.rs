@@ -11,6 +11,8 @@
 //!   drain fence (HO-S4, HO-A1, HO-A2, HO-A4..A6).
 //! - [`director`] and [`policy`]: eligibility, cohort, read-only paged selection, dispatch
 //!   budget (HO-3, HO-S1, HO-S2, HO-C1).
+//! - [`reconnect`]: what a client does after a cell closed or refused it: resolve, retry or
+//!   stop (OPS-2).
 //! - [`ids`]: exact source authority and the UUIDv5 operation id (HO-S1).
 //!
 //! HO-1 / HO-2: nothing here can close an established client: the only closing output is
@@ -27,6 +29,7 @@ pub mod escrow;
 pub mod ids;
 pub mod lifecycle;
 pub mod policy;
+pub mod reconnect;
 pub mod store;
 
 pub use admission::{
