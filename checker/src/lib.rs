@@ -1121,7 +1121,7 @@ pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
 pub const TABLE_WIDTH: usize = 120;
 /// The property column's width: with the kind and the longest verdict
 /// (`VIOLATED (1234 steps, not the shortest)`) a row stays within [`TABLE_WIDTH`].
-const NAME_WIDTH: usize = 64;
+const NAME_WIDTH: usize = 66;
 
 /// `text` as words greedily filled into lines of at most `width` characters (a longer word
 /// is cut).
