@@ -6,5 +6,6 @@ pub mod files;
 pub mod handoff;
 pub mod lifecycle;
 pub mod probes;
+pub mod sd_notify;
 pub mod serve;
 pub mod telemetry;

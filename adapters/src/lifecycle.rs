@@ -106,6 +106,8 @@ impl Signals {
             bound_ms = u64::try_from(STOP_BOUND.as_millis()).unwrap_or(u64::MAX),
             "stopping gracefully (a second signal stops at once)"
         );
+        // Under systemd (Type=notify): the stop has begun.
+        crate::sd_notify::stopping();
         tokio::spawn(async move {
             let second = self.next().await;
             warn!(signal = second.name(), "second signal: exiting now");

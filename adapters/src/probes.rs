@@ -1,5 +1,7 @@
 //! OPS-2: `GET /healthz` (the process answers), `GET /readyz` (it should get traffic: 503 with
-//! the reason otherwise) and `GET /metrics` (Prometheus text format) for every server.
+//! the reason otherwise) and `GET /metrics` for every server: the Prometheus text format
+//! (version 0.0.4) by default, OpenMetrics 1.0 text when the `Accept` header asks for
+//! `application/openmetrics-text` (as a Prometheus server does).
 //!
 //! The counters stay where they live (the relay's, the cell's, the director's, the listener's
 //! `ServerStats`); a scrape takes a snapshot and encodes it with `prometheus-client`, so there
@@ -58,9 +60,56 @@ pub fn gauge(name: impl Into<String>, help: impl Into<String>, value: u64) -> Sa
     }
 }
 
-/// The Prometheus text exposition of `samples`.
+/// The exposition formats `/metrics` serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Prometheus text 0.0.4 (`text/plain; version=0.0.4`): the default.
+    Prometheus,
+    /// OpenMetrics 1.0 text (`application/openmetrics-text; version=1.0.0`), ends `# EOF`.
+    OpenMetrics,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for: OpenMetrics when it names
+    /// `application/openmetrics-text` (with a non-zero quality), else Prometheus text.
+    #[must_use]
+    pub fn of_accept(accept: Option<&str>) -> Format {
+        let asks = accept.is_some_and(|accept| {
+            accept.split(',').any(|range| {
+                let mut parts = range.split(';').map(str::trim);
+                let media = parts.next().unwrap_or_default();
+                let zero = parts.any(|p| {
+                    p.strip_prefix("q=")
+                        .is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0))
+                });
+                media.eq_ignore_ascii_case("application/openmetrics-text") && !zero
+            })
+        });
+        if asks {
+            Format::OpenMetrics
+        } else {
+            Format::Prometheus
+        }
+    }
+
+    #[must_use]
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+/// The Prometheus text exposition (0.0.4) of `samples`.
 #[must_use]
 pub fn encode(samples: &[Sample]) -> String {
+    encode_as(samples, Format::Prometheus)
+}
+
+/// The exposition of `samples` in `format`.
+#[must_use]
+pub fn encode_as(samples: &[Sample], format: Format) -> String {
     let mut registry = Registry::with_prefix("switchyard");
     for s in samples {
         match s.kind {
@@ -76,7 +125,12 @@ pub fn encode(samples: &[Sample]) -> String {
     }
     let mut text = String::new();
     // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+    let _ = match format {
+        Format::Prometheus => {
+            prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)
+        }
+        Format::OpenMetrics => prometheus_client::encoding::text::encode(&mut text, &registry),
+    };
     text
 }
 
@@ -174,9 +228,11 @@ pub fn routes(probe: Arc<dyn Probe>) -> Router {
         )
         .route(
             METRICS_PATH,
-            get(move || {
-                let text = encode(&metrics.samples());
-                async move { metrics_response(text) }
+            get(move |headers: axum::http::HeaderMap| {
+                let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+                let format = Format::of_accept(accept);
+                let text = encode_as(&metrics.samples(), format);
+                async move { metrics_response(format, text) }
             }),
         )
 }
@@ -203,15 +259,8 @@ pub async fn serve_alone(
     Ok(addr)
 }
 
-fn metrics_response(text: String) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+fn metrics_response(format: Format, text: String) -> Response {
+    ([(header::CONTENT_TYPE, format.content_type())], text).into_response()
 }
 
 #[cfg(test)]
@@ -219,11 +268,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ops_2_samples_encode_as_prometheus_text_with_the_prefix() {
-        let text = encode(&[
-            counter("cell_clients_attached", "clients attached", 3),
-            gauge("server_connections_open", "open", 2),
-        ]);
+    fn ops_2_metrics_format_follows_the_accept_header() {
+        assert_eq!(Format::of_accept(None), Format::Prometheus);
+        assert_eq!(Format::of_accept(Some("*/*")), Format::Prometheus);
+        assert_eq!(Format::of_accept(Some("text/plain")), Format::Prometheus);
+        let prometheus_server = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        assert_eq!(
+            Format::of_accept(Some(prometheus_server)),
+            Format::OpenMetrics
+        );
+        assert_eq!(
+            Format::of_accept(Some("application/openmetrics-text;q=0, text/plain")),
+            Format::Prometheus
+        );
+        let samples = [counter("cell_clients_attached", "clients attached", 3)];
+        let text = encode(&samples);
+        assert!(
+            text.contains("switchyard_cell_clients_attached_total 3"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+    }
+
+    #[test]
+    fn ops_2_samples_encode_as_openmetrics_text_with_the_prefix() {
+        let text = encode_as(
+            &[
+                counter("cell_clients_attached", "clients attached", 3),
+                gauge("server_connections_open", "open", 2),
+            ],
+            Format::OpenMetrics,
+        );
         assert!(text.contains("# HELP switchyard_cell_clients_attached clients attached"));
         assert!(text.contains("# TYPE switchyard_cell_clients_attached counter"));
         assert!(

@@ -110,3 +110,28 @@ fn ops_2_a_failing_mobile_says_why_once_and_ends_with_the_cause() {
         "{stderr}"
     );
 }
+
+/// OPS-2 (issue 27 point 10): with `--log-format json` a field is a JSON value, not Rust
+/// `Debug` text: the relay's paths are an array. Red before: `"paths":"[\"/a\", \"/b\"]"`.
+#[test]
+fn ops_2_json_log_fields_are_json_values_not_debug_text() {
+    let lines = first_lines(
+        &[
+            "--log-format",
+            "json",
+            "relay",
+            "--listen",
+            "127.0.0.1:0",
+            "--path",
+            "/a",
+            "--path",
+            "/b",
+        ],
+        &[],
+        1,
+    );
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).expect("a JSON line");
+    assert_eq!(v["message"], "relay listening", "{v}");
+    assert_eq!(v["paths"], serde_json::json!(["/a", "/b"]), "{v}");
+    assert!(v["timestamp"].is_string() && v["level"] == "INFO", "{v}");
+}

@@ -136,3 +136,60 @@ fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
         "{metrics}"
     );
 }
+
+/// `GET /metrics` with `accept` → (content type, body).
+fn metrics_as(addr: &str, accept: Option<&str>) -> (String, String) {
+    let addr: SocketAddr = addr.trim_start_matches("http://").parse().expect("addr");
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let accept = accept
+        .map(|a| format!("accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nhost: x\r\n{accept}connection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            l.split_once(':')
+                .filter(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+                .map(|(_, v)| v.trim().to_owned())
+        })
+        .unwrap_or_default();
+    (content_type, body.to_owned())
+}
+
+/// OPS-2 (issue 27 point 10): `/metrics` is the Prometheus text format (0.0.4) the docs name,
+/// and OpenMetrics when the `Accept` header asks for it (as a Prometheus server does). Red
+/// before: OpenMetrics whatever was asked.
+#[test]
+fn ops_2_metrics_serve_prometheus_text_or_openmetrics_as_accept_asks() {
+    let relay = Process::start(&["relay", "--listen", "127.0.0.1:0", "--path", "/r"]);
+    let addr = relay.value("local_addr=");
+    for accept in [None, Some("*/*"), Some("text/plain")] {
+        let (content_type, body) = metrics_as(&addr, accept);
+        assert!(
+            content_type.starts_with("text/plain; version=0.0.4"),
+            "{accept:?}: {content_type}"
+        );
+        assert!(
+            body.contains("switchyard_relay_channels_accepted_total 0"),
+            "{body}"
+        );
+        assert!(!body.contains("# EOF"), "{accept:?}: {body}");
+    }
+    let prometheus_server =
+        "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    let (content_type, body) = metrics_as(&addr, Some(prometheus_server));
+    assert!(
+        content_type.starts_with("application/openmetrics-text; version=1.0.0"),
+        "{content_type}"
+    );
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+}

@@ -3,7 +3,7 @@
 
 use std::fmt::{Debug, Display, Write as _};
 use std::hash::Hash;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path as FsPath, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -973,6 +973,7 @@ where
     C: Checker<FirstHits<M>>,
 {
     let mut last_print = Instant::now();
+    let on_terminal = progress_on_terminal();
     let mut budget_reached = None;
     let baseline_bytes = options
         .memory_budget
@@ -989,10 +990,10 @@ where
                 halt.raise();
             }
         }
-        if options.progress && last_print.elapsed() >= Duration::from_secs(1) {
+        if options.progress && last_print.elapsed() >= progress_every(on_terminal) {
             last_print = Instant::now();
-            eprint!(
-                "\r{}: {} states, {} unique, depth {}, {:.1} s{}   ",
+            let line = format!(
+                "{}: {} states generated, {} unique, depth {}, {:.1} s{}",
                 M::NAME,
                 checker.state_count(),
                 checker.unique_state_count(),
@@ -1002,14 +1003,14 @@ where
                     .map(|rss| format!(", {} MiB resident", rss >> 20))
                     .unwrap_or_default()
             );
-            let _ = std::io::stderr().flush();
+            progress_line(on_terminal, &line);
         }
     }
     let checker = checker.join();
     // Paths are rebuilt by replaying the model's actions, which a raised halt hides.
     halt.lower();
     if options.progress {
-        eprint!("\r{:90}\r", "");
+        progress_done(on_terminal);
     }
     // `FirstHits` kept each property's first discovery: no later state on the path discovers it
     // again, and no earlier one does (it would have been visited, and reported, first). Only a
@@ -1060,33 +1061,39 @@ pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
             resident_bytes >> 20
         ),
     };
-    let _ = writeln!(
-        out,
-        "model {}: {} search, {} states generated, {} unique, max depth {}, {:.2} s ({:.0} unique states/s), {ending}",
+    // Two lines: the counts, then the time and how the search ended.
+    let header = format!(
+        "model {}: {} search, {} states generated, {} unique, max depth {},",
         report.model,
         report.strategy.describe(),
         report.states,
         report.unique_states,
         report.max_depth,
+    );
+    out.push_str(&wrap(&header, "", "  "));
+    let timing = format!(
+        "  {:.2} s ({:.0} unique states/s), {ending}",
         report.elapsed.as_secs_f64(),
         report.unique_states_per_second(),
     );
+    out.push_str(&wrap(&timing, "", "  "));
     if let Some(fallback) = report.fallback {
-        let _ = writeln!(
-            out,
+        let line = format!(
             "  breadth-first search reached the memory budget ({} MiB resident) after {} unique states at depth {}; this is the depth-first retry (its counterexamples are not the shortest)",
             fallback.resident_bytes >> 20,
             fallback.unique_states,
             fallback.max_depth
         );
+        out.push_str(&wrap(&line, "", "    "));
     }
+    // OPS-2: rows fit TABLE_WIDTH columns: a long property name wraps within its column.
     let width = report
         .properties
         .iter()
         .map(|p| p.name.chars().count())
         .max()
         .unwrap_or(8)
-        .max(8);
+        .clamp(8, NAME_WIDTH);
     let _ = writeln!(out, "  {:width$}  {:9}  verdict", "property", "kind");
     for p in &report.properties {
         let steps = p
@@ -1094,16 +1101,123 @@ pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
             .as_ref()
             .map(|_| format!(" ({})", steps_of(p)))
             .unwrap_or_default();
+        let mut name = wrap_words(&p.name, width).into_iter();
         let _ = writeln!(
             out,
             "  {:width$}  {:9}  {}{}",
-            p.name,
+            name.next().unwrap_or_default(),
             kind_name(&p.expectation),
             p.verdict.as_str(),
             steps
         );
+        for rest in name {
+            let _ = writeln!(out, "  {rest}");
+        }
     }
     out
+}
+
+/// OPS-2: the widest line of the table (a 120-column terminal or log viewer).
+pub const TABLE_WIDTH: usize = 120;
+/// The property column's width: with the kind and the longest verdict
+/// (`VIOLATED (1234 steps, not the shortest)`) a row stays within [`TABLE_WIDTH`].
+const NAME_WIDTH: usize = 66;
+
+/// `text` as words greedily filled into lines of at most `width` characters (a longer word
+/// is cut).
+#[must_use]
+pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > width {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            lines.push(word.drain(..width).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let need = if line.is_empty() {
+            0
+        } else {
+            line.chars().count() + 1
+        };
+        if need + word.chars().count() > width && !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// One logical line as lines of at most [`TABLE_WIDTH`] characters, each ending in `\n`:
+/// the first after `first` (its indent), the rest after `rest`.
+#[must_use]
+pub fn wrap(text: &str, first: &str, rest: &str) -> String {
+    let mut out = String::new();
+    let indent = text.len() - text.trim_start().len();
+    let (lead, body) = text.split_at(indent);
+    let first = format!("{first}{lead}");
+    let mut pieces = wrap_words(
+        body,
+        TABLE_WIDTH - first.chars().count().max(rest.chars().count()),
+    );
+    if pieces.len() > 1 {
+        // Refill the continuation with its own indent's width.
+        let head = pieces.remove(0);
+        let tail = pieces.join(" ");
+        pieces = vec![head];
+        pieces.extend(wrap_words(&tail, TABLE_WIDTH - rest.chars().count()));
+    }
+    for (i, piece) in pieces.iter().enumerate() {
+        out.push_str(if i == 0 { &first } else { rest });
+        out.push_str(piece);
+        out.push('\n');
+    }
+    out
+}
+
+/// OPS-2: progress overwrites one line (`\r`) on a terminal, and is whole lines, fewer of
+/// them, anywhere else (a log file, a pipe), so a log holds lines and not one huge one.
+#[must_use]
+pub fn progress_on_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// How often progress is printed: every second on a terminal, every ten seconds elsewhere.
+#[must_use]
+pub fn progress_every(on_terminal: bool) -> Duration {
+    if on_terminal {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(10)
+    }
+}
+
+/// Print one progress line (overwriting the last on a terminal).
+pub fn progress_line(on_terminal: bool, line: &str) {
+    if on_terminal {
+        eprint!("\r{line}   ");
+        let _ = std::io::stderr().flush();
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+/// Clear the progress line (a terminal only: elsewhere every progress line stays).
+pub fn progress_done(on_terminal: bool) {
+    if on_terminal {
+        eprint!("\r{:100}\r", "");
+        let _ = std::io::stderr().flush();
+    }
 }
 
 /// A discovery's length: "3 steps, shortest", or "27 steps, not the shortest" after a

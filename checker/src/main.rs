@@ -372,14 +372,16 @@ where
     // re-check would run out too.
     if exhaustive && report.fallback.is_none() && report.properties.iter().any(|p| p.path.is_some())
     {
+        let on_terminal = progress_on_terminal();
         if options.progress {
-            eprint!(
-                "re-checking with one thread for the shortest witnesses and counterexamples ..."
+            progress_line(
+                on_terminal,
+                "re-checking with one thread for the shortest witnesses and counterexamples ...",
             );
         }
         recheck = shorten_discoveries(&model, options, &mut report);
         if options.progress {
-            eprint!("\r{:90}\r", "");
+            progress_done(on_terminal);
         }
         if let Some(recheck) = recheck {
             // The table's time is the whole check's, the re-check included.
@@ -388,13 +390,14 @@ where
     }
     print!("{}", render_table(&report));
     if let Some(r) = recheck {
-        println!(
+        let line = format!(
             "  shortest paths: one-thread breadth-first re-check to depth {} (bound {}, the deepest first discovery), {} unique states, {:.2} s (included above)",
             r.depth_reached,
             r.depth_bound,
             r.unique_states,
             r.elapsed.as_secs_f64()
         );
+        print!("{}", wrap(&line, "", "    "));
     }
     let mut violated = false;
     for p in &report.properties {
@@ -415,10 +418,11 @@ where
         println!("wrote {} trace(s) to {}", written.len(), dir.display());
     }
     if report.incomplete() {
-        println!(
+        let line = format!(
             "no verdict for model {}: the search reached the memory budget; raise --memory-budget-mib, or lower the bounds",
             report.model
         );
+        print!("{}", wrap(&line, "", "  "));
     }
     println!();
     Ok(report.summary())

@@ -344,3 +344,26 @@ fn checker_explore_as_the_readme_writes_it_serves_the_failover_model_with_named_
         "the default is said: {seen:?}"
     );
 }
+
+/// OPS-2 (issue 27 point 11): output a log file can hold. When stderr is not a terminal the
+/// progress is whole lines (no carriage returns), and every line of the table fits 120
+/// columns, the handoff model's long property names included. Red before: the handoff table's
+/// rows were up to 232 characters and the progress ended with `\r` padding.
+#[test]
+fn ops_2_checker_output_fits_120_columns_and_has_no_carriage_returns_off_a_terminal() {
+    for args in [
+        vec!["handoff", "--scenario", "work-kinds"],
+        TINY_FAILOVER.to_vec(),
+    ] {
+        let (code, out, err) = check(&args);
+        assert_eq!(code, 0, "{out}\n{err}");
+        assert!(!out.contains('\r') && !err.contains('\r'), "{err:?}");
+        for line in out.lines() {
+            assert!(
+                line.chars().count() <= 120,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
+    }
+}

@@ -276,6 +276,24 @@ fn ho_l1_an_undrain_waits_for_the_drained_attempt_to_end() {
     assert_eq!(cell.undrain(HOST), Ok(()));
 }
 
+/// HO-L1 (issue 27 point 8): an undrain run twice, before the desktop registers again, is
+/// refused `not_drained` the second time (the host is served here and not drained), not
+/// `unknown_host`; a host this cell never had is still `unknown_host`.
+#[test]
+fn ho_l1_a_second_undrain_before_the_desktop_returns_is_refused_not_drained() {
+    let (mut store, mut cell, auth, first) = registered();
+    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    write_fence(&mut store, &mut cell, first.machine, auth);
+    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::NotDrained));
+    assert_eq!(cell.undrain(OTHER_HOST), Err(UndrainRefusal::UnknownHost));
+    assert_eq!(
+        UndrainRefusal::NotDrained.name(),
+        "not_drained",
+        "the name the operator reads"
+    );
+}
+
 /// HO-A5: the adapter writes the drain fence and feeds the store's answer back.
 fn write_fence(
     store: &mut AssignmentStore,

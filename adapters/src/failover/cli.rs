@@ -205,6 +205,9 @@ async fn relay(args: RelayArgs) -> Result<(), String> {
     })
     .await
     .map_err(|e| e.to_string())?;
+    // OPS-1 under systemd: ready once it listens; the watchdog fed from the runtime.
+    crate::sd_notify::ready("relay listening");
+    let _ = crate::sd_notify::spawn_watchdog();
     signals.stopped().await;
     let mut stopped = None;
     lifecycle::bounded_stop("the relay", async {
@@ -348,6 +351,12 @@ async fn client(args: ClientArgs) -> Result<(), String> {
         channel: ChannelConfig::default(),
         directory,
     });
+    // OPS-1 under systemd: ready once the first relay channel is up.
+    let channel = client.stats_watch();
+    crate::sd_notify::ready_when("client on a relay channel", move || {
+        channel.borrow().current.is_some()
+    });
+    let _ = crate::sd_notify::spawn_watchdog();
     let (probes_stop, probes_stop_rx) = tokio::sync::watch::channel(false);
     if let Some(listen) = args.metrics_listen {
         let probe = Arc::new(ClientProbe {

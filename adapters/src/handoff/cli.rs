@@ -110,7 +110,9 @@ pub struct CellKeyArgs {
 #[derive(Args, Debug)]
 pub struct OperatorArgs {
     /// The cell's URL (its internal endpoint listens there), e.g. http://cell1.example:7401.
-    #[arg(long, env = "SWITCHYARD_CELL_URL")]
+    /// Plain http:// only: this build does not speak TLS (it terminates at a reverse proxy in
+    /// front of the cell; the internal endpoint is reached on the cell's own address).
+    #[arg(long, env = "SWITCHYARD_CELL_URL", value_parser = parse_cell_url)]
     cell_url: String,
     /// The cell's id (its --cell-id): the request is signed for this cell alone (SEC-2).
     #[arg(long, env = "SWITCHYARD_CELL_ID")]
@@ -414,7 +416,7 @@ pub struct DesktopArgs {
         env = "SWITCHYARD_RESOLVERS",
         value_delimiter = ',',
         required = true,
-        value_parser = parse_resolver_url
+        value_parser = parse_cell_url
     )]
     resolvers: Vec<String>,
     /// The desktop's host id.
@@ -445,7 +447,7 @@ pub struct MobileArgs {
         env = "SWITCHYARD_RESOLVERS",
         value_delimiter = ',',
         required = true,
-        value_parser = parse_resolver_url
+        value_parser = parse_cell_url
     )]
     resolvers: Vec<String>,
     /// The host to reach.
@@ -650,7 +652,14 @@ enum Failure {
     Failed(String),
     /// HO-L2: a cell lost its identity lease to another process and stopped gracefully.
     LeaseLost(String),
+    /// SEC-1 / OPS-2: a cell refused the credential a `desktop` or `mobile` holds; a retry is
+    /// refused the same way ([`CREDENTIAL_REFUSED_EXIT_CODE`]).
+    CredentialRefused(String),
 }
+
+/// The exit status of a `desktop` or `mobile` whose credential a cell refused (desktop token:
+/// HTTP 401 at the upgrade; client credential: close 4401). Documented in docs/OPERATIONS.md.
+pub const CREDENTIAL_REFUSED_EXIT_CODE: u8 = 4;
 
 /// Anything not marked refused is a failure while running.
 impl From<String> for Failure {
@@ -681,6 +690,7 @@ pub async fn run(command: HandoffCommand) -> ExitCode {
         Err(Failure::Refused(e)) => (e, 2),
         Err(Failure::Failed(e)) => (e, 1),
         Err(Failure::LeaseLost(e)) => (e, LEASE_LOST_EXIT_CODE),
+        Err(Failure::CredentialRefused(e)) => (e, CREDENTIAL_REFUSED_EXIT_CODE),
     };
     // One error format for every command: `switchyard: <why>` on stderr.
     let line = line.replace(['\n', '\r'], " ");
@@ -890,6 +900,9 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| e.to_string())?;
     info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; SIGTERM or Ctrl-C stops it");
+    // OPS-1 under systemd: ready once it holds its lease and listens.
+    crate::sd_notify::ready("cell listening");
+    let _ = crate::sd_notify::spawn_watchdog();
     // OPS-1 / HO-L2: a signal, or the lease lost to another process: the same graceful stop.
     let lost = tokio::select! {
         _ = signals.stopped() => None,
@@ -1012,6 +1025,10 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         totals: std::sync::OnceLock::new(),
     });
     probes::serve_alone("director", a.metrics_listen, probe.clone(), stop_rx.clone()).await?;
+    // OPS-1 under systemd: ready once its probes listen (/readyz then says whether the store
+    // is reached).
+    crate::sd_notify::ready("director probes listening");
+    let _ = crate::sd_notify::spawn_watchdog();
     let store = tokio::select! {
         store = open_store_with_retry(schedule, &probe.start, || open_store_classified(&a.db)) => store?,
         _ = &mut stopped => {
@@ -1143,13 +1160,20 @@ async fn run_desktop(a: DesktopArgs) -> Result<(), Failure> {
         pace_max: Duration::from_secs(5),
         ping_every: Duration::from_secs(15),
     });
-    signals
-        .stopped_or(a.for_ms.map(Duration::from_millis))
-        .await;
+    // OPS-2: a refusal no retry can fix (its credential) ends the desktop by itself.
+    tokio::select! {
+        _ = signals.stopped_or(a.for_ms.map(Duration::from_millis)) => {}
+        () = handle.gave_up() => {}
+    }
     let state = handle.state();
     lifecycle::bounded_stop("the desktop", handle.stop()).await?;
     print_json(&state);
-    Ok(())
+    match state.stopped {
+        Some(why) => Err(Failure::CredentialRefused(format!(
+            "the cell refused the desktop's token ({why}): check --token / SWITCHYARD_DESKTOP_TOKEN against the cells' desktop secret"
+        ))),
+        None => Ok(()),
+    }
 }
 
 async fn run_mobile_cmd(a: MobileArgs) -> Result<(), Failure> {
@@ -1191,7 +1215,10 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), Failure> {
     if done {
         Ok(())
     } else if refused {
-        Err(Failure::Failed("the cell refused the client credential (close 4401): mint a new one with `switchyard client-token`".into()))
+        Err(Failure::CredentialRefused(format!(
+            "the cell refused the client credential ({}): mint a new one with `switchyard client-token`",
+            last_failure.as_deref().unwrap_or("close 4401")
+        )))
     } else {
         Err(Failure::Failed(format!(
             "mobile did not finish its mutations: {}",
@@ -1234,19 +1261,18 @@ fn check_desktop_token(token: &str) -> Result<String, String> {
     Ok(token.to_owned())
 }
 
-/// SEC-4: a `--resolver` is a cell URL this build can dial: `http://` with a host (TLS
-/// terminates in front of the cells; this client speaks plain HTTP).
-fn parse_resolver_url(value: &str) -> Result<String, String> {
+/// SEC-4: an operator command's `--cell-url`, or a desktop's or mobile's `--resolver`: an absolute `http://` URL with a host. An
+/// `https://` one is refused naming TLS: this build does not speak it (docs/SECURITY.md: TLS
+/// terminates at a reverse proxy in front of the cell).
+fn parse_cell_url(value: &str) -> Result<String, String> {
     let url = url::Url::parse(value).map_err(|e| format!("{value:?} is not a URL: {e}"))?;
-    if url.scheme() == "https" {
-        return Err(format!(
-            "{value:?}: this build does not speak TLS; give the cell's http:// URL (TLS terminates in front of the cell)"
-        ));
+    match url.scheme() {
+        "https" => Err(format!(
+            "{value:?}: this build does not speak TLS; TLS terminates at a reverse proxy in front of the cell: give the cell's own plain http:// address"
+        )),
+        "http" if url.has_host() => Ok(value.to_owned()),
+        _ => Err(format!("{value:?} must be an http:// URL with a host")),
     }
-    if url.scheme() != "http" || !url.has_host() {
-        return Err(format!("{value:?} must be an http:// URL with a host"));
-    }
-    Ok(value.to_owned())
 }
 
 /// SEC-4: what clients and desktops are told to dial must be an absolute http(s) or ws(s) URL

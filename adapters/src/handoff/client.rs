@@ -7,6 +7,9 @@
 //!   whose ack was lost with the connection is reported `unknown` and **never replayed**
 //!   (no mutation is sent twice). 4409 and failures are retried with paced, jittered backoff;
 //!   same-address retries are never tighter than the minimum pacing.
+//! - OPS-2: what follows a close or a refused upgrade (resolve, retry, or stop because no
+//!   retry can help: a refused credential, a drained host) is the core's
+//!   [`switchyard_core::handoff::reconnect`]; each client names the close it stopped on.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -16,12 +19,15 @@ use futures_util::{SinkExt, StreamExt};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
 use switchyard_core::handoff::cell::close_code;
+use switchyard_core::handoff::reconnect::{
+    after_close, after_refused_upgrade, AfterClose, StopWhy,
+};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::http;
 use super::proto::*;
@@ -156,6 +162,10 @@ pub struct DesktopState {
     pub retries: Vec<String>,
     pub credentials_done: Vec<u64>,
     pub connect_failures: u32,
+    /// OPS-2: why the desktop stopped by itself (a refusal no retry can fix), e.g.
+    /// `credential_refused: HTTP 401 Unauthorized: bad desktop token`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 #[derive(Debug)]
@@ -164,6 +174,8 @@ pub struct DesktopHandle {
     registered: watch::Receiver<Option<(u32, u64)>>,
     cmds: mpsc::Sender<DesktopCmd>,
     stop: watch::Sender<bool>,
+    /// Set when the desktop stopped by itself ([`DesktopState::stopped`]).
+    gave_up: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -199,6 +211,15 @@ impl DesktopHandle {
             .map_err(|e| e.to_string())
     }
 
+    /// Resolves once the desktop stopped by itself (a refusal no retry can fix); never
+    /// otherwise.
+    pub async fn gave_up(&self) {
+        let mut rx = self.gave_up.clone();
+        if rx.wait_for(|g| *g).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = tokio::time::timeout(Duration::from_secs(3), self.task).await;
@@ -210,23 +231,50 @@ pub fn spawn_desktop(cfg: DesktopConfig) -> DesktopHandle {
     let (reg_tx, registered) = watch::channel(None);
     let (cmds, cmd_rx) = mpsc::channel(16);
     let (stop, stop_rx) = watch::channel(false);
-    let task = tokio::spawn(run_desktop(cfg, state.clone(), reg_tx, cmd_rx, stop_rx));
+    let (gave_up_tx, gave_up) = watch::channel(false);
+    let desktop = run_desktop(cfg, state.clone(), reg_tx, cmd_rx, stop_rx);
+    let task = tokio::spawn(async move {
+        if desktop.await.is_some() {
+            let _ = gave_up_tx.send(true);
+        }
+    });
     DesktopHandle {
         state,
         registered,
         cmds,
         stop,
+        gave_up,
         task,
     }
 }
 
+/// The refused upgrade's status and body (bounded), if `e` is one.
+fn refused_upgrade(e: &tokio_tungstenite::tungstenite::Error) -> Option<(u16, String)> {
+    let tokio_tungstenite::tungstenite::Error::Http(resp) = e else {
+        return None;
+    };
+    let body = resp
+        .body()
+        .as_deref()
+        .map(|b| {
+            String::from_utf8_lossy(b)
+                .chars()
+                .take(200)
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    Some((resp.status().as_u16(), body.trim().to_owned()))
+}
+
+/// Runs until stopped (`None`) or until a refusal no retry can fix (`Some(why)`, also in
+/// the state's `stopped`).
 async fn run_desktop(
     cfg: DesktopConfig,
     state: Arc<Mutex<DesktopState>>,
     registered: watch::Sender<Option<(u32, u64)>>,
     mut cmds: mpsc::Receiver<DesktopCmd>,
     mut stop: watch::Receiver<bool>,
-) {
+) -> Option<String> {
     let st = |f: &mut dyn FnMut(&mut DesktopState)| {
         let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut g);
@@ -239,13 +287,13 @@ async fn run_desktop(
     };
     loop {
         if *stop.borrow() {
-            return;
+            return None;
         }
         let target_url = match resolve(&cfg.resolvers, cfg.host).await {
             Ok(Some(t)) => t.url,
             Ok(None) => match cfg.resolvers.first() {
                 Some(first) => first.clone(),
-                None => return,
+                None => return None,
             },
             Err(e) => {
                 debug!(host = cfg.host, error = %e, "desktop resolve failed");
@@ -274,6 +322,19 @@ async fn run_desktop(
         let mut ws = match connected {
             Ok(Ok((ws, _))) => ws,
             other => {
+                let refused = match &other {
+                    Ok(Err(e)) => refused_upgrade(e),
+                    _ => None,
+                };
+                if let Some((status, body)) = refused {
+                    if let AfterClose::Stop(why) = after_refused_upgrade(status) {
+                        let stopped = format!("{}: HTTP {status}: {body}", why.name());
+                        warn!(host = cfg.host, %url, refusal = why.name(), status, cause = %body,
+                            "desktop: the cell refused the control token; stopping (a retry is refused the same way)");
+                        st(&mut |s| s.stopped = Some(stopped.clone()));
+                        return Some(stopped);
+                    }
+                }
                 debug!(%url, ?other, "desktop connect failed");
                 st(&mut |s| s.connect_failures += 1);
                 sleep_or_stop(pacing.delay(), &mut stop).await;
@@ -344,7 +405,7 @@ async fn run_desktop(
                 }
                 _ = stopped(&mut stop) => {
                     let _ = ws.close(None).await;
-                    return;
+                    return None;
                 }
             }
         }
@@ -454,6 +515,13 @@ pub struct MobileReport {
     /// that could not be reached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_failure: Option<String>,
+    /// OPS-2: the last close the cell sent, `<code> <reason>` (e.g. `1012 source_draining`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_by: Option<String>,
+    /// OPS-2: why the mobile stopped before its attempts ran out: a refusal no retry can fix
+    /// (`credential_refused`, `host_drained`; the core's `reconnect::StopWhy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
 }
 
 impl MobileReport {
@@ -466,13 +534,31 @@ impl MobileReport {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum SessionEnd {
-    WrongCell,
-    NotAuthenticated,
+    /// The cell closed the session (`code: None`: the connection broke without a close).
+    Closed {
+        code: Option<u16>,
+        reason: String,
+    },
+    /// The upgrade was answered with an HTTP status.
+    Refused {
+        status: u16,
+        body: String,
+    },
+    /// No session: cannot connect, or a mutation went undelivered.
     Failed,
     Done,
     Stopped,
+}
+
+impl SessionEnd {
+    fn broken() -> SessionEnd {
+        SessionEnd::Closed {
+            code: None,
+            reason: String::new(),
+        }
+    }
 }
 
 /// Run a mobile until its mutations are acked (and held), or `max_attempts` is spent.
@@ -524,38 +610,84 @@ pub async fn run_mobile(cfg: MobileConfig, mut stop: watch::Receiver<bool>) -> M
         }
         last_dial.insert(url.clone(), Instant::now());
         let end = mobile_session(&cfg, &url, &mut pending, &mut report, &mut stop).await;
-        match end {
+        let next = match &end {
             SessionEnd::Done => {
                 report.done = true;
                 return report;
             }
-            SessionEnd::Stopped => return report,
-            SessionEnd::NotAuthenticated => {
-                report.not_authenticated = true;
-                return report;
+            SessionEnd::Stopped => break,
+            SessionEnd::Failed => AfterClose::Retry,
+            SessionEnd::Refused { status, .. } => after_refused_upgrade(*status),
+            SessionEnd::Closed { code, reason } => {
+                if code.is_some() {
+                    report.closed_by = Some(close_name(*code, reason));
+                }
+                after_close(*code, reason)
             }
-            SessionEnd::WrongCell => {
-                report.wrong_cell += 1;
-                same_address_failures += 1;
-                if !cfg.old_client {
-                    // Current mobiles re-resolve on 4409 (the resolve is paced below).
+        };
+        let what = match &end {
+            SessionEnd::Closed {
+                code: Some(code),
+                reason,
+            } => format!("the cell at {url} closed the session: {code} {reason}"),
+            SessionEnd::Refused { status, body } => {
+                format!("the cell at {url} refused the connection: HTTP {status} {body}")
+            }
+            _ => format!("the session at {url} failed (cannot connect, or closed before the acks)"),
+        };
+        match next {
+            AfterClose::Stop(why) => {
+                report.stopped = Some(why.name().to_owned());
+                report.not_authenticated = why == StopWhy::CredentialRefused;
+                tracing::warn!(host = cfg.host, stopped = why.name(), cause = %what,
+                    "mobile: stopping: a retry cannot help");
+                report.last_failure = Some(format!("{what} ({}: a retry cannot help)", why.name()));
+                break;
+            }
+            AfterClose::Resolve => {
+                let wrong_cell = matches!(
+                    end,
+                    SessionEnd::Closed {
+                        code: Some(close_code::WRONG_CELL),
+                        ..
+                    }
+                );
+                if wrong_cell {
+                    report.wrong_cell += 1;
+                }
+                if wrong_cell && cfg.old_client {
+                    same_address_failures += 1;
+                } else {
+                    // Current mobiles re-resolve on 4409 at once, every mobile on a drain or
+                    // a stopping cell (the resolve is paced below).
                     same_address_failures = cfg.old_same_address_tries;
                 }
                 sleep_or_stop(pacing.delay(), &mut stop).await;
             }
-            SessionEnd::Failed => {
-                report.failed(
-                    cfg.host,
-                    format!(
-                        "the session at {url} failed (cannot connect, or closed before the acks)"
-                    ),
-                );
+            AfterClose::Retry => {
+                report.failed(cfg.host, what);
                 same_address_failures += 1;
                 sleep_or_stop(pacing.delay(), &mut stop).await;
             }
         }
     }
+    // OPS-2: success is every mutation acked, whether or not the hold after them ran its
+    // full length (a drain or a stop may cut it short).
+    report.done = all_acked(&cfg, &report);
     report
+}
+
+fn all_acked(cfg: &MobileConfig, report: &MobileReport) -> bool {
+    cfg.mutations.iter().all(|m| report.acked.contains(m))
+}
+
+/// `1012 source_draining`, or the code alone when the reason is empty.
+fn close_name(code: Option<u16>, reason: &str) -> String {
+    match (code, reason.is_empty()) {
+        (Some(c), false) => format!("{c} {reason}"),
+        (Some(c), true) => c.to_string(),
+        (None, _) => "no close frame".to_owned(),
+    }
 }
 
 async fn mobile_session(
@@ -566,16 +698,29 @@ async fn mobile_session(
     stop: &mut watch::Receiver<bool>,
 ) -> SessionEnd {
     let url = ws_url(base, &format!("{CLIENT_PATH}?host={}", cfg.host));
-    let Ok(request) = bearer_request(&url, &cfg.token) else {
-        return SessionEnd::NotAuthenticated;
+    let request = match bearer_request(&url, &cfg.token) {
+        Ok(r) => r,
+        Err(e) => {
+            return SessionEnd::Refused {
+                status: 401,
+                body: e,
+            }
+        }
     };
     let connected = tokio::time::timeout(
         CONNECT_TIMEOUT,
         tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), false),
     )
     .await;
-    let Ok(Ok((mut ws, _))) = connected else {
-        return SessionEnd::Failed;
+    let mut ws = match connected {
+        Ok(Ok((ws, _))) => ws,
+        Ok(Err(e)) => {
+            return match refused_upgrade(&e) {
+                Some((status, body)) => SessionEnd::Refused { status, body },
+                None => SessionEnd::Failed,
+            }
+        }
+        Err(_) => return SessionEnd::Failed,
     };
     let mut in_flight: Option<String> = None;
     let mut hold_until: Option<tokio::time::Instant> = None;
@@ -592,7 +737,7 @@ async fn mobile_session(
                     in_flight = Some(id);
                     if send_frame(&mut ws, &frame).await.is_err() {
                         report.unknown.extend(in_flight.take());
-                        return SessionEnd::Failed;
+                        return SessionEnd::broken();
                     }
                 }
                 None if hold_until.is_none() => {
@@ -611,11 +756,11 @@ async fn mobile_session(
             msg = tokio::time::timeout(cfg.ack_timeout.max(cfg.hold) + Duration::from_secs(1), ws.next()) => {
                 let Ok(msg) = msg else {
                     report.unknown.extend(in_flight.take());
-                    return SessionEnd::Failed;
+                    return SessionEnd::broken();
                 };
                 let Some(Ok(msg)) = msg else {
                     report.unknown.extend(in_flight.take());
-                    return SessionEnd::Failed;
+                    return SessionEnd::broken();
                 };
                 match msg {
                     Message::Text(t) => match serde_json::from_str::<CellToClient>(&t) {
@@ -628,6 +773,10 @@ async fn mobile_session(
                             if in_flight.as_deref() == Some(id.as_str()) {
                                 in_flight = None;
                                 report.acked.push(id);
+                                if pending.is_empty() {
+                                    info!(host = cfg.host, acked = report.acked.len(), hold_ms = u64::try_from(cfg.hold.as_millis()).unwrap_or(u64::MAX),
+                                        "mobile: every mutation acked; holding the session");
+                                }
                             }
                         }
                         Ok(CellToClient::Undelivered { id, why }) => {
@@ -644,11 +793,12 @@ async fn mobile_session(
                     },
                     Message::Close(frame) => {
                         report.unknown.extend(in_flight.take());
-                        let code = frame.map(|f| u16::from(f.code));
-                        return match code {
-                            Some(close_code::WRONG_CELL) => SessionEnd::WrongCell,
-                            Some(close_code::NOT_AUTHENTICATED) => SessionEnd::NotAuthenticated,
-                            _ => SessionEnd::Failed,
+                        return match frame {
+                            Some(f) => SessionEnd::Closed {
+                                code: Some(u16::from(f.code)),
+                                reason: f.reason.chars().take(123).collect(),
+                            },
+                            None => SessionEnd::broken(),
                         };
                     }
                     _ => {}

@@ -15,6 +15,9 @@ use super::proto::MAX_FRAME_BYTES;
 pub enum HttpError {
     #[error("bad URL {0:?}")]
     BadUrl(String),
+    /// This build speaks plain HTTP only: TLS terminates at a reverse proxy in front of a cell.
+    #[error("{0:?}: this build does not speak TLS (https); give the plain http:// address behind the TLS-terminating proxy")]
+    NoTls(String),
     #[error("request to {0} timed out")]
     Timeout(String),
     #[error("transport error talking to {url}: {detail}")]
@@ -50,6 +53,9 @@ async fn send(
     body: Vec<u8>,
 ) -> Result<HttpResponse, HttpError> {
     let uri: Uri = url.parse().map_err(|_| HttpError::BadUrl(url.to_owned()))?;
+    if uri.scheme_str() == Some("https") {
+        return Err(HttpError::NoTls(url.to_owned()));
+    }
     if uri.scheme_str() != Some("http") {
         return Err(HttpError::BadUrl(url.to_owned()));
     }

@@ -18,7 +18,7 @@
 //! [`CellAction`]s drained with [`SourceCell::poll_action`] after every input, and
 //! [`SourceCell::poll_timeout`] gives a host's next deadline.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
@@ -442,6 +442,12 @@ pub struct SourceCell {
     /// on every clone (the model checker clones the cell with every explored state). `Box` is
     /// transparent to `Eq`, `Hash`, `Debug` and serde.
     hosts: BTreeMap<HostId, Box<HostSlot>>,
+    /// HO-L1: hosts undrained here whose desktop has not registered again: a second undrain
+    /// is refused `not_drained` (the host is served here, and not drained), not
+    /// `unknown_host`. At most [`MAX_CELL_HOSTS`] entries; a host leaves at its next
+    /// registration.
+    #[serde(default)]
+    undrained: BTreeSet<HostId>,
     next_id: u64,
     actions: VecDeque<CellAction>,
     /// HO-A5: the backoff of failed drain-fence writes.
@@ -462,6 +468,7 @@ impl SourceCell {
             incarnation,
             enabled: true,
             hosts: BTreeMap::new(),
+            undrained: BTreeSet::new(),
             next_id: 1,
             actions: VecDeque::new(),
             fence_retry: FenceRetry::default(),
@@ -726,6 +733,7 @@ impl SourceCell {
                 control: Some(session),
             };
             self.hosts.insert(host, Box::new(slot));
+            self.undrained.remove(&host);
             return Ok(Installed {
                 machine,
                 session,
@@ -944,7 +952,14 @@ impl SourceCell {
     /// has closed and whose fence is written (HO-A5) is forgotten here, so the desktop's next registration gets a fresh machine
     /// (its store fence already bumped the generation: nothing old can commit).
     pub fn undrain(&mut self, host: HostId) -> Result<(), UndrainRefusal> {
-        let slot = self.hosts.get(&host).ok_or(UndrainRefusal::UnknownHost)?;
+        let Some(slot) = self.hosts.get(&host) else {
+            // HO-L1: undrained already (its desktop has not registered again): not drained.
+            return Err(if self.undrained.contains(&host) {
+                UndrainRefusal::NotDrained
+            } else {
+                UndrainRefusal::UnknownHost
+            });
+        };
         let gate = slot.machine.gate();
         if !gate.is_drained() {
             return Err(UndrainRefusal::NotDrained);
@@ -960,6 +975,9 @@ impl SourceCell {
         }
         crate::invariant!(slot.control.is_none(), "a drain closes the control");
         self.hosts.remove(&host);
+        if self.undrained.len() < MAX_CELL_HOSTS {
+            self.undrained.insert(host);
+        }
         self.actions.push_back(CellAction::Forget { host });
         Ok(())
     }

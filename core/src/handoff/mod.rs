@@ -13,6 +13,8 @@
 //!   budget (HO-3, HO-S1, HO-S2, HO-C1).
 //! - [`internal_auth`]: whether a signed internal request is for this cell process, timely,
 //!   and not a replay (SEC-2, SEC-2a).
+//! - [`reconnect`]: what a client does after a cell closed or refused it: resolve, retry or
+//!   stop (OPS-2).
 //! - [`ids`]: exact source authority and the UUIDv5 operation id (HO-S1).
 //!
 //! HO-1 / HO-2: nothing here can close an established client: the only closing output is
@@ -30,6 +32,7 @@ pub mod ids;
 pub mod internal_auth;
 pub mod lifecycle;
 pub mod policy;
+pub mod reconnect;
 pub mod store;
 
 pub use admission::{
