@@ -6,6 +6,7 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use std::hint::black_box;
 use switchyard_benches::handoff::{source, store_with_hosts};
 use switchyard_core::handoff::admission::WorkKind;
+use switchyard_core::limits::{PeerRateGate, RateBounds};
 use switchyard_core::MonoMs;
 
 fn admission(c: &mut Criterion) {
@@ -48,5 +49,34 @@ fn transaction(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, admission, transaction);
+/// SEC-3 (issue #27): one resolve request through the per-peer rate gate with N and 10·N peers
+/// tracked (6,553 and the default bound 65,536): the cost must grow with log N at most.
+fn resolve_rate(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resolve_rate_gate");
+    for peers in [6_553_u32, 65_536] {
+        let mut gate = PeerRateGate::new(RateBounds {
+            per_second: 50,
+            burst: 200,
+            max_peers: 65_536,
+        });
+        for p in 0..peers {
+            assert!(gate.check(p, 0).outcome.is_ok());
+        }
+        // The clock advances 1 ms a request and wraps below the 4 s refill time: buckets refill
+        // and move in the idle order (the work of a real request), yet no peer is ever idle long
+        // enough to be forgotten, so the table stays at `peers` for the whole run.
+        let mut now_ms = 0_u64;
+        let mut next = 0_u32;
+        group.bench_function(format!("check_tracked_peer_{peers}_peers"), |b| {
+            b.iter(|| {
+                now_ms = (now_ms + 1) % 3_000;
+                next = (next + 7_919) % peers;
+                black_box(gate.check(black_box(next), now_ms))
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, admission, transaction, resolve_rate);
 criterion_main!(benches);
