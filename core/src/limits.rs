@@ -440,10 +440,11 @@ mod tests {
         // burst 2 at 1 a second: a bucket is full again 2 s after its last use.
         let mut g = rate(1, 2, 2);
         assert_eq!(g.check(1, 0).outcome, Ok(()));
-        assert_eq!(g.check(2, 0).outcome, Ok(()));
+        assert_eq!(g.check(2, 1_000).outcome, Ok(()));
         assert_eq!(g.check(3, 1_999).outcome, Err(RateRefusal::TooManyPeers));
         assert_eq!(g.counts().peers, 2);
-        // Peer 1's bucket is full at 2,000 ms: forgotten, room for peer 3.
+        // Peer 1's bucket is full at 2,000 ms: forgotten, room for peer 3; peer 2 (used at
+        // 1,000 ms) is still tracked.
         assert_eq!(g.check(3, 2_000).outcome, Ok(()));
         assert_eq!(g.counts().peers, 2);
         assert_eq!(g.counts().refused_too_many_peers, 1);
