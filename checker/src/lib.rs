@@ -1101,7 +1101,7 @@ pub fn render_table<M: Model>(report: &ModelReport<M>) -> String {
             .as_ref()
             .map(|_| format!(" ({})", steps_of(p)))
             .unwrap_or_default();
-        let mut name = wrap_words(&p.name, width).into_iter();
+        let mut name = wrap_words(p.name, width).into_iter();
         let _ = writeln!(
             out,
             "  {:width$}  {:9}  {}{}",
