@@ -185,7 +185,7 @@ fn ho_a4_scale_1_checker_runs_the_enrol_model_alone_and_names_it() {
 }
 
 /// A failover bound every witness is reached at, in a fraction of a second (21,668 states).
-const TINY_FAILOVER: [&str; 12] = [
+const TINY_FAILOVER: [&str; 14] = [
     "failover",
     "--host-events",
     "2",
@@ -196,6 +196,8 @@ const TINY_FAILOVER: [&str; 12] = [
     "--odd-time-steps",
     "0",
     "--transient-failures",
+    "0",
+    "--late-ticks",
     "0",
     "--variants=production,cooldown-zero",
 ];
@@ -210,7 +212,7 @@ fn checker_exit_0_last_line_says_every_property_holds_and_every_witness_is_reach
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(
         last_line(&out),
-        "exit 0: all 23 properties hold and all 10 witnesses are reached in failover",
+        "exit 0: all 28 properties hold and all 12 witnesses are reached in failover",
         "{out}"
     );
 }

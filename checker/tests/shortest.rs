@@ -17,6 +17,7 @@ fn tiny() -> FailoverModel {
         max_channel_reports: 0,
         max_odd_time_steps: 0,
         max_transient_failures: 0,
+        max_late_ticks: 0,
         ..FailoverParams::default()
     })
 }
