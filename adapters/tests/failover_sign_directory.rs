@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use switchyard_adapters::failover::directory::{self, SignedDirectory};
+use switchyard_adapters::failover::directory;
 use switchyard_core::failover::MAX_CANDIDATES;
 
 const EXE: &str = env!("CARGO_BIN_EXE_switchyard");

@@ -509,10 +509,10 @@ mod tests {
         );
         assert_eq!(open_failure(&error), OpenFailure::Failed);
 
-        let panicked = tokio::spawn(async {
-            let nothing: Option<Result<WsStream, OpenError>> = None;
-            nothing.expect("this open task panics on purpose")
-        });
+        fn open_that_panics() -> Result<WsStream, OpenError> {
+            panic!("this open task panics on purpose")
+        }
+        let panicked = tokio::spawn(async { open_that_panics() });
         let mut opening = Some((RelayUrl::new("ws://127.0.0.1:9/r"), panicked));
         let error = wait_open(&mut opening).await.expect_err("no stream");
         assert_eq!(

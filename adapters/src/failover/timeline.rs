@@ -16,6 +16,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use switchyard_core::failover::{ATTACH_PREFIX, SKIP_PREFIX, SWITCH_PREFIX};
 
 use super::drill::{Host, SceneTimeline, Verdict};
@@ -266,7 +267,7 @@ fn draw_panel(area: &Area<'_>, t: &SceneTimeline) -> DrawResult {
             chart.draw_series([Text::new(
                 format!("switch {x:+.0} ms"),
                 (x, 0.95),
-                ("sans-serif", 11).into_font().color(&CHANNEL),
+                label_style(CHANNEL, x, low, high),
             )])?;
         } else if line.line.starts_with(SKIP_PREFIX) {
             chart.draw_series([Cross::new((x, LANE_MARKS), 5, SKIP.stroke_width(2))])?;
@@ -295,10 +296,24 @@ fn draw_panel(area: &Area<'_>, t: &SceneTimeline) -> DrawResult {
         chart.draw_series([Text::new(
             format!("{} {x:+.0} ms", due.label),
             (x, 5.95),
-            ("sans-serif", 11).into_font().color(&DEADLINE),
+            label_style(DEADLINE, x, low, high),
         )])?;
     }
     Ok(())
+}
+
+/// A label at `x`: to the right of its line in the left half of the panel, to the left of it in
+/// the right half, so it never runs off the panel's edge.
+fn label_style(color: RGBColor, x: f64, low: f64, high: f64) -> TextStyle<'static> {
+    let side = if x > (low + high) / 2.0 {
+        HPos::Right
+    } else {
+        HPos::Left
+    };
+    ("sans-serif", 11)
+        .into_font()
+        .color(&color)
+        .pos(Pos::new(side, VPos::Top))
 }
 
 /// Refuses a `--timeline` path before the drill runs: a folder, or a folder that does not
