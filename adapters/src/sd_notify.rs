@@ -2,7 +2,7 @@
 //! notification protocol, implemented here with the standard library (it is one datagram of
 //! `KEY=VALUE` lines to the unix socket named by `NOTIFY_SOCKET`, a path or, with a leading
 //! `@`, an abstract name). Without `NOTIFY_SOCKET` every call does nothing, so the same binary
-//! runs unchanged outside systemd. See `deploy/systemd/` and docs/OPERATIONS.md.
+//! runs unchanged outside systemd. See `adapters/systemd/` and docs/OPERATIONS.md.
 //!
 //! - [`ready`]: `READY=1` once the process serves (a relay or cell listening, a director
 //!   whose probes listen, a failover client with its first channel up).

@@ -1,4 +1,4 @@
-//! OPS-1 / OPS-2 under systemd (issue 27 point 13): the unit files in `deploy/systemd/` pass
+//! OPS-1 / OPS-2 under systemd (issue 27 point 13): the unit files in `adapters/systemd/` pass
 //! `systemd-analyze verify` (where the tool exists) with the hardening and notify settings the
 //! docs promise, and the real binary speaks the notification protocol: `READY=1` on the
 //! socket `NOTIFY_SOCKET` names (a path or an `@abstract` name) once the relay or cell
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use support_bin::{SECRET, WAIT};
 
 fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/systemd")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd")
 }
 
 const UNITS: [&str; 4] = [
