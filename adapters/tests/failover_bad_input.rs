@@ -391,16 +391,21 @@ async fn fo_s1_a_replayed_or_expired_refresh_keeps_the_last_good_list() {
         &public,
     )
     .unwrap();
+    let accepted = |sequence| switchyard_core::failover::AcceptedDirectory {
+        sequence,
+        relays: good.relays.clone(),
+        expires_at_unix_s: good.expires_at_unix_s,
+    };
     assert_eq!(
-        directory::check_fresh("d.json", &good, Some(7), now),
+        directory::check_fresh("d.json", &good, Some(&accepted(7)), now),
         Ok(())
     );
     assert_eq!(
-        directory::check_fresh("d.json", &good, Some(6), now),
+        directory::check_fresh("d.json", &good, Some(&accepted(6)), now),
         Ok(())
     );
     assert!(matches!(
-        directory::check_fresh("d.json", &good, Some(8), now),
+        directory::check_fresh("d.json", &good, Some(&accepted(8)), now),
         Err(DirectoryError::Stale {
             source: switchyard_core::failover::FreshnessError::Replayed {
                 sequence: 7,

@@ -437,6 +437,9 @@ fn fo_replay_random_walks_of_the_wide_environment_against_real_relays() {
             );
         }
     }
-    // Every kind of input was replayed at least once.
-    assert_eq!(kinds.len(), 9, "{kinds:?}");
+    // Every kind of input was replayed at least once, the signed directory updates (FO-S1)
+    // included; the late tick is offered only where a threshold falls within its lateness and
+    // these walks may not meet one.
+    kinds.remove("LateTick");
+    assert_eq!(kinds.len(), 10, "{kinds:?}");
 }

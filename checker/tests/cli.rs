@@ -184,7 +184,7 @@ fn ho_a4_scale_1_checker_runs_the_enrol_model_alone_and_names_it() {
     );
 }
 
-/// A failover bound every witness is reached at, in a fraction of a second (21,668 states).
+/// A failover bound every witness is reached at, in a fraction of a second.
 const TINY_FAILOVER: [&str; 14] = [
     "failover",
     "--host-events",
@@ -225,7 +225,7 @@ fn checker_exit_1_for_an_unreached_witness_names_it_on_the_last_line() {
     let last = last_line(&out);
     assert!(
         last.starts_with(
-            "exit 1: 6 witnesses never reached: \"witness: exempt switch (FO-D6)\" (failover), "
+            "exit 1: 7 witnesses never reached: \"witness: exempt switch (FO-D6)\" (failover), "
         ),
         "{out}"
     );

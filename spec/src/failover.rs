@@ -3,10 +3,13 @@
 //!
 //! Real inputs and how the environment covers them:
 //! - ticks: at `poll_timeout()`, each preceded by the channel's report (attempts grow past
-//!   `MIN_ATTEMPTS` by one, so below, at and above are all reached);
+//!   `MIN_ATTEMPTS` by one, so below, at and above are all reached); and a bounded number of
+//!   late ticks, [`MODEL_TICK_LATENESS_MS`] after it, where a threshold falls in that lateness;
 //! - directory updates: any ordered subset of the URL universe, the empty list included
 //!   (rejected), so a URL leaves the list and comes back; a pinned URL (`--url`) is a one-URL
-//!   list, which is among them (its source changes only the log text);
+//!   list, which is among them (its source changes only the log text). Each is signed (FO-S1):
+//!   the next sequence, or (refused unless the same list) the same sequence, a lower one with
+//!   a later expiry, an expired one, all through the core's `check_freshness`;
 //! - channel reports at any instant: healthy (while its relay is up), backoff with 1,
 //!   `MIN-1`, `MIN`, `MIN+1` attempts, a blip on a live channel included;
 //! - open results: success (relay up), failure and timeout (relay down, or a transient failure
