@@ -150,25 +150,66 @@ impl ClientProcess {
     }
 }
 
+/// Two relays A and B; a client whose directory, sequence 10, lists A only, attached to A.
+struct AttachedToA {
+    a: RelayHandle,
+    b: RelayHandle,
+    url_a: String,
+    url_b: String,
+    secret: ed25519_dalek::SigningKey,
+    /// Holds the directory file's folder for the test's life.
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    expires: u64,
+    client: ClientProcess,
+}
+
+impl AttachedToA {
+    async fn start() -> AttachedToA {
+        let (a, b) = (relay().await, relay().await);
+        let url_a = format!("ws://{}/r", a.local_addr());
+        let url_b = format!("ws://{}/r", b.local_addr());
+        let (secret, public) = keys();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("directory.json");
+        let expires = now_unix_s() + 3600;
+        write_atomically(&path, &sign_raw(&secret, &payload(&[&url_a], 10, expires)));
+        let client = ClientProcess::spawn(&path, &public);
+        let attach = format!("[relay-attach] {url_a}");
+        assert!(
+            client
+                .wait_for(Duration::from_secs(10), |log| log.contains(&attach))
+                .await,
+            "never attached to A\n{}",
+            client.log()
+        );
+        AttachedToA {
+            a,
+            b,
+            url_a,
+            url_b,
+            secret,
+            _dir: dir,
+            path,
+            expires,
+            client,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fo_s1_lower_sequence_is_refused_and_the_last_good_list_stays() {
-    let (a, b) = (relay().await, relay().await);
-    let url_a = format!("ws://{}/r", a.local_addr());
-    let url_b = format!("ws://{}/r", b.local_addr());
-    let (secret, public) = keys();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("directory.json");
-    let expires = now_unix_s() + 3600;
-    write_atomically(&path, &sign_raw(&secret, &payload(&[&url_a], 10, expires)));
-    let client = ClientProcess::spawn(&path, &public);
-    let attach = format!("[relay-attach] {url_a}");
-    assert!(
-        client
-            .wait_for(Duration::from_secs(10), |log| log.contains(&attach))
-            .await,
-        "never attached to A\n{}",
-        client.log()
-    );
+    let AttachedToA {
+        a,
+        b,
+        url_a: _,
+        url_b,
+        secret,
+        _dir,
+        path,
+        expires,
+        client,
+    } = AttachedToA::start().await;
 
     // A validly signed but older list naming B: replayed, refused by name, A stays.
     write_atomically(&path, &sign_raw(&secret, &payload(&[&url_b], 9, expires)));
@@ -211,23 +252,17 @@ async fn fo_s1_lower_sequence_is_refused_and_the_last_good_list_stays() {
 /// the same sequence is refused by name and the last good list stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fo_s1_regression_equal_sequence_with_a_different_list_is_refused() {
-    let (a, b) = (relay().await, relay().await);
-    let url_a = format!("ws://{}/r", a.local_addr());
-    let url_b = format!("ws://{}/r", b.local_addr());
-    let (secret, public) = keys();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("directory.json");
-    let expires = now_unix_s() + 3600;
-    write_atomically(&path, &sign_raw(&secret, &payload(&[&url_a], 10, expires)));
-    let client = ClientProcess::spawn(&path, &public);
-    let attach = format!("[relay-attach] {url_a}");
-    assert!(
-        client
-            .wait_for(Duration::from_secs(10), |log| log.contains(&attach))
-            .await,
-        "never attached to A\n{}",
-        client.log()
-    );
+    let AttachedToA {
+        a,
+        b,
+        url_a,
+        url_b,
+        secret,
+        _dir,
+        path,
+        expires,
+        client,
+    } = AttachedToA::start().await;
 
     // B under A's sequence: refused by name, A stays, B is never opened.
     write_atomically(&path, &sign_raw(&secret, &payload(&[&url_b], 10, expires)));
