@@ -106,6 +106,10 @@ struct CheckArgs {
     /// Failover: directory updates per run, each any ordered subset of the URLs.
     #[arg(long, default_value_t = FailoverParams::default().max_directory_updates, value_parser = clap::value_parser!(u8).range(0..=4))]
     directory_updates: u8,
+    /// Failover: directory updates per run of the probe-jitter variant (at most
+    /// --directory-updates; the production variant explores them without jitter).
+    #[arg(long, default_value_t = FailoverParams::default().max_jitter_directory_updates, value_parser = clap::value_parser!(u8).range(0..=4))]
+    jitter_directory_updates: u8,
     /// Failover: channel reports per run besides the one before each tick.
     #[arg(long, default_value_t = FailoverParams::default().max_channel_reports, value_parser = clap::value_parser!(u8).range(0..=4))]
     channel_reports: u8,
@@ -284,6 +288,7 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
         max_odd_time_steps: args.odd_time_steps,
         max_transient_failures: args.transient_failures,
         max_late_ticks: args.late_ticks,
+        max_jitter_directory_updates: args.jitter_directory_updates,
     });
     let handoff: Vec<HandoffModel> = args
         .scenario

@@ -211,3 +211,20 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
         ),
     ]
 }
+
+/// The FO-X2a witness, in the property list only when the horizon spans two cooldown cycles
+/// (`--cycles 2`): a URL whose open failed earlier in a chain, passed over since, is opened
+/// again as a clean candidate once its cooldown has expired, and (by the FO-X2a property) as
+/// the first clean one in directory order. One cycle cannot reach it: the chain would have to
+/// outlast the cooldown inside the horizon.
+pub fn fo_x2a_expired_failed_candidate_witness() -> Property<FailoverModel> {
+    Property::sometimes(
+        "witness: a failed candidate whose cooldown expired is opened again (FO-X2a)",
+        |_, s: &FoState| {
+            s.last
+                .open
+                .as_ref()
+                .is_some_and(|o| o.clean_reopen_after_expiry)
+        },
+    )
+}

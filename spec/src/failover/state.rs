@@ -74,6 +74,11 @@ pub struct OpenFact {
     pub since_previous_probe_ms: Option<u64>,
     /// FO-X3a: a probe of a URL whose open already failed in the same tick's chain.
     pub probe_of_url_failed_in_chain: bool,
+    /// FO-X2a witness: with `COOLDOWN_MS > 0`, a clean open of a URL the chain had already
+    /// passed over (its open failed earlier in this chain): only its cooldown having expired
+    /// makes it a clean candidate again. A chain outlasts a cooldown only past the first cycle,
+    /// so this is reached with `--cycles 2`, never at the one-cycle review bound.
+    pub clean_reopen_after_expiry: bool,
 }
 
 /// The spec's own record of one URL's cooldown cycle, kept from what the spec itself saw: the

@@ -607,6 +607,11 @@ impl FailoverModel {
                         },
                         probe_of_url_failed_in_chain: probe
                             && url_id.is_some_and(|u| state.chain_failed & (1 << u) != 0),
+                        clean_reopen_after_expiry: t.cooldown_ms > 0
+                            && origin == Origin::Health
+                            && !exempt
+                            && !probe
+                            && url_id.is_some_and(|u| tried & (1 << u) != 0),
                     });
                     if let Some(u) = url_id.map(usize::from) {
                         if probe {
@@ -862,7 +867,7 @@ impl FailoverModel {
             env_acted_this_tick: false,
             budget: Budget {
                 host_events: p.max_host_events,
-                directory_updates: p.max_directory_updates,
+                directory_updates: p.directory_updates(variant),
                 channel_reports: p.max_channel_reports,
                 odd_time_steps: p.max_odd_time_steps,
                 transient_failures: p.max_transient_failures,
