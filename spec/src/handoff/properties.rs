@@ -529,9 +529,9 @@ impl HandoffModel {
                 .reservation(req.op_id)
                 .is_some_and(|r| r.cell == req.target);
         let anomalies = &mut state.last.anomalies;
-        anomalies.moved_over_work = !quiet;
-        anomalies.commit_not_exact = !exact;
-        anomalies.second_migration = recorded_before;
+        anomalies.moved_over_work = !quiet; // HO-1
+        anomalies.commit_not_exact = !exact; // HO-S4
+        anomalies.second_migration = recorded_before; // HO-A1
     }
 }
 
@@ -563,6 +563,8 @@ impl HandoffModel {
         let anomalies = &mut state.last.anomalies;
         let events = &mut state.last.events;
         match begin {
+            // HO-2 here and at `Busy`; HO-S2 and its witness at `Busy`; HO-A1's and HO-A5's
+            // witnesses at the other answers.
             Begin::Started(_) => anomalies.idleness_misjudged = live_work > 0,
             Begin::Answered(reply) => {
                 anomalies.answer_changed_machine =
@@ -627,12 +629,14 @@ impl HandoffModel {
         );
         let anomalies = &mut state.last.anomalies;
         if installed {
+            // HO-7 and HO-A5.
             anomalies.barrier_over_work = !b.gate().counters().is_zero() || before.live_work() > 0;
             anomalies.started_while_disabled = !b.is_enabled();
         }
+        // HO-S3.
         anomalies.admitted_under_barrier = was_gated && admitted;
-        // Only a DB result may take a barrier away (judged in `db_runs`); any other step that
-        // does (a timeout, a drain, a request) reopens without a terminal outcome.
+        // HO-A2: only a DB result may take a barrier away (judged in `db_runs`); any other step
+        // that does (a timeout, a drain, a request) reopens without a terminal outcome.
         if reopened && !db_step {
             anomalies.reopened_without_rollback = true;
         }
@@ -776,8 +780,8 @@ impl HandoffModel {
 
 /// HO-S1: every recorded attempt's op id is the UUIDv5 of its authority and target; a sent op
 /// id is too, and a fresh pick is at the store's current authority (`op_id_inconsistent`,
-/// [`HandoffModel::judge_request`] below and the director's steps in `step.rs`); the director
-/// writes no store (`director_wrote_store`, `step.rs`'s `director_crashes`).
+/// [`HandoffModel::judge_request`] below and `step.rs`'s `director_crash_restart`); the
+/// director writes no store (`director_wrote_store`, `step.rs`'s `director_sends`).
 fn ho_s1_same_op_id_read_only_pick() -> Property<HandoffModel> {
     Property::always(
         "HO-S1 duplicate/retried request reuses the same op id; the pick is read-only",
@@ -1018,7 +1022,9 @@ impl HandoffModel {
             _ => current == Some(src.authority()),
         };
         let a = &mut state.last.anomalies;
+        // HO-1.
         a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
+        // HO-A6.
         a.reply_before_retire = match (out.retire, out.reply) {
             (Some((_, r)), Some(p)) => r > p,
             (_, None) => true,
@@ -1028,13 +1034,15 @@ impl HandoffModel {
         a.control_kept_on_retire = out
             .retire
             .is_some_and(|(_, r)| control_open || out.close_retired.is_some_and(|close| close > r));
-        a.drained_reopened = is_drained && (gate == GateKind::Open || out.reopen);
+        a.drained_reopened = is_drained && (gate == GateKind::Open || out.reopen); // HO-A5
         match outcome {
+            // HO-S5.
             OutcomeKind::Committed => {
                 a.commit_not_retired = gate != GateKind::Retired
                     || !matches!(retire, Some(RetireReason::Committed { .. }))
                     || out.reopen;
             }
+            // HO-S6, both arms.
             OutcomeKind::RolledBack | OutcomeKind::Fenced => {
                 let reopened = gate == GateKind::Open && out.reopen;
                 a.rollback_not_reopened = reservation_kept
@@ -1049,6 +1057,7 @@ impl HandoffModel {
                 a.stale_not_retired = out.reopen || !(retired_stale || drained_closed);
             }
         }
+        // The witnesses of HO-S5 (and HO-L1), HO-A2, HO-S6, HO-A1, HO-A5 and HO-A3.
         let e = &mut state.last.events;
         e.committed = outcome == OutcomeKind::Committed && job.kind == JobKind::Transaction;
         e.committed_after_ambiguity =
