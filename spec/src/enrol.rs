@@ -371,115 +371,17 @@ impl Model for EnrolModel {
     }
 }
 
-/// HO-A4 / SCALE-1: the host's one row, once written, stays as written: this world has no
-/// handoff, so its cell never changes and its epoch stays 1 (an enrolment never replaces it).
-fn one_row_never_replaced(s: &EnrolState) -> bool {
-    let kept = s
-        .last
-        .assigned_before
-        .is_none_or(|before| s.host_cell() == Some(before));
-    let epoch_one = s
-        .store
-        .assignment(ENROL_HOST)
-        .is_none_or(|r| r.epoch.0 == 1);
-    kept && epoch_one && s.store.check_invariants().is_ok()
-}
-
-/// SCALE-1: a row is written only at a cell that enrols, and only by an insert.
-fn off_never_writes(s: &EnrolState) -> bool {
-    let at_enrolling_cell = s.host_cell().is_none_or(|c| s.cell_enrols(c));
-    let written_by_insert = match (s.last.assigned_before, s.host_cell(), s.last.step) {
-        (None, Some(_), Some((_, call))) => call == Call::InsertHost,
-        _ => true,
-    };
-    at_enrolling_cell && written_by_insert
-}
-
-fn bound_kept(s: &EnrolState) -> bool {
-    s.rows() <= s.layout.max_hosts
-}
-
-/// SCALE-1 / HO-A4: a desktop turned away is told the name of what the store held when its
-/// registration ended: its cell does not enrol and the host was unknown
-/// (`enrolment_disabled`); the host was unknown and the store full (`too_many_hosts`); the
-/// host is at the other cell (`assigned_elsewhere`). Nothing else turns a desktop away here.
-fn refusal_named_by_cause(s: &EnrolState) -> bool {
-    let (Some(end), Some((i, _))) = (s.last.ended, s.last.step) else {
-        return true;
-    };
-    let own = ENROL_CELLS[usize::from(s.desktops[usize::from(i)].cell)];
-    let before = s.last.assigned_before;
-    let named = |want: &str| end.turn_away().is_some_and(|t| t.name == want);
-    match end {
-        Registered::Yes(_) => true,
-        Registered::NotEnrolled(EnrolRefusal::Disabled) => {
-            before.is_none() && !s.cell_enrols(own) && named("enrolment_disabled")
-        }
-        Registered::NotEnrolled(EnrolRefusal::Store(StoreError::TooManyHosts)) => {
-            before.is_none() && !s.last.room_before && named("too_many_hosts")
-        }
-        Registered::Refused(RegisterRefusal::NotAssignedHere { assigned }) => {
-            before == Some(assigned) && assigned != own && named("assigned_elsewhere")
-        }
-        Registered::NotEnrolled(_) | Registered::Refused(_) => false,
-    }
-}
-
-/// HO-A4: a registered desktop holds the host's current authority at its own cell.
-fn registered_at_the_hosts_cell(s: &EnrolState) -> bool {
-    s.desktops.iter().all(|d| match d.end {
-        Some(Registered::Yes(a)) => {
-            let own = ENROL_CELLS[usize::from(d.cell)];
-            a.cell == own && a.host == ENROL_HOST && s.host_cell() == Some(own)
-        }
-        _ => true,
-    })
-}
-
-/// SCALE-1: once both registrations ended, a host whose desktop met an enrolling cell while
-/// the store had room is enrolled, and one of its desktops registered.
-fn enrolled_where_allowed(s: &EnrolState) -> bool {
-    if s.desktops.iter().any(|d| d.next.is_some()) {
-        return true;
-    }
-    let allowed = s.layout.max_hosts > 1
-        && s.desktops
-            .iter()
-            .any(|d| s.layout.enrol[usize::from(d.cell)]);
-    !allowed
-        || (s.host_cell().is_some()
-            && s.desktops
-                .iter()
-                .any(|d| matches!(d.end, Some(Registered::Yes(_)))))
-}
-
-/// The properties, each named by its requirement ID.
+/// The properties, each named by its requirement ID, in the order the checker reports them:
+/// each `always` property is a function below holding its name and its predicate; the
+/// witnesses read the step's facts ([`EnrolFacts`], recorded by [`EnrolModel::step`]).
 pub fn enrol_properties() -> Vec<Property<EnrolModel>> {
     vec![
-        Property::always(
-            "HO-A4 one assignment row per host: an enrolment never replaces it",
-            |_, s: &EnrolState| one_row_never_replaced(s),
-        ),
-        Property::always(
-            "SCALE-1 a cell that does not enrol never writes a row",
-            |_, s: &EnrolState| off_never_writes(s),
-        ),
-        Property::always(
-            "SCALE-1 the host bound is never exceeded",
-            |_, s: &EnrolState| bound_kept(s),
-        ),
-        Property::always(
-            "SCALE-1 a refused enrolment is named by its cause",
-            |_, s: &EnrolState| refusal_named_by_cause(s),
-        ),
-        Property::always(
-            "HO-A4 a registered desktop is at the host's cell",
-            |_, s: &EnrolState| registered_at_the_hosts_cell(s),
-        ),
-        Property::always(
-            "SCALE-1 an enrolling cell with room enrols the host",
-            |_, s: &EnrolState| enrolled_where_allowed(s),
-        ),
+        ho_a4_one_row_never_replaced(),
+        scale_1_off_never_writes(),
+        scale_1_bound_kept(),
+        scale_1_refusal_named_by_cause(),
+        ho_a4_registered_at_the_hosts_cell(),
+        scale_1_enrolled_where_allowed(),
         Property::sometimes(
             "SCALE-1 witness: an unknown host is enrolled and its desktop registers",
             |_, s: &EnrolState| {
@@ -523,4 +425,115 @@ pub fn enrol_properties() -> Vec<Property<EnrolModel>> {
             },
         ),
     ]
+}
+
+/// HO-A4 / SCALE-1: the host's one row, once written, stays as written: this world has no
+/// handoff, so its cell never changes and its epoch stays 1 (an enrolment never replaces it).
+fn ho_a4_one_row_never_replaced() -> Property<EnrolModel> {
+    Property::always(
+        "HO-A4 one assignment row per host: an enrolment never replaces it",
+        |_, s: &EnrolState| {
+            let kept = s
+                .last
+                .assigned_before
+                .is_none_or(|before| s.host_cell() == Some(before));
+            let epoch_one = s
+                .store
+                .assignment(ENROL_HOST)
+                .is_none_or(|r| r.epoch.0 == 1);
+            kept && epoch_one && s.store.check_invariants().is_ok()
+        },
+    )
+}
+
+/// SCALE-1: a row is written only at a cell that enrols, and only by an insert.
+fn scale_1_off_never_writes() -> Property<EnrolModel> {
+    Property::always(
+        "SCALE-1 a cell that does not enrol never writes a row",
+        |_, s: &EnrolState| {
+            let at_enrolling_cell = s.host_cell().is_none_or(|c| s.cell_enrols(c));
+            let written_by_insert = match (s.last.assigned_before, s.host_cell(), s.last.step) {
+                (None, Some(_), Some((_, call))) => call == Call::InsertHost,
+                _ => true,
+            };
+            at_enrolling_cell && written_by_insert
+        },
+    )
+}
+
+/// SCALE-1: the store never holds more rows than its host bound.
+fn scale_1_bound_kept() -> Property<EnrolModel> {
+    Property::always(
+        "SCALE-1 the host bound is never exceeded",
+        |_, s: &EnrolState| s.rows() <= s.layout.max_hosts,
+    )
+}
+
+/// SCALE-1 / HO-A4: a desktop turned away is told the name of what the store held when its
+/// registration ended: its cell does not enrol and the host was unknown
+/// (`enrolment_disabled`); the host was unknown and the store full (`too_many_hosts`); the
+/// host is at the other cell (`assigned_elsewhere`). Nothing else turns a desktop away here.
+fn scale_1_refusal_named_by_cause() -> Property<EnrolModel> {
+    Property::always(
+        "SCALE-1 a refused enrolment is named by its cause",
+        |_, s: &EnrolState| {
+            let (Some(end), Some((i, _))) = (s.last.ended, s.last.step) else {
+                return true;
+            };
+            let own = ENROL_CELLS[usize::from(s.desktops[usize::from(i)].cell)];
+            let before = s.last.assigned_before;
+            let named = |want: &str| end.turn_away().is_some_and(|t| t.name == want);
+            match end {
+                Registered::Yes(_) => true,
+                Registered::NotEnrolled(EnrolRefusal::Disabled) => {
+                    before.is_none() && !s.cell_enrols(own) && named("enrolment_disabled")
+                }
+                Registered::NotEnrolled(EnrolRefusal::Store(StoreError::TooManyHosts)) => {
+                    before.is_none() && !s.last.room_before && named("too_many_hosts")
+                }
+                Registered::Refused(RegisterRefusal::NotAssignedHere { assigned }) => {
+                    before == Some(assigned) && assigned != own && named("assigned_elsewhere")
+                }
+                Registered::NotEnrolled(_) | Registered::Refused(_) => false,
+            }
+        },
+    )
+}
+
+/// HO-A4: a registered desktop holds the host's current authority at its own cell.
+fn ho_a4_registered_at_the_hosts_cell() -> Property<EnrolModel> {
+    Property::always(
+        "HO-A4 a registered desktop is at the host's cell",
+        |_, s: &EnrolState| {
+            s.desktops.iter().all(|d| match d.end {
+                Some(Registered::Yes(a)) => {
+                    let own = ENROL_CELLS[usize::from(d.cell)];
+                    a.cell == own && a.host == ENROL_HOST && s.host_cell() == Some(own)
+                }
+                _ => true,
+            })
+        },
+    )
+}
+
+/// SCALE-1: once both registrations ended, a host whose desktop met an enrolling cell while
+/// the store had room is enrolled, and one of its desktops registered.
+fn scale_1_enrolled_where_allowed() -> Property<EnrolModel> {
+    Property::always(
+        "SCALE-1 an enrolling cell with room enrols the host",
+        |_, s: &EnrolState| {
+            if s.desktops.iter().any(|d| d.next.is_some()) {
+                return true;
+            }
+            let allowed = s.layout.max_hosts > 1
+                && s.desktops
+                    .iter()
+                    .any(|d| s.layout.enrol[usize::from(d.cell)]);
+            !allowed
+                || (s.host_cell().is_some()
+                    && s.desktops
+                        .iter()
+                        .any(|d| matches!(d.end, Some(Registered::Yes(_)))))
+        },
+    )
 }

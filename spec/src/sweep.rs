@@ -801,16 +801,7 @@ impl SweepModel {
             && no_host_twice(state)
             && sweeps_counted(state)
             && busy_spends_nothing(self, state)
-            && self.no_starvation(state)
-    }
-
-    fn no_starvation(&self, state: &SweepState) -> bool {
-        state
-            .rec
-            .waiting
-            .iter()
-            .flatten()
-            .all(|n| u32::from(*n) <= self.bound)
+            && no_starvation(self, state)
     }
 
     /// [`Self::step`] under [`crate::caught::caught`]: a core invariant that fires in the step
@@ -1200,72 +1191,19 @@ impl Model for SweepModel {
     }
 }
 
-/// SCALE-3: the first page of a pass starts where the environment says it must.
-fn resumed_at_own_start(s: &SweepState) -> bool {
-    s.last
-        .first_page
-        .is_none_or(|(expected, actual)| expected == actual)
-}
-
-/// SCALE-3: at the end of a sweep, every host present when it began and still present was
-/// served and decided in it.
-fn sweep_covered(s: &SweepState) -> bool {
-    s.last
-        .sweep_end
-        .is_none_or(|(start, examined)| start & s.present & !examined == 0)
-}
-
-fn no_host_twice(s: &SweepState) -> bool {
-    s.last.page.is_none_or(|(before, rows)| before & rows == 0)
-}
-
-fn sweeps_counted(s: &SweepState) -> bool {
-    s.last
-        .sweeps_counted
-        .is_none_or(|(counted, end)| counted == u32::from(end))
-}
-
-/// HO-S2: the budget has spent exactly the transport failures the environment answered in
-/// this pass (busy answers none), and a busy answer is a deferral.
-fn busy_spends_nothing(model: &SweepModel, s: &SweepState) -> bool {
-    let spent = s.pass.as_ref().is_none_or(|p| {
-        p.budget.failures_left()
-            == model
-                .params
-                .max_failures
-                .saturating_sub(u32::from(s.rec.pass_transport_failures))
-    });
-    spent
-        && s.last
-            .busy_class
-            .is_none_or(|class| class == DispatchClass::Deferred)
-}
-
-/// The properties, each named by its requirement ID.
+/// The properties, each named by its requirement ID, in the order the checker reports them:
+/// each `always` property is a function below holding its name, with its predicate beside it
+/// (a predicate of its own: [`SweepModel`]'s `judged_right` asks them all, to explore nothing
+/// past a counterexample). They read the state and the step's facts ([`SweepFacts`], recorded
+/// by the steps named at each).
 pub fn sweep_properties() -> Vec<Property<SweepModel>> {
     vec![
-        Property::always(
-            "SCALE-3 every host examined once per sweep",
-            |_, s: &SweepState| sweep_covered(s),
-        ),
-        Property::always(
-            "SCALE-3 a failed page resumes at its own start",
-            |_, s: &SweepState| resumed_at_own_start(s),
-        ),
-        Property::always("SCALE-3 no host twice in one pass", |_, s: &SweepState| {
-            no_host_twice(s)
-        }),
-        Property::always(
-            "SCALE-3 a sweep is counted when the list's end is read",
-            |_, s: &SweepState| sweeps_counted(s),
-        ),
-        Property::always("HO-S2 busy never spends the budget", |m, s: &SweepState| {
-            busy_spends_nothing(m, s)
-        }),
-        Property::always(
-            "HO-S2 busy hosts never starve idle ones",
-            |m: &SweepModel, s: &SweepState| m.no_starvation(s),
-        ),
+        scale_3_every_host_examined(),
+        scale_3_failed_page_resumes(),
+        scale_3_no_host_twice(),
+        scale_3_sweep_counted(),
+        ho_s2_busy_spends_nothing(),
+        ho_s2_no_starvation(),
         Property::always(crate::caught::CORE_INVARIANTS, |_, s: &SweepState| {
             s.core_panic.is_none()
         }),
@@ -1290,4 +1228,102 @@ pub fn sweep_properties() -> Vec<Property<SweepModel>> {
             |_, s: &SweepState| s.last.idle_after_busy_across_pages,
         ),
     ]
+}
+
+fn scale_3_every_host_examined() -> Property<SweepModel> {
+    Property::always(
+        "SCALE-3 every host examined once per sweep",
+        |_, s: &SweepState| sweep_covered(s),
+    )
+}
+
+/// SCALE-3: at the end of a sweep, every host present when it began and still present was
+/// served and decided in it (`sweep_end`, recorded by `read_page` when it reads the list's end).
+fn sweep_covered(s: &SweepState) -> bool {
+    s.last
+        .sweep_end
+        .is_none_or(|(start, examined)| start & s.present & !examined == 0)
+}
+
+fn scale_3_failed_page_resumes() -> Property<SweepModel> {
+    Property::always(
+        "SCALE-3 a failed page resumes at its own start",
+        |_, s: &SweepState| resumed_at_own_start(s),
+    )
+}
+
+/// SCALE-3: the first page of a pass starts where the environment says it must
+/// (`first_page`, recorded by `first_read`).
+fn resumed_at_own_start(s: &SweepState) -> bool {
+    s.last
+        .first_page
+        .is_none_or(|(expected, actual)| expected == actual)
+}
+
+fn scale_3_no_host_twice() -> Property<SweepModel> {
+    Property::always("SCALE-3 no host twice in one pass", |_, s: &SweepState| {
+        no_host_twice(s)
+    })
+}
+
+/// SCALE-3: a page serves no host the pass served before it (`page`, recorded by
+/// `read_page`).
+fn no_host_twice(s: &SweepState) -> bool {
+    s.last.page.is_none_or(|(before, rows)| before & rows == 0)
+}
+
+fn scale_3_sweep_counted() -> Property<SweepModel> {
+    Property::always(
+        "SCALE-3 a sweep is counted when the list's end is read",
+        |_, s: &SweepState| sweeps_counted(s),
+    )
+}
+
+/// SCALE-3: a page grows the pass's `sweeps_completed()` by one exactly when the environment
+/// served the list's end (`sweeps_counted`, recorded by `read_page`).
+fn sweeps_counted(s: &SweepState) -> bool {
+    s.last
+        .sweeps_counted
+        .is_none_or(|(counted, end)| counted == u32::from(end))
+}
+
+fn ho_s2_busy_spends_nothing() -> Property<SweepModel> {
+    Property::always("HO-S2 busy never spends the budget", |m, s: &SweepState| {
+        busy_spends_nothing(m, s)
+    })
+}
+
+/// HO-S2: the budget has spent exactly the transport failures the environment answered in
+/// this pass (busy answers none), and a busy answer is a deferral (`busy_class`, recorded by
+/// `answer`).
+fn busy_spends_nothing(model: &SweepModel, s: &SweepState) -> bool {
+    let spent = s.pass.as_ref().is_none_or(|p| {
+        p.budget.failures_left()
+            == model
+                .params
+                .max_failures
+                .saturating_sub(u32::from(s.rec.pass_transport_failures))
+    });
+    spent
+        && s.last
+            .busy_class
+            .is_none_or(|class| class == DispatchClass::Deferred)
+}
+
+fn ho_s2_no_starvation() -> Property<SweepModel> {
+    Property::always(
+        "HO-S2 busy hosts never starve idle ones",
+        |m: &SweepModel, s: &SweepState| no_starvation(m, s),
+    )
+}
+
+/// HO-S2: no idle eligible host has waited more passes than the model's starvation bound
+/// (`rec.waiting`, counted by `new_pass`).
+fn no_starvation(model: &SweepModel, state: &SweepState) -> bool {
+    state
+        .rec
+        .waiting
+        .iter()
+        .flatten()
+        .all(|n| u32::from(*n) <= model.bound)
 }

@@ -1,7 +1,13 @@
-//! The properties, each named by its requirement ID.
+//! The properties, each named by its requirement ID, each read as one predicate beside its
+//! name (the table below, in the order the checker reports them). A predicate reads the state
+//! or the facts of the step that led to it ([`StepFacts`], `s.last`). Unless an entry says
+//! otherwise, those facts are recorded by `FailoverModel::judge` (`step.rs`), which compares
+//! what the core did in the step with the spec's record; `s.last.open` is the open the step
+//! started, read through [`open_ok`].
 
 use super::*;
 
+/// The open the step started, if any, passes `check`.
 fn open_ok(state: &FoState, check: fn(&OpenFact) -> bool) -> bool {
     state.last.open.as_ref().is_none_or(check)
 }
@@ -39,6 +45,7 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
                     .all(|(_, e)| e.until.since_ms(e.since) == cooldown_ms)
             },
         ),
+        // Recorded by `judge`'s cooldown comparison (FO-D2a / FO-D4).
         Property::always(
             "FO-D2a cooldown keyed by URL: what cools is the spec's record, list changes included",
             |_, s: &FoState| !s.last.cooldown_record_differs,
@@ -89,6 +96,7 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
             "FO-H-1 a tick acts when the channel is due and unhealthy",
             |_, s: &FoState| !s.last.health_failed_to_act,
         ),
+        // Recorded by `step`'s `OpenSucceeds` (the open's URL left the list meanwhile).
         Property::always(
             "FO-R5a an open is adopted only while its URL is listed",
             |_, s: &FoState| !s.last.adopted_unlisted,
@@ -144,6 +152,7 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
                 })
             },
         ),
+        // Recorded by `step`'s `SignedDirectory` and `Directory` arms.
         Property::always(
             "FO-S1 a signed directory is taken only when fresh: higher sequence, or equal with the same list; unexpired",
             |_, s: &FoState| !s.last.freshness_wrong,
@@ -156,18 +165,21 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
             "FO-X3 the probe interval doubles from PROBE_MIN_MS up to PROBE_MAX_MS",
             |_, s: &FoState| !s.last.probe_interval_wrong,
         ),
+        // Recorded by `FoState::feed` (`state.rs`), which hands every input to both.
         Property::always(
             "FO-ORACLE the core decides as the naive transcription of the FO rules",
             |_, s: &FoState| !s.last.oracle_differs,
         ),
         // Also: the core's channel and open in flight are the ones the spec saw (no switch, no
-        // cancelled open, no open the spec did not see start).
+        // cancelled open, no open the spec did not see start). `record_differs` is recorded by
+        // `judge` and by `record_success` / `record_failure` (the spec's record of an open's end).
         Property::always("one open in flight; make-before-break", |_, s: &FoState| {
             s.last.opens_started <= 1 && !s.last.closed_without_switch && !s.last.record_differs
         }),
         Property::sometimes("witness: exempt switch (FO-D6)", |_, s: &FoState| {
             s.last.exempt_switch
         }),
+        // Recorded by `step`'s open failure arms (`OpenFails`, `OpenTimesOut`).
         Property::sometimes("witness: failed exemption (FO-D4)", |_, s: &FoState| {
             s.last.exempt_open_failed
         }),
@@ -182,14 +194,17 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
         Property::sometimes("witness: directory switch (FO-D1)", |_, s: &FoState| {
             s.last.directory_switch
         }),
+        // Recorded by `step`'s `Directory` arm.
         Property::sometimes(
             "witness: a URL left the list while cooling (FO-D2a)",
             |_, s: &FoState| s.last.unlisted_cooling_kept,
         ),
+        // Recorded by `step`'s `SignedDirectory` arm.
         Property::sometimes(
             "witness: a stale signed directory refused (FO-S1)",
             |_, s: &FoState| s.last.stale_directory_refused,
         ),
+        // Recorded by `step`'s `OpenSucceeds`.
         Property::sometimes(
             "witness: an unlisted open closed, never adopted (FO-R5a)",
             |_, s: &FoState| s.last.unlisted_open_closed,

@@ -195,6 +195,15 @@ fn limit_refusal(outcome: &TxnOutcome) -> bool {
     )
 }
 
+/// HO-S4: the escrowed limit shards decide as the store does (`escrow_disagrees`, recorded by
+/// the two judges below: at every transaction, and after every step that wrote the store).
+pub(super) fn ho_s4_escrow_agrees() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S4 the escrowed limit shards decide as the store does: tokens within the room left, counts the store's, a token-path commit only where the store commits",
+        |_, s: &HoState| !s.last.anomalies.escrow_disagrees,
+    )
+}
+
 impl HandoffModel {
     /// HO-S4: a transaction the store answered `answer`; the shadow as it was before it. The
     /// token path commits wherever it applies, so it must apply only where the store commits.
@@ -221,6 +230,7 @@ impl HandoffModel {
             }
             match row.outcome {
                 AttemptOutcome::Committed { .. } => {
+                    // The registrations scenario's HO-S4 witness (a token-path commit).
                     state.last.events.escrow_token_commit = shadow.commit(b, a, state.now, *op);
                 }
                 _ => shadow.fence(a.config()),

@@ -1,8 +1,14 @@
-//! The properties, each named by its requirement ID, and the judges that feed them: the step
-//! function (`step.rs`) calls a judge at the point where the fact is known, the judge records
-//! it in [`StepFacts`], and the property beside it reads it. Sections follow the requirement
-//! order; the `sometimes` witnesses are listed at the end of [`handoff_properties`].
+//! The properties, each named by its requirement ID, read as predicates: [`handoff_properties`]
+//! lists them in the order the checker reports them, and each `always` property below is one
+//! function holding its name and its predicate, with the judges that record its facts beside
+//! it. A predicate reads the state, or a fact only a transition shows ([`StepFacts`]): the step
+//! function (`step.rs`) calls a judge at the point where the fact is known and the judge
+//! records it (each recording names its property). A judge that records for several properties
+//! sits with the first of them; the others name it. The `sometimes` witnesses are one-line
+//! predicates over the recorded events, listed at the end of the table.
 
+use super::escrow::ho_s4_escrow_agrees;
+use super::races::{ho_7_live_release_reported_stale, ho_a4_control_gated_under_barrier};
 use super::step::Outputs;
 use super::*;
 
@@ -257,18 +263,9 @@ const REGISTRATIONS_WITNESSES: [&str; 3] = [
 /// The properties of issue #25's widening (`races.rs`, `escrow.rs`, `crate::caught`).
 fn widened_properties() -> Vec<Property<HandoffModel>> {
     vec![
-        Property::always(
-            "HO-7 a release naming a live ticket with another generation is reported stale and changes no counter",
-            |_, s: &HoState| !s.last.anomalies.live_release_counted,
-        ),
-        Property::always(
-            "HO-A4 a control registered while a barrier stands is refused (ControlGated); the attempt's machine and barrier stay",
-            |_, s: &HoState| !s.last.anomalies.installed_under_barrier,
-        ),
-        Property::always(
-            "HO-S4 the escrowed limit shards decide as the store does: tokens within the room left, counts the store's, a token-path commit only where the store commits",
-            |_, s: &HoState| !s.last.anomalies.escrow_disagrees,
-        ),
+        ho_7_live_release_reported_stale(),
+        ho_a4_control_gated_under_barrier(),
+        ho_s4_escrow_agrees(),
         Property::always(crate::caught::CORE_INVARIANTS, |_, s: &HoState| {
             s.core_panic.is_none()
         }),
@@ -291,214 +288,43 @@ const FENCE_RETRY_WITNESS: &str = "HO-A5 witness: a failed fence write is retrie
 
 fn all_properties() -> Vec<Property<HandoffModel>> {
     vec![
-        // ---- always -------------------------------------------------------------------------
-        Property::always(
-            "HO-1 never moves with a client attached; a retire closes no client",
-            |_, s: &HoState| !s.last.anomalies.moved_over_work && !s.last.anomalies.retired_over_tickets,
-        ),
-        Property::always(
-            "HO-2 busy iff live work at that instant; the open control is no reason to wait",
-            |_, s: &HoState| !s.last.anomalies.idleness_misjudged,
-        ),
-        Property::always(
-            "HO-7 barrier only installed when every counter is zero; each counter equals the live work of its kind",
-            |_, s: &HoState| {
-                !s.last.anomalies.barrier_over_work
-                    && s.src().is_none_or(|m| m.gate().counters() == s.held_work())
-            },
-        ),
-        Property::always(
-            "HO-7 a late release (ended work, an old generation's after a rebind) is reported stale or double and changes no counter",
-            |_, s: &HoState| !s.last.anomalies.late_release_counted,
-        ),
-        Property::always("HO-8 heartbeats never change counters", |_, s: &HoState| {
-            !s.last.anomalies.heartbeat_counted
-        }),
-        Property::always(
-            "HO-10 a missing or expired DB lease never proves idleness",
-            |_, s: &HoState| !s.last.anomalies.lease_counted,
-        ),
-        Property::always(
-            "HO-S1 duplicate/retried request reuses the same op id; the pick is read-only",
-            |_, s: &HoState| {
-                !s.last.anomalies.op_id_inconsistent
-                    && !s.last.anomalies.director_wrote_store
-                    && s
-                        .store
-                        .attempts()
-                        .all(|(op, r)| *op == derived_op_id(&r.source, r.target))
-            },
-        ),
-        Property::always(
-            "HO-S1 an op id names one move: another host, epoch, incarnation, generation, source or target gives another id",
-            |_, s: &HoState| !s.last.anomalies.op_id_shared,
-        ),
-        Property::always(
-            "HO-S2 busy holds no barrier, closes nothing, names the non-zero counters",
-            |_, s: &HoState| {
-                !s.last.anomalies.answer_changed_machine && !s.last.anomalies.busy_counters_wrong
-            },
-        ),
-        Property::always(
-            "HO-S3 no admission under a barrier; a refused client gets 4409 WRONG_CELL",
-            |_, s: &HoState| {
-                let gated_is_empty = s
-                    .machines()
-                    .all(|(_, _, m)| m.gate().barrier().is_none() || m.gate().counters().is_zero());
-                !s.last.anomalies.admitted_under_barrier
-                    && !s.last.anomalies.gated_refusal_wrong
-                    && gated_is_empty
-            },
-        ),
-        Property::always(
-            "HO-S4 a commit moves exactly the re-checked authority; store invariants hold (no reservation leak)",
-            |_, s: &HoState| {
-                !s.last.anomalies.commit_not_exact && s.store.check_invariants().is_ok()
-            },
-        ),
-        Property::always(
-            "HO-S5 committed => source retired via draining, never reopened",
-            |_, s: &HoState| {
-                let moved_source_closed = !s.moved()
-                    || s.machines().all(|(_, _, m)| m.gate().state() != GateState::Open);
-                !s.last.anomalies.commit_not_retired && moved_source_closed
-            },
-        ),
-        Property::always(
-            "HO-S6 explicit abort with unchanged authority => reopened, no reservation kept; authority changed => retired",
-            |_, s: &HoState| {
-                !s.last.anomalies.rollback_not_reopened && !s.last.anomalies.stale_not_retired
-            },
-        ),
-        Property::always("HO-A1 at most one migration per op id", |_, s: &HoState| {
-            let epoch = s.store.assignment(HOST).map_or(0, |r| r.epoch.0);
-            !s.last.anomalies.second_migration && epoch == 1 + committed_rows(s)
-        }),
-        Property::always(
-            "HO-A2 never reopened without a terminal outcome (no reopen on timeout alone); the barrier stands while an attempt is in flight",
-            |_, s: &HoState| {
-                let barrier_held = s.machines().all(|(_, _, m)| match m.attempt() {
-                    None => true,
-                    Some(a) => m.gate().barrier().is_some_and(|b| {
-                        b.op_id == a.attempt.op_id && b.seq == a.attempt.seq
-                    }),
-                });
-                !s.last.anomalies.reopened_without_rollback && barrier_held
-            },
-        ),
-        Property::always(
-            "HO-A3 director crash strands nothing: an attempt in flight always has a DB job or a timer",
-            |_, s: &HoState| {
-                !s.last.anomalies.open_session_close_ignored
-                    && s.machines().all(|(inst, id, m)| {
-                        let Some(a) = m.attempt() else {
-                            return true;
-                        };
-                        let has_job = |kind: JobKind| {
-                            s.jobs.iter().any(|j| {
-                                j.inst == inst
-                                    && j.machine == id
-                                    && j.kind == kind
-                                    && j.attempt == a.attempt
-                            })
-                        };
-                        m.poll_timeout().is_some()
-                            && match a.phase {
-                                Phase::InTransaction { .. } => has_job(JobKind::Transaction),
-                                Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
-                                Phase::Quarantined { .. } => true,
-                            }
-                    })
-            },
-        ),
-        Property::always(
-            "HO-A4 a late callback never changes (nor reopens) the replacement; a commit refuses old ownership",
-            |_, s: &HoState| {
-                let a = &s.last.anomalies;
-                !a.late_callback_changed_machine
-                    && !a.stale_timer_applied
-                    && !a.late_close_changed_cell
-                    && !a.registered_over_move
-                    && !a.registered_not_installed
-            },
-        ),
-        Property::always(
-            "HO-A5 a drained source never reopens; disabled => no new attempt starts",
-            |_, s: &HoState| {
-                !s.last.anomalies.started_while_disabled
-                    && !s.last.anomalies.drained_reopened
-                    && !s.last.anomalies.drain_incomplete
-                    && !s.last.anomalies.control_refusal_wrong
-                    && s.machines().all(|(_, _, m)| {
-                        !m.gate().is_drained() || m.gate().state() != GateState::Open
-                    })
-            },
-        ),
-        Property::always(
-            "HO-A6 retire is queued before the reply; an expired registration is recovered",
-            |_, s: &HoState| {
-                !s.last.anomalies.reply_before_retire
-                    && !s.last.anomalies.control_kept_on_retire
-                    && s.store.reservations().all(|(_, r)| r.expires_at > s.now)
-            },
-        ),
-        Property::always(
-            "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work and its fence",
-            |_, s: &HoState| {
-                !s.last.anomalies.drained_got_machine && !s.last.anomalies.undrain_misjudged
-            },
-        ),
-        Property::always(
-            "HO-L1 no stranded host: after a fenced attempt at a source still serving the host, the director's fresh pick is a new op id the source starts (or defers as busy)",
-            |_, s: &HoState| !stranded(s),
-        ),
-        Property::always(
-            "HO-L2 one live process per cell id: a process started while the holder's lease is live is refused and writes nothing; a successor takes the cell once that lease has lapsed or been released",
-            |_, s: &HoState| {
-                // The live holder is the current process, with a live lease.
-                let held = s
-                    .lease()
-                    .is_some_and(|(inc, until)| inc == s.cell.incarnation() && until > s.now);
-                !s.last.anomalies.second_process_started && held
-            },
-        ),
-        Property::always(
-            "HO-A5 a drain fence is never dropped: until written it is out (one write) or waits on its retry timer; a failed write is retried",
-            |_, s: &HoState| !s.last.anomalies.fence_mishandled && fences_held(s),
-        ),
-        Property::always(
-            "HO-7 a failed activity persist releases the accept and closes the client activity_not_persisted; the attach machine keeps its order",
-            |_, s: &HoState| !s.last.anomalies.attach_misjudged,
-        ),
-        Property::always(
-            "HO-S3 no barrier while a client is between accept and attached",
-            |_, s: &HoState| !half_attached_under_barrier(s),
-        ),
+        // ---- always (each a function below, in this order) ---------------------------------
+        ho_1_never_moves_over_work(),
+        ho_2_busy_iff_live_work(),
+        ho_7_counters_are_the_live_work(),
+        ho_7_late_release_changes_nothing(),
+        ho_8_heartbeats_not_counted(),
+        ho_10_lease_not_idleness(),
+        ho_s1_same_op_id_read_only_pick(),
+        ho_s1_op_id_names_one_move(),
+        ho_s2_busy_changes_nothing(),
+        ho_s3_no_admission_under_barrier(),
+        ho_s4_commit_exact(),
+        ho_s5_committed_retires(),
+        ho_s6_abort_reopens_stale_retires(),
+        ho_a1_one_migration_per_op_id(),
+        ho_a2_no_reopen_without_outcome(),
+        ho_a3_crash_strands_nothing(),
+        ho_a4_late_callback_changes_nothing(),
+        ho_a5_drained_never_reopens(),
+        ho_a6_retire_before_reply(),
+        ho_l1_drained_host_waits_for_undrain(),
+        ho_l1_no_stranded_host(),
+        ho_l2_one_live_process(),
+        ho_a5_fence_never_dropped(),
+        ho_7_failed_persist_releases(),
+        ho_s3_no_barrier_over_half_attached(),
         // ---- bounded: every cap of the model is a property (see `HandoffModel::over_cap`) -----
-        Property::always(
-            "HO-7 bounded: live tickets <= 10 (no ticket leaks)",
-            |_, s: &HoState| s.live_tickets() <= CAP_TICKETS,
-        ),
-        Property::always(
-            "HO-A3 bounded: queued DB jobs <= 8",
-            |_, s: &HoState| s.jobs.len() <= CAP_JOBS,
-        ),
-        Property::always(
-            "HO-S4 bounded: target reservations <= 2",
-            |_, s: &HoState| s.store.reservations().count() <= CAP_RESERVATIONS,
-        ),
-        Property::always(
-            "HO-A1 bounded: attempt records (committed and fenced ops) <= 8",
-            |_, s: &HoState| s.store.attempts().count() <= CAP_ATTEMPTS,
-        ),
-        Property::always(
-            "HO-A4 bounded: machine and session ids < 16",
-            |_, s: &HoState| s.max_model_id() < MAX_MODEL_ID,
-        ),
+        ho_7_bounded_tickets(),
+        ho_a3_bounded_jobs(),
+        ho_s4_bounded_reservations(),
+        ho_a1_bounded_attempts(),
+        ho_a4_bounded_ids(),
         // ---- sometimes ----------------------------------------------------------------------
-        Property::sometimes("HO-S5 witness: commit retires the source", |_, s: &HoState| {
-            s.last.events.committed
-        }),
+        Property::sometimes(
+            "HO-S5 witness: commit retires the source",
+            |_, s: &HoState| s.last.events.committed,
+        ),
         Property::sometimes(
             "HO-S6 witness: explicit abort reopens admission",
             |_, s: &HoState| s.last.events.explicit_abort_reopened,
@@ -517,9 +343,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
         Property::sometimes("HO-S2 witness: busy", |_, s: &HoState| s.last.events.busy),
         Property::sometimes(
             "HO-7 witness: a control activation in flight makes the source busy",
-            |_, s: &HoState| {
-                s.control.is_some_and(|c| c.held.is_some()) && s.last.events.busy
-            },
+            |_, s: &HoState| s.control.is_some_and(|c| c.held.is_some()) && s.last.events.busy,
         ),
         Property::sometimes(
             "HO-7 witness: an attach waiting for persistence makes the source busy",
@@ -550,9 +374,10 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
             "HO-A2 witness: quarantine (store unavailable) then recovery",
             |_, s: &HoState| s.last.events.recovered_after_quarantine,
         ),
-        Property::sometimes("HO-A5 witness: drain during an attempt", |_, s: &HoState| {
-            s.last.events.drained_during_attempt
-        }),
+        Property::sometimes(
+            "HO-A5 witness: drain during an attempt",
+            |_, s: &HoState| s.last.events.drained_during_attempt,
+        ),
         Property::sometimes(
             "HO-A5 witness: a drained source's attempt ends closed",
             |_, s: &HoState| s.last.events.finished_drained,
@@ -660,110 +485,22 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
     ]
 }
 
-/// HO-A5: every live machine's unwritten fence is held: a write is out for it (the one the
-/// environment holds, naming its process and machine), or it waits on its retry timer (its
-/// machine's `poll_timeout`, which `TimeAdvances` reaches).
-pub fn fences_held(s: &HoState) -> bool {
-    s.cells().all(|(inst, c)| {
-        c.machine(HOST)
-            .is_none_or(|(id, m)| match m.pending_fence() {
-                None => true,
-                Some(f) => match f.retry_at {
-                    None => s
-                        .pending_fence
-                        .is_some_and(|j| j.inst == inst && j.machine == id),
-                    Some(at) => m.poll_timeout().is_some_and(|t| t <= at),
-                },
-            })
-    })
-}
+// ---- HO-1: no move over work --------------------------------------------------------------------
 
-/// HO-S3: a client between accept and attached whose accept is live at the current machine
-/// while that machine's barrier stands.
-pub fn half_attached_under_barrier(s: &HoState) -> bool {
-    let Some((id, m)) = s.cell.machine(HOST) else {
-        return false;
-    };
-    m.gate().barrier().is_some()
-        && s.clients.iter().any(|c| match c.phase {
-            ClientPhase::Accepting(a) | ClientPhase::Attaching(a) => a
-                .ticket()
-                .is_some_and(|w| w.machine == id && m.gate().live_tickets().any(|t| t == w.ticket)),
-            ClientPhase::Away | ClientPhase::Attached(_) => false,
-        })
-}
-
-/// Above every machine and session id a model process gives out (one counter for both: an
-/// install takes at most two, and a run has at most a handful of installs per process).
-pub const MAX_MODEL_ID: u64 = 16;
-/// Above every ticket id a machine gives out in the model (the late-release judge names every
-/// id below it).
-pub const MAX_MODEL_TICKET_ID: u64 = 24;
-
-/// Caps on what the model lets grow (each a `bounded` property; the names carry the numbers).
-/// A correct core stays far below them at every budget the CLI allows; a core that leaks one
-/// per request reaches them, is reported, and the state past the cap is explored no further.
-pub const CAP_TICKETS: u64 = 10;
-pub const CAP_JOBS: usize = 8;
-pub const CAP_RESERVATIONS: usize = 2;
-pub const CAP_ATTEMPTS: usize = 8;
-
-impl HoState {
-    /// Live tickets of every machine of every live process (the larger of the gate's counters
-    /// and its ticket table, so a leak in either shows).
-    pub fn live_tickets(&self) -> u64 {
-        self.machines()
-            .map(|(_, _, m)| {
-                let gate = m.gate();
-                gate.counters()
-                    .total()
-                    .max(gate.live_tickets().count() as u64)
-            })
-            .sum()
-    }
-
-    /// The largest machine or session id of a live process.
-    pub fn max_model_id(&self) -> u64 {
-        self.cells()
-            .flat_map(|(_, c)| {
-                let machine = c.machine(HOST).map(|(id, _)| id.0);
-                let session = c.control(HOST).map(|s| s.0);
-                machine.into_iter().chain(session)
-            })
-            .max()
-            .unwrap_or(0)
-    }
+/// HO-1: the store moves the host only while the committing source is gated by that op over
+/// zero tickets and the environment holds no client or control work there (`moved_over_work`,
+/// [`HandoffModel::judge_commit`] below); a retirement is queued only over zero live tickets
+/// (`retired_over_tickets`, [`HandoffModel::judge_finish`] at HO-S5).
+fn ho_1_never_moves_over_work() -> Property<HandoffModel> {
+    Property::always(
+        "HO-1 never moves with a client attached; a retire closes no client",
+        |_, s: &HoState| {
+            !s.last.anomalies.moved_over_work && !s.last.anomalies.retired_over_tickets
+        },
+    )
 }
 
 impl HandoffModel {
-    /// The first cap the state is past, if any (`actions` explores nothing from it).
-    pub fn over_cap(&self, s: &HoState) -> Option<&'static str> {
-        if s.live_tickets() > CAP_TICKETS {
-            Some("live tickets")
-        } else if s.jobs.len() > CAP_JOBS {
-            Some("DB jobs")
-        } else if s.store.reservations().count() > CAP_RESERVATIONS {
-            Some("reservations")
-        } else if s.store.attempts().count() > CAP_ATTEMPTS {
-            Some("attempt records")
-        } else if s.max_model_id() >= MAX_MODEL_ID {
-            Some("machine and session ids")
-        } else {
-            None
-        }
-    }
-}
-
-fn committed_rows(s: &HoState) -> u64 {
-    s.store
-        .attempts()
-        .filter(|(_, r)| matches!(r.outcome, AttemptOutcome::Committed { .. }))
-        .count() as u64
-}
-
-impl HandoffModel {
-    // ---- HO-1 / HO-S4 / HO-A1: the commit ----------------------------------------------------
-
     /// HO-1 / HO-S4 / HO-A1: the store moved the host in this step.
     pub(super) fn judge_commit(
         state: &mut HoState,
@@ -792,79 +529,132 @@ impl HandoffModel {
                 .reservation(req.op_id)
                 .is_some_and(|r| r.cell == req.target);
         let anomalies = &mut state.last.anomalies;
-        anomalies.moved_over_work = !quiet;
-        anomalies.commit_not_exact = !exact;
-        anomalies.second_migration = recorded_before;
+        anomalies.moved_over_work = !quiet; // HO-1
+        anomalies.commit_not_exact = !exact; // HO-S4
+        anomalies.second_migration = recorded_before; // HO-A1
     }
+}
 
-    // ---- HO-S1: the director's request ---------------------------------------------------------
+// ---- HO-2: busy iff live work -------------------------------------------------------------------
 
-    pub(super) fn judge_request(state: &mut HoState, req: &HandoffRequest, fresh_pick: bool) {
-        state.last.anomalies.op_id_inconsistent = req.op_id
-            != derived_op_id(&req.source, req.target)
-            || (fresh_pick && state.store.authority(HOST) != Some(req.source));
-        state.last.anomalies.op_id_shared = Self::op_id_shared(state, req, fresh_pick);
-    }
+/// HO-2: the source answers `Busy` exactly when live work is held, `Started` only when none is
+/// (`idleness_misjudged`, [`HandoffModel::judge_begin`] below, which also records HO-S2's facts
+/// and the answers' witnesses).
+fn ho_2_busy_iff_live_work() -> Property<HandoffModel> {
+    Property::always(
+        "HO-2 busy iff live work at that instant; the open control is no reason to wait",
+        |_, s: &HoState| !s.last.anomalies.idleness_misjudged,
+    )
+}
 
-    /// HO-S1: the op id names exactly one move. The same authority with any one field changed
-    /// (the host, the epoch of a later move, the incarnation, the generation, the source cell)
-    /// or another target derives another id; so does the director's pick for the second host at
-    /// the same cell (same epoch, incarnation and generation); and no recorded attempt of
-    /// another move carries this id. The derivations are judged when the director computes the
-    /// request (`fresh`: a re-sent request is the same request); the records at every send.
-    pub(super) fn op_id_shared(state: &HoState, req: &HandoffRequest, fresh: bool) -> bool {
-        let recorded = state
-            .store
-            .attempt(req.op_id)
-            .is_some_and(|r| (r.source, r.target) != (req.source, req.target));
-        if !fresh {
-            return recorded;
+impl HandoffModel {
+    pub(super) fn judge_begin(
+        state: &mut HoState,
+        begin: Begin,
+        machine_before: Option<(MachineId, SourceHandoff)>,
+        live_work: u8,
+        fresh_pick: bool,
+    ) {
+        let counters = machine_before
+            .as_ref()
+            .map(|(_, m)| m.gate().counters())
+            .unwrap_or_default();
+        let after = state.cell.machine(HOST);
+        let anomalies = &mut state.last.anomalies;
+        let events = &mut state.last.events;
+        match begin {
+            // HO-2 here and at `Busy`; HO-S2 and its witness at `Busy`; HO-A1's and HO-A5's
+            // witnesses at the other answers.
+            Begin::Started(_) => anomalies.idleness_misjudged = live_work > 0,
+            Begin::Answered(reply) => {
+                anomalies.answer_changed_machine =
+                    machine_before.as_ref().map(|(id, m)| (*id, m)) != after;
+                match reply {
+                    HandoffReply::Busy {
+                        counters: named, ..
+                    } => {
+                        events.busy = true;
+                        anomalies.idleness_misjudged = live_work == 0;
+                        anomalies.busy_counters_wrong =
+                            named != counters || named == Counters::default();
+                    }
+                    HandoffReply::InProgress { .. } => events.answered_in_progress = !fresh_pick,
+                    HandoffReply::Result(_) => events.answered_recorded_result = !fresh_pick,
+                    HandoffReply::Refused {
+                        reason: Refusal::Disabled,
+                        ..
+                    } => events.refused_disabled = true,
+                    HandoffReply::Superseded { .. } | HandoffReply::Refused { .. } => {}
+                }
+            }
         }
-        let a = req.source;
-        // A cell that is neither the source nor the target.
-        let other_cell = CellId(SRC.0.max(TGT.0) + 1);
-        let variants = [
-            (SourceAuthority { host: HOST2, ..a }, req.target),
-            (
-                SourceAuthority {
-                    epoch: a.epoch.next(),
-                    ..a
-                },
-                req.target,
-            ),
-            (
-                SourceAuthority {
-                    incarnation: Incarnation(a.incarnation.0 + 1),
-                    ..a
-                },
-                req.target,
-            ),
-            (
-                SourceAuthority {
-                    generation: a.generation.next(),
-                    ..a
-                },
-                req.target,
-            ),
-            (
-                SourceAuthority {
-                    cell: other_cell,
-                    ..a
-                },
-                req.target,
-            ),
-            (a, other_cell),
-        ];
-        let by_field = variants
-            .iter()
-            .any(|(source, target)| derived_op_id(source, *target) == req.op_id);
-        let other_host =
-            Self::pick_second_host(state).is_some_and(|other| other.op_id == req.op_id);
-        by_field || other_host || recorded
     }
+}
 
-    // ---- HO-7: late releases -------------------------------------------------------------------
+// ---- HO-7: the counters are the live work -------------------------------------------------------
 
+/// HO-7: in every state each gate counter equals the live work of its kind; a barrier is
+/// installed only over zero counters and no work in the environment (`barrier_over_work`,
+/// [`HandoffModel::judge_transition`] below, which judges every step's gate transition and
+/// also records HO-S3's, HO-A2's and HO-A5's facts).
+fn ho_7_counters_are_the_live_work() -> Property<HandoffModel> {
+    Property::always(
+        "HO-7 barrier only installed when every counter is zero; each counter equals the live work of its kind",
+        |_, s: &HoState| {
+            !s.last.anomalies.barrier_over_work
+                && s.src().is_none_or(|m| m.gate().counters() == s.held_work())
+        },
+    )
+}
+
+impl HandoffModel {
+    /// Facts every step shares: the gate's transitions on the same machine.
+    pub(super) fn judge_transition(before: &HoState, state: &mut HoState, action: HoAction) {
+        let (Some((bid, b)), Some((aid, a))) =
+            (before.cell.machine(HOST), state.cell.machine(HOST))
+        else {
+            return;
+        };
+        if before.inst != state.inst || bid != aid {
+            return;
+        }
+        let was_gated = b.gate().barrier().is_some();
+        let admitted = a.gate().counters().total() > b.gate().counters().total()
+            || state.live_work() > before.live_work();
+        let installed = !was_gated && a.gate().barrier().is_some();
+        let reopened = was_gated && a.gate().state() == GateState::Open;
+        let db_step = matches!(
+            action,
+            HoAction::DbRuns { .. } | HoAction::LateCallback { .. }
+        );
+        let anomalies = &mut state.last.anomalies;
+        if installed {
+            // HO-7 and HO-A5.
+            anomalies.barrier_over_work = !b.gate().counters().is_zero() || before.live_work() > 0;
+            anomalies.started_while_disabled = !b.is_enabled();
+        }
+        // HO-S3.
+        anomalies.admitted_under_barrier = was_gated && admitted;
+        // HO-A2: only a DB result may take a barrier away (judged in `db_runs`); any other step
+        // that does (a timeout, a drain, a request) reopens without a terminal outcome.
+        if reopened && !db_step {
+            anomalies.reopened_without_rollback = true;
+        }
+    }
+}
+
+// ---- HO-7: late releases ------------------------------------------------------------------------
+
+/// HO-7: a late release of ended work, or of an old generation's work after a rebind, is a
+/// no-op reported as such (`late_release_counted`, recorded by the two judges below).
+fn ho_7_late_release_changes_nothing() -> Property<HandoffModel> {
+    Property::always(
+        "HO-7 a late release (ended work, an old generation's after a rebind) is reported stale or double and changes no counter",
+        |_, s: &HoState| !s.last.anomalies.late_release_counted,
+    )
+}
+
+impl HandoffModel {
     /// HO-7: a unit of work has ended (its ticket released, abandoned by `revalidate`, or
     /// consumed by `install_control`); a late duplicate of its release (an old session's guard
     /// firing again) arrives. The core must answer it as a no-op, `StaleGeneration` if the
@@ -932,9 +722,28 @@ impl HandoffModel {
         });
         state.last.anomalies.late_release_counted |= wrong || after.as_ref() != Some(&before);
     }
+}
 
-    // ---- HO-8 / HO-10: control traffic is not client work ------------------------------------
+// ---- HO-8 / HO-10: control traffic is not client work -------------------------------------------
 
+/// HO-8: the open control's heartbeats and activity renewals change no counter and not the
+/// idleness (`heartbeat_counted`, [`HandoffModel::judge_control_traffic`] below).
+fn ho_8_heartbeats_not_counted() -> Property<HandoffModel> {
+    Property::always("HO-8 heartbeats never change counters", |_, s: &HoState| {
+        !s.last.anomalies.heartbeat_counted
+    })
+}
+
+/// HO-10: a missing or expired DB lease changes no counter and not the idleness
+/// (`lease_counted`, [`HandoffModel::judge_control_traffic`] below).
+fn ho_10_lease_not_idleness() -> Property<HandoffModel> {
+    Property::always(
+        "HO-10 a missing or expired DB lease never proves idleness",
+        |_, s: &HoState| !s.last.anomalies.lease_counted,
+    )
+}
+
+impl HandoffModel {
     /// The open control's heartbeats and a stale DB lease at the same instant (`&self` calls:
     /// they cannot count, and must not).
     pub(super) fn judge_control_traffic(state: &mut HoState) {
@@ -965,85 +774,162 @@ impl HandoffModel {
         state.last.anomalies.heartbeat_counted = heartbeat_counted;
         state.last.anomalies.lease_counted = lease_counted;
     }
+}
 
-    // ---- HO-2 / HO-S2 / HO-A1: the source's answer -------------------------------------------
+// ---- HO-S1: the op id ---------------------------------------------------------------------------
 
-    pub(super) fn judge_begin(
-        state: &mut HoState,
-        begin: Begin,
-        machine_before: Option<(MachineId, SourceHandoff)>,
-        live_work: u8,
-        fresh_pick: bool,
-    ) {
-        let counters = machine_before
-            .as_ref()
-            .map(|(_, m)| m.gate().counters())
-            .unwrap_or_default();
-        let after = state.cell.machine(HOST);
-        let anomalies = &mut state.last.anomalies;
-        let events = &mut state.last.events;
-        match begin {
-            Begin::Started(_) => anomalies.idleness_misjudged = live_work > 0,
-            Begin::Answered(reply) => {
-                anomalies.answer_changed_machine =
-                    machine_before.as_ref().map(|(id, m)| (*id, m)) != after;
-                match reply {
-                    HandoffReply::Busy {
-                        counters: named, ..
-                    } => {
-                        events.busy = true;
-                        anomalies.idleness_misjudged = live_work == 0;
-                        anomalies.busy_counters_wrong =
-                            named != counters || named == Counters::default();
-                    }
-                    HandoffReply::InProgress { .. } => events.answered_in_progress = !fresh_pick,
-                    HandoffReply::Result(_) => events.answered_recorded_result = !fresh_pick,
-                    HandoffReply::Refused {
-                        reason: Refusal::Disabled,
-                        ..
-                    } => events.refused_disabled = true,
-                    HandoffReply::Superseded { .. } | HandoffReply::Refused { .. } => {}
-                }
-            }
-        }
+/// HO-S1: every recorded attempt's op id is the UUIDv5 of its authority and target; a sent op
+/// id is too, and a fresh pick is at the store's current authority (`op_id_inconsistent`,
+/// [`HandoffModel::judge_request`] below and `step.rs`'s `director_crash_restart`); the
+/// director writes no store (`director_wrote_store`, `step.rs`'s `director_sends`).
+fn ho_s1_same_op_id_read_only_pick() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S1 duplicate/retried request reuses the same op id; the pick is read-only",
+        |_, s: &HoState| {
+            !s.last.anomalies.op_id_inconsistent
+                && !s.last.anomalies.director_wrote_store
+                && s.store
+                    .attempts()
+                    .all(|(op, r)| *op == derived_op_id(&r.source, r.target))
+        },
+    )
+}
+
+/// HO-S1: no op id is shared by two moves (`op_id_shared`,
+/// [`HandoffModel::op_id_shared`] below, recorded by [`HandoffModel::judge_request`]).
+fn ho_s1_op_id_names_one_move() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S1 an op id names one move: another host, epoch, incarnation, generation, source or target gives another id",
+        |_, s: &HoState| !s.last.anomalies.op_id_shared,
+    )
+}
+
+impl HandoffModel {
+    pub(super) fn judge_request(state: &mut HoState, req: &HandoffRequest, fresh_pick: bool) {
+        state.last.anomalies.op_id_inconsistent = req.op_id
+            != derived_op_id(&req.source, req.target)
+            || (fresh_pick && state.store.authority(HOST) != Some(req.source));
+        state.last.anomalies.op_id_shared = Self::op_id_shared(state, req, fresh_pick);
     }
 
-    // ---- HO-7 / HO-S3 / HO-A2 / HO-A5: the gate's transitions --------------------------------
-
-    /// Facts every step shares: the gate's transitions on the same machine.
-    pub(super) fn judge_transition(before: &HoState, state: &mut HoState, action: HoAction) {
-        let (Some((bid, b)), Some((aid, a))) =
-            (before.cell.machine(HOST), state.cell.machine(HOST))
-        else {
-            return;
-        };
-        if before.inst != state.inst || bid != aid {
-            return;
+    /// HO-S1: the op id names exactly one move. The same authority with any one field changed
+    /// (the host, the epoch of a later move, the incarnation, the generation, the source cell)
+    /// or another target derives another id; so does the director's pick for the second host at
+    /// the same cell (same epoch, incarnation and generation); and no recorded attempt of
+    /// another move carries this id. The derivations are judged when the director computes the
+    /// request (`fresh`: a re-sent request is the same request); the records at every send.
+    pub(super) fn op_id_shared(state: &HoState, req: &HandoffRequest, fresh: bool) -> bool {
+        let recorded = state
+            .store
+            .attempt(req.op_id)
+            .is_some_and(|r| (r.source, r.target) != (req.source, req.target));
+        if !fresh {
+            return recorded;
         }
-        let was_gated = b.gate().barrier().is_some();
-        let admitted = a.gate().counters().total() > b.gate().counters().total()
-            || state.live_work() > before.live_work();
-        let installed = !was_gated && a.gate().barrier().is_some();
-        let reopened = was_gated && a.gate().state() == GateState::Open;
-        let db_step = matches!(
-            action,
-            HoAction::DbRuns { .. } | HoAction::LateCallback { .. }
-        );
-        let anomalies = &mut state.last.anomalies;
-        if installed {
-            anomalies.barrier_over_work = !b.gate().counters().is_zero() || before.live_work() > 0;
-            anomalies.started_while_disabled = !b.is_enabled();
-        }
-        anomalies.admitted_under_barrier = was_gated && admitted;
-        // Only a DB result may take a barrier away (judged in `db_runs`); any other step that
-        // does (a timeout, a drain, a request) reopens without a terminal outcome.
-        if reopened && !db_step {
-            anomalies.reopened_without_rollback = true;
-        }
+        let a = req.source;
+        // A cell that is neither the source nor the target.
+        let other_cell = CellId(SRC.0.max(TGT.0) + 1);
+        let variants = [
+            (SourceAuthority { host: HOST2, ..a }, req.target),
+            (
+                SourceAuthority {
+                    epoch: a.epoch.next(),
+                    ..a
+                },
+                req.target,
+            ),
+            (
+                SourceAuthority {
+                    incarnation: Incarnation(a.incarnation.0 + 1),
+                    ..a
+                },
+                req.target,
+            ),
+            (
+                SourceAuthority {
+                    generation: a.generation.next(),
+                    ..a
+                },
+                req.target,
+            ),
+            (
+                SourceAuthority {
+                    cell: other_cell,
+                    ..a
+                },
+                req.target,
+            ),
+            (a, other_cell),
+        ];
+        let by_field = variants
+            .iter()
+            .any(|(source, target)| derived_op_id(source, *target) == req.op_id);
+        let other_host =
+            Self::pick_second_host(state).is_some_and(|other| other.op_id == req.op_id);
+        by_field || other_host || recorded
     }
+}
 
-    // ---- HO-S3: refusals -----------------------------------------------------------------------
+/// `OpId::derive`, remembered per thread. The derivation is a pure function of its inputs (a
+/// SHA-1 over them); the model asks it for every recorded attempt at every state and for six
+/// variants at every fresh pick, over a few dozen distinct inputs, so a lookup replaces the
+/// hash. The core's own derivations (in the cell and the store) are untouched.
+pub(super) fn derived_op_id(source: &SourceAuthority, target: CellId) -> OpId {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    // foldhash, not SipHash: the lookup runs at every state; the keys are the model's own.
+    type Derived = HashMap<(SourceAuthority, CellId), OpId, foldhash::fast::FixedState>;
+    thread_local! {
+        static DERIVED: RefCell<Derived> = RefCell::new(Derived::default());
+    }
+    DERIVED.with(|derived| {
+        let mut derived = derived.borrow_mut();
+        // Bounded: the review bounds reach far fewer inputs, a wider run may not.
+        if derived.len() >= 4096 {
+            derived.clear();
+        }
+        *derived
+            .entry((*source, target))
+            .or_insert_with(|| OpId::derive(source, target))
+    })
+}
 
+// ---- HO-S2: busy --------------------------------------------------------------------------------
+
+/// HO-S2: an answer other than `Started` leaves the source machine as it was
+/// (`answer_changed_machine`), and a `Busy` names the gate's non-zero counters
+/// (`busy_counters_wrong`), both recorded by [`HandoffModel::judge_begin`] at HO-2.
+fn ho_s2_busy_changes_nothing() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S2 busy holds no barrier, closes nothing, names the non-zero counters",
+        |_, s: &HoState| {
+            !s.last.anomalies.answer_changed_machine && !s.last.anomalies.busy_counters_wrong
+        },
+    )
+}
+
+// ---- HO-S3: no admission under a barrier --------------------------------------------------------
+
+/// HO-S3: a gated machine holds no work; no step admits work while a barrier stands
+/// (`admitted_under_barrier`, [`HandoffModel::judge_transition`] at HO-7); a refused client
+/// gets 4409 WRONG_CELL and a control activation at a gated source is refused `ControlGated`
+/// (`gated_refusal_wrong`, [`HandoffModel::judge_client_refused`] below and the control
+/// activations in `step.rs` and `races.rs`).
+fn ho_s3_no_admission_under_barrier() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S3 no admission under a barrier; a refused client gets 4409 WRONG_CELL",
+        |_, s: &HoState| {
+            let gated_is_empty = s
+                .machines()
+                .all(|(_, _, m)| m.gate().barrier().is_none() || m.gate().counters().is_zero());
+            !s.last.anomalies.admitted_under_barrier
+                && !s.last.anomalies.gated_refusal_wrong
+                && gated_is_empty
+        },
+    )
+}
+
+impl HandoffModel {
     /// A client refused: at a gated source, or at a cell without the host, it is told 4409
     /// WRONG_CELL (mobiles re-resolve on it).
     pub(super) fn judge_client_refused(
@@ -1057,9 +943,53 @@ impl HandoffModel {
         state.last.events.wrong_cell_at_barrier = gate == Some(GateKind::Gated) && wrong_cell;
         state.last.anomalies.gated_refusal_wrong = must_be_wrong_cell && !wrong_cell;
     }
+}
 
-    // ---- HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt's end --------------------------------------
+// ---- HO-S4: the exact commit --------------------------------------------------------------------
 
+/// HO-S4: a commit moves exactly the authority it re-checked, to its target with epoch + 1 and
+/// its own reservation (`commit_not_exact`, [`HandoffModel::judge_commit`] at HO-1); the
+/// store's invariants hold in every state.
+fn ho_s4_commit_exact() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S4 a commit moves exactly the re-checked authority; store invariants hold (no reservation leak)",
+        |_, s: &HoState| {
+            !s.last.anomalies.commit_not_exact && s.store.check_invariants().is_ok()
+        },
+    )
+}
+
+// ---- HO-S5 / HO-S6: the attempt's end -----------------------------------------------------------
+
+/// HO-S5: a committed outcome closes the source as retired-by-commit and never reopens it
+/// (`commit_not_retired`, [`HandoffModel::judge_finish`] below, which judges every attempt's
+/// end and also records HO-1's, HO-S6's, HO-A5's and HO-A6's facts); once the host moved, no
+/// machine of it is open.
+fn ho_s5_committed_retires() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S5 committed => source retired via draining, never reopened",
+        |_, s: &HoState| {
+            let moved_source_closed = !s.moved()
+                || s.machines()
+                    .all(|(_, _, m)| m.gate().state() != GateState::Open);
+            !s.last.anomalies.commit_not_retired && moved_source_closed
+        },
+    )
+}
+
+/// HO-S6: an explicit rollback with the authority unchanged reopens the barrier and keeps no
+/// reservation (`rollback_not_reopened`); an authority-changed outcome retires the stale
+/// source (`stale_not_retired`), both recorded by [`HandoffModel::judge_finish`] below.
+fn ho_s6_abort_reopens_stale_retires() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S6 explicit abort with unchanged authority => reopened, no reservation kept; authority changed => retired",
+        |_, s: &HoState| {
+            !s.last.anomalies.rollback_not_reopened && !s.last.anomalies.stale_not_retired
+        },
+    )
+}
+
+impl HandoffModel {
     /// HO-S5 / HO-S6 / HO-A5 / HO-A6: the attempt in flight reached its terminal outcome.
     pub(super) fn judge_finish(state: &mut HoState, inst: u8, job: &Job, out: &Outputs) {
         let Some(cell) = state.cell_of(inst) else {
@@ -1092,7 +1022,9 @@ impl HandoffModel {
             _ => current == Some(src.authority()),
         };
         let a = &mut state.last.anomalies;
+        // HO-1.
         a.retired_over_tickets = retire.is_some() && !src.gate().counters().is_zero();
+        // HO-A6.
         a.reply_before_retire = match (out.retire, out.reply) {
             (Some((_, r)), Some(p)) => r > p,
             (_, None) => true,
@@ -1102,13 +1034,15 @@ impl HandoffModel {
         a.control_kept_on_retire = out
             .retire
             .is_some_and(|(_, r)| control_open || out.close_retired.is_some_and(|close| close > r));
-        a.drained_reopened = is_drained && (gate == GateKind::Open || out.reopen);
+        a.drained_reopened = is_drained && (gate == GateKind::Open || out.reopen); // HO-A5
         match outcome {
+            // HO-S5.
             OutcomeKind::Committed => {
                 a.commit_not_retired = gate != GateKind::Retired
                     || !matches!(retire, Some(RetireReason::Committed { .. }))
                     || out.reopen;
             }
+            // HO-S6, both arms.
             OutcomeKind::RolledBack | OutcomeKind::Fenced => {
                 let reopened = gate == GateKind::Open && out.reopen;
                 a.rollback_not_reopened = reservation_kept
@@ -1123,6 +1057,7 @@ impl HandoffModel {
                 a.stale_not_retired = out.reopen || !(retired_stale || drained_closed);
             }
         }
+        // The witnesses of HO-S5 (and HO-L1), HO-A2, HO-S6, HO-A1, HO-A5 and HO-A3.
         let e = &mut state.last.events;
         e.committed = outcome == OutcomeKind::Committed && job.kind == JobKind::Transaction;
         e.committed_after_ambiguity =
@@ -1135,9 +1070,102 @@ impl HandoffModel {
         e.finished_disabled = !src.is_enabled();
         e.finished_without_session = !src.session_open();
     }
+}
 
-    // ---- HO-A4: late work, sessions and registrations ------------------------------------------
+// ---- HO-A1: one migration per op id -------------------------------------------------------------
 
+/// HO-A1: no op id that already had a durable record commits again (`second_migration`,
+/// [`HandoffModel::judge_commit`] at HO-1); the host's epoch counts exactly the committed
+/// attempts.
+fn ho_a1_one_migration_per_op_id() -> Property<HandoffModel> {
+    Property::always("HO-A1 at most one migration per op id", |_, s: &HoState| {
+        let epoch = s.store.assignment(HOST).map_or(0, |r| r.epoch.0);
+        !s.last.anomalies.second_migration && epoch == 1 + committed_rows(s)
+    })
+}
+
+fn committed_rows(s: &HoState) -> u64 {
+    s.store
+        .attempts()
+        .filter(|(_, r)| matches!(r.outcome, AttemptOutcome::Committed { .. }))
+        .count() as u64
+}
+
+// ---- HO-A2: no reopen without a terminal outcome ------------------------------------------------
+
+/// HO-A2: a barrier goes away only with a definitive rollback of its attempt in the step
+/// (`reopened_without_rollback`, [`HandoffModel::judge_transition`] at HO-7 and `step.rs`'s
+/// DB results); while an attempt is in flight its barrier stands.
+fn ho_a2_no_reopen_without_outcome() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A2 never reopened without a terminal outcome (no reopen on timeout alone); the barrier stands while an attempt is in flight",
+        |_, s: &HoState| {
+            let barrier_held = s.machines().all(|(_, _, m)| match m.attempt() {
+                None => true,
+                Some(a) => m.gate().barrier().is_some_and(|b| {
+                    b.op_id == a.attempt.op_id && b.seq == a.attempt.seq
+                }),
+            });
+            !s.last.anomalies.reopened_without_rollback && barrier_held
+        },
+    )
+}
+
+// ---- HO-A3: a director crash strands nothing ----------------------------------------------------
+
+/// HO-A3: every attempt in flight has its DB job queued (or is quarantined) and a timer; the
+/// close of the desktop's open control session reaches its machine
+/// (`open_session_close_ignored`, `step.rs`'s `ControlCloses`).
+fn ho_a3_crash_strands_nothing() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A3 director crash strands nothing: an attempt in flight always has a DB job or a timer",
+        |_, s: &HoState| {
+            !s.last.anomalies.open_session_close_ignored
+                && s.machines().all(|(inst, id, m)| {
+                    let Some(a) = m.attempt() else {
+                        return true;
+                    };
+                    let has_job = |kind: JobKind| {
+                        s.jobs.iter().any(|j| {
+                            j.inst == inst
+                                && j.machine == id
+                                && j.kind == kind
+                                && j.attempt == a.attempt
+                        })
+                    };
+                    m.poll_timeout().is_some()
+                        && match a.phase {
+                            Phase::InTransaction { .. } => has_job(JobKind::Transaction),
+                            Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
+                            Phase::Quarantined { .. } => true,
+                        }
+                })
+        },
+    )
+}
+
+// ---- HO-A4: late work, sessions and registrations -----------------------------------------------
+
+/// HO-A4: late results, timers and session ends change nothing (`late_callback_changed_machine`,
+/// `stale_timer_applied`, `late_close_changed_cell`: the judges below); a registration at the
+/// source fails once the host moved (`registered_over_move`, `step.rs`'s
+/// `register_and_install`); a registered control is installed unless the host is drained
+/// (`registered_not_installed`, [`HandoffModel::judge_install`] below and `step.rs`'s restarts).
+fn ho_a4_late_callback_changes_nothing() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A4 a late callback never changes (nor reopens) the replacement; a commit refuses old ownership",
+        |_, s: &HoState| {
+            let a = &s.last.anomalies;
+            !a.late_callback_changed_machine
+                && !a.stale_timer_applied
+                && !a.late_close_changed_cell
+                && !a.registered_over_move
+                && !a.registered_not_installed
+        },
+    )
+}
+
+impl HandoffModel {
     /// A result for an attempt that is no longer the one in flight of the machine that asked:
     /// fenced off by the cell (`Fed::Late`), or ignored by the machine it reached.
     pub(super) fn judge_late_result(
@@ -1226,9 +1254,31 @@ impl HandoffModel {
             Err(_) => a.registered_not_installed = true,
         }
     }
+}
 
-    // ---- HO-A5 / HO-L1: drain and undrain ------------------------------------------------------
+// ---- HO-A5: drain and disable -------------------------------------------------------------------
 
+/// HO-A5: no attempt starts at a disabled source (`started_while_disabled`,
+/// [`HandoffModel::judge_transition`] at HO-7); a drained source never reopens
+/// (`drained_reopened`, [`HandoffModel::judge_finish`] at HO-S5, and in every state below); an
+/// emergency drain is complete (`drain_incomplete`, [`HandoffModel::judge_drain`] below); a
+/// control is refused before its registration exactly when the host is drained here
+/// (`control_refusal_wrong`, the control activations in `step.rs` and `races.rs`).
+fn ho_a5_drained_never_reopens() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A5 a drained source never reopens; disabled => no new attempt starts",
+        |_, s: &HoState| {
+            !s.last.anomalies.started_while_disabled
+                && !s.last.anomalies.drained_reopened
+                && !s.last.anomalies.drain_incomplete
+                && !s.last.anomalies.control_refusal_wrong
+                && s.machines()
+                    .all(|(_, _, m)| !m.gate().is_drained() || m.gate().state() != GateState::Open)
+        },
+    )
+}
+
+impl HandoffModel {
     pub(super) fn judge_drain(
         state: &mut HoState,
         drained: Option<bool>,
@@ -1240,7 +1290,40 @@ impl HandoffModel {
             || (open_before && !out.close_drained)
             || state.cell.control(HOST).is_some();
     }
+}
 
+// ---- HO-A6: retire before the reply -------------------------------------------------------------
+
+/// HO-A6: the retire is queued before the reply (`reply_before_retire`) and a retirement
+/// releases the control with it, before it (`control_kept_on_retire`), both recorded by
+/// [`HandoffModel::judge_finish`] at HO-S5; no reservation outlives its expiry.
+fn ho_a6_retire_before_reply() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A6 retire is queued before the reply; an expired registration is recovered",
+        |_, s: &HoState| {
+            !s.last.anomalies.reply_before_retire
+                && !s.last.anomalies.control_kept_on_retire
+                && s.store.reservations().all(|(_, r)| r.expires_at > s.now)
+        },
+    )
+}
+
+// ---- HO-L1: undrain, and no stranded host -------------------------------------------------------
+
+/// HO-L1: a drained host gets no machine before an undrain (`drained_got_machine`,
+/// [`HandoffModel::judge_install`] at HO-A4); an undrain is refused with its reason while the
+/// drained attempt, work or fence is outstanding, and forgets the host when accepted
+/// (`undrain_misjudged`, [`HandoffModel::judge_undrain`] below).
+fn ho_l1_drained_host_waits_for_undrain() -> Property<HandoffModel> {
+    Property::always(
+        "HO-L1 a drained host gets no machine in its process before an undrain; an undrain waits for the drained work and its fence",
+        |_, s: &HoState| {
+            !s.last.anomalies.drained_got_machine && !s.last.anomalies.undrain_misjudged
+        },
+    )
+}
+
+impl HandoffModel {
     pub(super) fn judge_undrain(
         state: &mut HoState,
         before: Option<&SourceHandoff>,
@@ -1264,45 +1347,15 @@ impl HandoffModel {
             Err(UndrainRefusal::NotDrained | UndrainRefusal::UnknownHost) => true,
         };
     }
-
-    /// HO-A5: what a fence write's result did to the machine's fence (`before` / `after`: its
-    /// pending fence, `None` where the machine is not the one that asked).
-    pub(super) fn judge_fence_result(
-        state: &mut HoState,
-        before: Option<PendingFence>,
-        after: Option<PendingFence>,
-        result: FenceResult,
-        out: &Outputs,
-    ) {
-        let Some(before) = before else {
-            return;
-        };
-        state.last.anomalies.fence_mishandled = match result {
-            FenceResult::Written(_) => after.is_some(),
-            FenceResult::Failed => {
-                !after.is_some_and(|f| {
-                    f.failures == before.failures + 1 && f.retry_at.is_some_and(|t| t > state.now)
-                }) || !out.fence_failed
-            }
-        };
-        state.last.events.fence_retried_landed =
-            matches!(result, FenceResult::Written(_)) && before.failures > 0 && after.is_none();
-    }
-
-    /// HO-7: a failed persist closed its client by name; its accept must be released (no
-    /// longer live in the gate of its machine).
-    pub(super) fn judge_persist_failed(state: &mut HoState, held: Held, close: AttachClose) {
-        let still_live = state.cell.machine(HOST).is_some_and(|(id, m)| {
-            id == held.machine && m.gate().live_tickets().any(|t| t == held.ticket)
-        });
-        state.last.anomalies.attach_misjudged |= still_live
-            || close.name() != "activity_not_persisted"
-            || close.close_code() != switchyard_core::handoff::cell::close_code::TRY_AGAIN;
-        state.last.events.persist_failed = true;
-    }
 }
 
-// ---- HO-L1: no stranded host ------------------------------------------------------------------
+/// HO-L1: no state is [`stranded`] (below).
+fn ho_l1_no_stranded_host() -> Property<HandoffModel> {
+    Property::always(
+        "HO-L1 no stranded host: after a fenced attempt at a source still serving the host, the director's fresh pick is a new op id the source starts (or defers as busy)",
+        |_, s: &HoState| !stranded(s),
+    )
+}
 
 /// HO-L1: the current process's source still serves the host (assigned here, undrained, open,
 /// enabled, its control open, the DB reachable, the target with room) and its last attempt
@@ -1348,26 +1401,224 @@ pub fn stranded(s: &HoState) -> bool {
     )
 }
 
-/// `OpId::derive`, remembered per thread. The derivation is a pure function of its inputs (a
-/// SHA-1 over them); the model asks it for every recorded attempt at every state and for six
-/// variants at every fresh pick, over a few dozen distinct inputs, so a lookup replaces the
-/// hash. The core's own derivations (in the cell and the store) are untouched.
-pub(super) fn derived_op_id(source: &SourceAuthority, target: CellId) -> OpId {
-    use std::cell::RefCell;
-    use std::collections::HashMap;
-    // foldhash, not SipHash: the lookup runs at every state; the keys are the model's own.
-    type Derived = HashMap<(SourceAuthority, CellId), OpId, foldhash::fast::FixedState>;
-    thread_local! {
-        static DERIVED: RefCell<Derived> = RefCell::new(Derived::default());
+// ---- HO-L2: one live process per cell id --------------------------------------------------------
+
+/// HO-L2: the current process holds a live lease in every state; a second process started
+/// while it is live is refused and writes nothing, a successor is not refused a released or
+/// lapsed lease (`second_process_started`, `step.rs`'s process starts).
+fn ho_l2_one_live_process() -> Property<HandoffModel> {
+    Property::always(
+        "HO-L2 one live process per cell id: a process started while the holder's lease is live is refused and writes nothing; a successor takes the cell once that lease has lapsed or been released",
+        |_, s: &HoState| {
+            // The live holder is the current process, with a live lease.
+            let held = s
+                .lease()
+                .is_some_and(|(inc, until)| inc == s.cell.incarnation() && until > s.now);
+            !s.last.anomalies.second_process_started && held
+        },
+    )
+}
+
+// ---- HO-A5: the drain fence ---------------------------------------------------------------------
+
+/// HO-A5: a fence write's result is taken as it must be (`fence_mishandled`,
+/// [`HandoffModel::judge_fence_result`] below), and every unwritten fence is held
+/// ([`fences_held`], below).
+fn ho_a5_fence_never_dropped() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A5 a drain fence is never dropped: until written it is out (one write) or waits on its retry timer; a failed write is retried",
+        |_, s: &HoState| !s.last.anomalies.fence_mishandled && fences_held(s),
+    )
+}
+
+impl HandoffModel {
+    /// HO-A5: what a fence write's result did to the machine's fence (`before` / `after`: its
+    /// pending fence, `None` where the machine is not the one that asked).
+    pub(super) fn judge_fence_result(
+        state: &mut HoState,
+        before: Option<PendingFence>,
+        after: Option<PendingFence>,
+        result: FenceResult,
+        out: &Outputs,
+    ) {
+        let Some(before) = before else {
+            return;
+        };
+        state.last.anomalies.fence_mishandled = match result {
+            FenceResult::Written(_) => after.is_some(),
+            FenceResult::Failed => {
+                !after.is_some_and(|f| {
+                    f.failures == before.failures + 1 && f.retry_at.is_some_and(|t| t > state.now)
+                }) || !out.fence_failed
+            }
+        };
+        state.last.events.fence_retried_landed =
+            matches!(result, FenceResult::Written(_)) && before.failures > 0 && after.is_none();
     }
-    DERIVED.with(|derived| {
-        let mut derived = derived.borrow_mut();
-        // Bounded: the review bounds reach far fewer inputs, a wider run may not.
-        if derived.len() >= 4096 {
-            derived.clear();
-        }
-        *derived
-            .entry((*source, target))
-            .or_insert_with(|| OpId::derive(source, target))
+}
+
+/// HO-A5: every live machine's unwritten fence is held: a write is out for it (the one the
+/// environment holds, naming its process and machine), or it waits on its retry timer (its
+/// machine's `poll_timeout`, which `TimeAdvances` reaches).
+pub fn fences_held(s: &HoState) -> bool {
+    s.cells().all(|(inst, c)| {
+        c.machine(HOST)
+            .is_none_or(|(id, m)| match m.pending_fence() {
+                None => true,
+                Some(f) => match f.retry_at {
+                    None => s
+                        .pending_fence
+                        .is_some_and(|j| j.inst == inst && j.machine == id),
+                    Some(at) => m.poll_timeout().is_some_and(|t| t <= at),
+                },
+            })
     })
+}
+
+// ---- HO-7: the attach machine -------------------------------------------------------------------
+
+/// HO-7: a failed persist releases its accept and closes the client `activity_not_persisted`,
+/// and the attach machine steps in its order (`attach_misjudged`,
+/// [`HandoffModel::judge_persist_failed`] below and `step.rs`'s attach steps).
+fn ho_7_failed_persist_releases() -> Property<HandoffModel> {
+    Property::always(
+        "HO-7 a failed activity persist releases the accept and closes the client activity_not_persisted; the attach machine keeps its order",
+        |_, s: &HoState| !s.last.anomalies.attach_misjudged,
+    )
+}
+
+impl HandoffModel {
+    /// HO-7: a failed persist closed its client by name; its accept must be released (no
+    /// longer live in the gate of its machine).
+    pub(super) fn judge_persist_failed(state: &mut HoState, held: Held, close: AttachClose) {
+        let still_live = state.cell.machine(HOST).is_some_and(|(id, m)| {
+            id == held.machine && m.gate().live_tickets().any(|t| t == held.ticket)
+        });
+        state.last.anomalies.attach_misjudged |= still_live
+            || close.name() != "activity_not_persisted"
+            || close.close_code() != switchyard_core::handoff::cell::close_code::TRY_AGAIN;
+        state.last.events.persist_failed = true;
+    }
+}
+
+// ---- HO-S3: no barrier over a half-attached client ----------------------------------------------
+
+/// HO-S3: no state is [`half_attached_under_barrier`] (below).
+fn ho_s3_no_barrier_over_half_attached() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S3 no barrier while a client is between accept and attached",
+        |_, s: &HoState| !half_attached_under_barrier(s),
+    )
+}
+
+/// HO-S3: a client between accept and attached whose accept is live at the current machine
+/// while that machine's barrier stands.
+pub fn half_attached_under_barrier(s: &HoState) -> bool {
+    let Some((id, m)) = s.cell.machine(HOST) else {
+        return false;
+    };
+    m.gate().barrier().is_some()
+        && s.clients.iter().any(|c| match c.phase {
+            ClientPhase::Accepting(a) | ClientPhase::Attaching(a) => a
+                .ticket()
+                .is_some_and(|w| w.machine == id && m.gate().live_tickets().any(|t| t == w.ticket)),
+            ClientPhase::Away | ClientPhase::Attached(_) => false,
+        })
+}
+
+// ---- bounded: the model's caps ------------------------------------------------------------------
+
+fn ho_7_bounded_tickets() -> Property<HandoffModel> {
+    Property::always(
+        "HO-7 bounded: live tickets <= 10 (no ticket leaks)",
+        |_, s: &HoState| s.live_tickets() <= CAP_TICKETS,
+    )
+}
+
+fn ho_a3_bounded_jobs() -> Property<HandoffModel> {
+    Property::always("HO-A3 bounded: queued DB jobs <= 8", |_, s: &HoState| {
+        s.jobs.len() <= CAP_JOBS
+    })
+}
+
+fn ho_s4_bounded_reservations() -> Property<HandoffModel> {
+    Property::always(
+        "HO-S4 bounded: target reservations <= 2",
+        |_, s: &HoState| s.store.reservations().count() <= CAP_RESERVATIONS,
+    )
+}
+
+fn ho_a1_bounded_attempts() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A1 bounded: attempt records (committed and fenced ops) <= 8",
+        |_, s: &HoState| s.store.attempts().count() <= CAP_ATTEMPTS,
+    )
+}
+
+fn ho_a4_bounded_ids() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A4 bounded: machine and session ids < 16",
+        |_, s: &HoState| s.max_model_id() < MAX_MODEL_ID,
+    )
+}
+
+/// Above every machine and session id a model process gives out (one counter for both: an
+/// install takes at most two, and a run has at most a handful of installs per process).
+pub const MAX_MODEL_ID: u64 = 16;
+/// Above every ticket id a machine gives out in the model (the late-release judge names every
+/// id below it).
+pub const MAX_MODEL_TICKET_ID: u64 = 24;
+
+/// Caps on what the model lets grow (each a `bounded` property; the names carry the numbers).
+/// A correct core stays far below them at every budget the CLI allows; a core that leaks one
+/// per request reaches them, is reported, and the state past the cap is explored no further.
+pub const CAP_TICKETS: u64 = 10;
+pub const CAP_JOBS: usize = 8;
+pub const CAP_RESERVATIONS: usize = 2;
+pub const CAP_ATTEMPTS: usize = 8;
+
+impl HoState {
+    /// Live tickets of every machine of every live process (the larger of the gate's counters
+    /// and its ticket table, so a leak in either shows).
+    pub fn live_tickets(&self) -> u64 {
+        self.machines()
+            .map(|(_, _, m)| {
+                let gate = m.gate();
+                gate.counters()
+                    .total()
+                    .max(gate.live_tickets().count() as u64)
+            })
+            .sum()
+    }
+
+    /// The largest machine or session id of a live process.
+    pub fn max_model_id(&self) -> u64 {
+        self.cells()
+            .flat_map(|(_, c)| {
+                let machine = c.machine(HOST).map(|(id, _)| id.0);
+                let session = c.control(HOST).map(|s| s.0);
+                machine.into_iter().chain(session)
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+impl HandoffModel {
+    /// The first cap the state is past, if any (`actions` explores nothing from it).
+    pub fn over_cap(&self, s: &HoState) -> Option<&'static str> {
+        if s.live_tickets() > CAP_TICKETS {
+            Some("live tickets")
+        } else if s.jobs.len() > CAP_JOBS {
+            Some("DB jobs")
+        } else if s.store.reservations().count() > CAP_RESERVATIONS {
+            Some("reservations")
+        } else if s.store.attempts().count() > CAP_ATTEMPTS {
+            Some("attempt records")
+        } else if s.max_model_id() >= MAX_MODEL_ID {
+            Some("machine and session ids")
+        } else {
+            None
+        }
+    }
 }

@@ -2,8 +2,18 @@
 //! racing (a second control activation of the desktop, the registrations scenario), and late
 //! releases that name a *live* ticket with another generation.
 
-use super::step::admission_kind;
+use super::step::{admission_kind, Registration};
 use super::*;
+
+/// HO-A4: a control the second activation registered while a barrier stood is refused
+/// `ControlGated`, and the attempt's machine and barrier stay (`installed_under_barrier`,
+/// recorded by `second_control_registers` below).
+pub(super) fn ho_a4_control_gated_under_barrier() -> Property<HandoffModel> {
+    Property::always(
+        "HO-A4 a control registered while a barrier stands is refused (ControlGated); the attempt's machine and barrier stay",
+        |_, s: &HoState| !s.last.anomalies.installed_under_barrier,
+    )
+}
 
 impl HandoffModel {
     /// HO-A4: a second control activation (`control_refusal`, `begin_control`), held across
@@ -13,6 +23,7 @@ impl HandoffModel {
         state.budget.registrations -= 1;
         let gate = admission_kind(state.src());
         let refusal = state.cell.control_refusal(HOST);
+        // HO-A5: refused before the registration exactly when drained here.
         state.last.anomalies.control_refusal_wrong =
             refusal.is_some() != (gate == Some(GateKind::Drained));
         if refusal.is_some() {
@@ -31,6 +42,7 @@ impl HandoffModel {
                 });
             }
             Err(r) => {
+                // HO-S3 and its witness: an activation at a gated source is refused ControlGated.
                 state.last.events.control_gated = r == AdmissionRefusal::ControlGated;
                 state.last.anomalies.gated_refusal_wrong =
                     gate == Some(GateKind::Gated) && r != AdmissionRefusal::ControlGated;
@@ -47,16 +59,11 @@ impl HandoffModel {
         let Some(op) = state.control2.take() else {
             return;
         };
-        let work = op.held.map(Held::work);
-        let moved = state.moved();
-        let machine_before = state.cell.machine(HOST).map(|(id, m)| (id, m.clone()));
-        let inc = state.cell.incarnation();
-        let now = state.now;
-        let registered = Self::register(&mut state.store.make_mut(), now, SRC, inc, journal);
-        match registered {
-            Ok(auth) => {
-                state.last.anomalies.registered_over_move = moved;
-                let installed = state.cell.install_control(now, auth, true, work);
+        match Self::register_and_install(state, op, journal) {
+            Ok(Registration {
+                machine_before,
+                installed,
+            }) => {
                 let gated = machine_before
                     .as_ref()
                     .and_then(|(id, m)| m.gate().barrier().map(|b| (*id, b)));
@@ -67,6 +74,7 @@ impl HandoffModel {
                         });
                         let refused = installed
                             == Err(InstallRefusal::Admission(AdmissionRefusal::ControlGated));
+                        // HO-A4 (installed under a barrier) and its registrations witness.
                         state.last.anomalies.installed_under_barrier = !(refused && kept);
                         state.last.events.registration_gated = refused && kept;
                     }
@@ -86,7 +94,19 @@ impl HandoffModel {
         let out = Self::execute(state, inst, false);
         Self::judge_replaced_session(state, &out);
     }
+}
 
+/// HO-7: a late release naming a live ticket with another generation is reported
+/// `StaleGeneration` and changes nothing (`live_release_counted`, recorded by
+/// `judge_live_stale_releases` below at every step).
+pub(super) fn ho_7_live_release_reported_stale() -> Property<HandoffModel> {
+    Property::always(
+        "HO-7 a release naming a live ticket with another generation is reported stale and changes no counter",
+        |_, s: &HoState| !s.last.anomalies.live_release_counted,
+    )
+}
+
+impl HandoffModel {
     /// HO-7: at every step, a late release names each *live* ticket of the current machine
     /// with another generation (one older, one newer than the ticket's: an old session's or
     /// an old process's guard reusing the id). Each must be reported `StaleGeneration` and
@@ -124,6 +144,7 @@ impl HandoffModel {
             (g.counters(), g.live_tickets().collect::<Vec<_>>())
         });
         wrong |= after.as_ref() != Some(&before);
+        // HO-7: a live ticket named with another generation.
         state.last.anomalies.live_release_counted = wrong;
     }
 }

@@ -22,6 +22,14 @@ pub(super) struct Outputs {
     pub(super) fence_failed: bool,
 }
 
+/// A registered control and what `install_control` made of it ([`HandoffModel::register_and_install`]).
+#[derive(Debug)]
+pub(super) struct Registration {
+    /// The host's machine before the registration.
+    pub(super) machine_before: Option<(MachineId, SourceHandoff)>,
+    pub(super) installed: Result<Installed, InstallRefusal>,
+}
+
 impl HandoffModel {
     /// Execute process `inst`'s queued `CellAction`s: DB jobs (naming the machine that asked),
     /// the fence to write, the sessions to close.
@@ -146,6 +154,7 @@ impl HandoffModel {
                     if state.cell.revalidate(&held.work()) {
                         Self::release_work(&mut state, held);
                     } else {
+                        // HO-A4 witness: a late continuation abandons.
                         state.last.events.abandoned = true;
                         Self::judge_late_release(&mut state, held);
                     }
@@ -165,6 +174,7 @@ impl HandoffModel {
                 state.budget.faults -= 1;
                 if let Some(session) = state.cell.control(HOST) {
                     let told = state.cell.control_closed(state.now, HOST, session);
+                    // HO-A3: the close of the open control session reaches its machine.
                     state.last.anomalies.open_session_close_ignored =
                         !told || state.src().is_some_and(SourceHandoff::session_open);
                 }
@@ -187,6 +197,7 @@ impl HandoffModel {
                     let authority = job.authority;
                     let answer = state.store.make_mut().emergency_drain(&authority);
                     journal.record(StoreCall::EmergencyDrain { authority, answer });
+                    // HO-A5 witness: the drain fence lands before the transaction.
                     state.last.events.fence_landed_first =
                         matches!(answer, DrainWrite::Fenced { .. });
                     Self::fence_result(&mut state, job, FenceResult::Written(answer));
@@ -234,6 +245,7 @@ impl HandoffModel {
                     .store
                     .cell(TGT)
                     .map_or(Incarnation(1), |c| c.incarnation);
+                // HO-A6 witness: the desktop registers at the target.
                 state.last.events.target_registered =
                     Self::register(&mut state.store.make_mut(), state.now, TGT, inc, journal)
                         .is_ok();
@@ -292,19 +304,23 @@ impl HandoffModel {
         if !keep {
             state.dir_request = None;
         }
+        // HO-S1: the pick is read-only.
         state.last.anomalies.director_wrote_store = state.store != store_before;
     }
 
     fn director_crash_restart(state: &mut HoState) {
         state.budget.faults -= 1;
         let old = state.dir_request.take();
+        // HO-A3 witness: the director crashes during an attempt.
         state.last.events.crash_during_attempt = state.src().is_some_and(|m| m.attempt().is_some());
         let new = Self::pick(state);
         if let (Some(old), Some(new)) = (old, new) {
+            // HO-S1: a re-pick reuses the op id exactly when the authority is the same.
             state.last.anomalies.op_id_inconsistent =
                 (old.source == new.source) != (old.op_id == new.op_id);
         }
         if let Some(new) = &new {
+            // HO-S1: an op id names one move.
             state.last.anomalies.op_id_shared = Self::op_id_shared(state, new, true);
         }
         state.dir_request = new;
@@ -335,11 +351,13 @@ impl HandoffModel {
         match attach.poll(&mut state.cell) {
             AttachStep::Persist { .. } => state.clients[c].phase = ClientPhase::Attaching(attach),
             AttachStep::Close(AttachClose::Abandoned) => {
+                // HO-A4 witness: a late continuation abandons.
                 state.last.events.abandoned = true;
                 if let Some(held) = held {
                     Self::judge_late_release(state, held);
                 }
             }
+            // HO-7: the attach machine keeps its order.
             _ => state.last.anomalies.attach_misjudged = true,
         }
     }
@@ -354,12 +372,14 @@ impl HandoffModel {
         };
         state.clients[c].phase = ClientPhase::Away;
         let Some(held) = attach.ticket().map(Held::of) else {
+            // HO-7: the attach machine keeps its order.
             state.last.anomalies.attach_misjudged = true;
             return;
         };
         let gate = admission_kind(state.src());
         let taken = attach.handle_persisted(if failed { Err(PersistFailed) } else { Ok(()) });
         let step = attach.poll(&mut state.cell);
+        // HO-7: the attach machine keeps its order.
         state.last.anomalies.attach_misjudged = !taken
             || (failed && step != AttachStep::Close(AttachClose::ActivityNotPersisted))
             || attach.ticket().is_some();
@@ -369,6 +389,7 @@ impl HandoffModel {
             }
             AttachStep::Close(close) => {
                 match close {
+                    // HO-A4 witness: a late continuation abandons.
                     AttachClose::Abandoned => state.last.events.abandoned = true,
                     AttachClose::Refused(r) => Self::judge_client_refused(state, r, gate),
                     AttachClose::ActivityNotPersisted => {
@@ -378,6 +399,7 @@ impl HandoffModel {
                 Self::judge_late_release(state, held);
             }
             AttachStep::Persist { .. } | AttachStep::Wait => {
+                // HO-7: the attach machine keeps its order.
                 state.last.anomalies.attach_misjudged = true;
             }
         }
@@ -434,6 +456,7 @@ impl HandoffModel {
         state.last.anomalies.control_refusal_wrong =
             refusal.is_some() != (gate == Some(GateKind::Drained));
         if let Some(refusal) = refusal {
+            // HO-A5 witness: a drained source refuses the new registration.
             state.last.events.reconnect_refused_draining =
                 refusal == InstallRefusal::SourceDraining;
             return;
@@ -453,6 +476,7 @@ impl HandoffModel {
                 }
             }
             Err(r) => {
+                // HO-S3 and its witness: an activation at a gated source is refused ControlGated.
                 state.last.events.control_gated = r == AdmissionRefusal::ControlGated;
                 state.last.anomalies.gated_refusal_wrong =
                     gate == Some(GateKind::Gated) && r != AdmissionRefusal::ControlGated;
@@ -464,25 +488,21 @@ impl HandoffModel {
         let Some(op) = state.control.take() else {
             return;
         };
-        // The adapter registers without re-checking the ticket: `install_control` decides
-        // with it (a drain in between: refused; a ticket of a replaced machine: a no-op).
-        let work = op.held.map(Held::work);
-        let moved = state.moved();
-        let machine_before = state.cell.machine(HOST).map(|(id, m)| (id, m.clone()));
-        let inc = state.cell.incarnation();
-        let now = state.now;
-        let registered = Self::register(&mut state.store.make_mut(), now, SRC, inc, journal);
-        match registered {
-            Ok(auth) => {
-                state.last.anomalies.registered_over_move = moved;
-                let installed = state.cell.install_control(state.now, auth, true, work);
-                Self::judge_install(state, op, machine_before.as_ref(), installed);
+        match Self::register_and_install(state, op, journal) {
+            Ok(registration) => {
+                Self::judge_install(
+                    state,
+                    op,
+                    registration.machine_before.as_ref(),
+                    registration.installed,
+                );
                 // `install_control` consumed the activation's ticket.
                 if let Some(held) = op.held {
                     Self::judge_late_release(state, held);
                 }
             }
             Err(refusal) => {
+                // HO-A4 witness: the commit wins over the restart.
                 state.last.events.restart_refused_moved =
                     matches!(refusal, RegisterRefusal::NotAssignedHere { .. });
                 // The activation's guard releases its ticket on this exit path.
@@ -494,6 +514,32 @@ impl HandoffModel {
         let inst = state.inst;
         let out = Self::execute(state, inst, false);
         Self::judge_replaced_session(state, &out);
+    }
+
+    /// An activation's registration, the part the first and the second activation share
+    /// (`control_registers`, `races.rs`'s `second_control_registers`): the store registers
+    /// the control (journaled), then `install_control` decides with the activation's ticket.
+    /// The adapter registers without re-checking the ticket: `install_control` decides with it
+    /// (a drain in between: refused; a ticket of a replaced machine: a no-op). Records HO-A4's
+    /// `registered_over_move`; the caller judges the install and releases the ticket.
+    pub(super) fn register_and_install<J: StoreJournal>(
+        state: &mut HoState,
+        op: ControlOp,
+        journal: &mut J,
+    ) -> Result<Registration, RegisterRefusal> {
+        let work = op.held.map(Held::work);
+        let moved = state.moved();
+        let machine_before = state.cell.machine(HOST).map(|(id, m)| (id, m.clone()));
+        let inc = state.cell.incarnation();
+        let now = state.now;
+        let auth = Self::register(&mut state.store.make_mut(), now, SRC, inc, journal)?;
+        // HO-A4: a registration at the source succeeded although the host had moved.
+        state.last.anomalies.registered_over_move = moved;
+        let installed = state.cell.install_control(now, auth, true, work);
+        Ok(Registration {
+            machine_before,
+            installed,
+        })
     }
 
     /// The desktop's control registers at `cell` (journaled).
@@ -524,6 +570,7 @@ impl HandoffModel {
         let answer = Self::start_cell(&mut state.store.make_mut(), state.now, journal);
         if !matches!(answer, Err(StartRefusal::Held(_))) || state.store != before.store {
             state.last = StepFacts::default();
+            // HO-L2: one live process per cell id.
             state.last.anomalies.second_process_started = true;
         }
         state
@@ -543,6 +590,7 @@ impl HandoffModel {
                 incarnation: holder,
                 answer,
             });
+            // HO-L2: one live process per cell id.
             state.last.anomalies.second_process_started = answer.is_err();
         } else {
             // The successor, started as the old process dies, is refused while the dead
@@ -550,9 +598,11 @@ impl HandoffModel {
             // lapsed.
             let store_before = state.store.clone();
             let early = Self::start_cell(&mut state.store.make_mut(), state.now, journal);
+            // HO-L2: one live process per cell id.
             state.last.anomalies.second_process_started =
                 !matches!(early, Err(StartRefusal::Held(_))) || state.store != store_before;
             state.now = state.now.max(state.lease_until());
+            // HO-L2 witness: a successor after the lease lapsed.
             state.last.events.successor_after_lapse = true;
             // Nothing of the dead process has a timer; the store's expiry runs as time passes.
             Self::expire_registrations(state, journal);
@@ -561,10 +611,11 @@ impl HandoffModel {
         // The successor's start writes its cell row with the next incarnation and its lease,
         // before its first registration.
         let Ok(inc) = Self::start_cell(&mut state.store.make_mut(), now, journal) else {
-            // Judged: a released or lapsed lease must be free.
+            // Judged (HO-L2): a released or lapsed lease must be free.
             state.last.anomalies.second_process_started = true;
             return;
         };
+        // HO-L2: one live process per cell id (and the lease's holder changed, an event).
         state.last.anomalies.second_process_started |= inc.0 != holder.0 + 1;
         state.last.events.lease_taken_or_renewed = true;
         // The old process's clients, pending connection, control activation and closing
@@ -600,12 +651,15 @@ impl HandoffModel {
         let registered = Self::register(&mut state.store.make_mut(), now, SRC, inc, journal);
         match registered {
             Ok(auth) => {
+                // HO-A4: a registration at the source succeeded although the host had moved.
                 state.last.anomalies.registered_over_move = moved;
                 let installed = state.cell.install_control(now, auth, true, None);
+                // HO-A4: a restarted process's registration gets a new machine.
                 state.last.anomalies.registered_not_installed =
                     !installed.is_ok_and(|i| i.how == InstallKind::NewMachine);
             }
             Err(refusal) => {
+                // HO-A4 witness: the commit wins over the restart.
                 state.last.events.restart_refused_moved =
                     matches!(refusal, RegisterRefusal::NotAssignedHere { .. });
             }
@@ -650,6 +704,7 @@ impl HandoffModel {
                         answer
                     }
                 };
+                // HO-A4 witness: the old transaction fails its re-check.
                 state.last.events.stale_txn_rejected = job.inst != state.inst
                     && job.kind == JobKind::Transaction
                     && matches!(outcome, Some(TxnOutcome::AuthorityChanged { .. }));
@@ -706,6 +761,7 @@ impl HandoffModel {
         if late {
             Self::judge_late_result(state, &job, to, fed, changed);
         }
+        // HO-A2: only a definitive rollback reopens.
         state.last.anomalies.reopened_without_rollback = reopened && !explicit_rollback;
         let out = Self::execute(state, to, false);
         if finished {
@@ -720,6 +776,7 @@ impl HandoffModel {
     fn emergency_drain(state: &mut HoState) {
         state.budget.faults -= 1;
         state.budget.drains -= 1;
+        // HO-A5 witness: a drain during an attempt.
         state.last.events.drained_during_attempt =
             state.src().is_some_and(|m| m.attempt().is_some());
         let open_before = state.cell.control(HOST).is_some();
@@ -764,6 +821,7 @@ impl HandoffModel {
             lease_ms: MODEL_CELL_LEASE_MS,
             answer,
         });
+        // HO-L2: one live process per cell id (and the lease was taken, an event).
         state.last.anomalies.second_process_started = answer.is_err();
         state.last.events.lease_taken_or_renewed = true;
         let insts: Vec<u8> = state.cells().map(|(i, _)| i).collect();
@@ -798,6 +856,7 @@ impl HandoffModel {
     /// target, as the clock has moved.
     fn expire_registrations<J: StoreJournal>(state: &mut HoState, journal: &mut J) {
         let expired = state.store.make_mut().expire_migrations(state.now);
+        // HO-A6 witness: registration expiry starts bounded recovery.
         state.last.events.registration_recovered = !expired.is_empty();
         if J::RECORDS {
             journal.record(StoreCall::ExpireMigrations {
