@@ -369,7 +369,7 @@ impl Model for FailoverModel {
         // The environment's own need, not a judged decision: it answers the open the core has
         // in flight (the spec's record of it is compared in `judge`).
         if let Some(open) = state.sup.open_in_flight() {
-            if self.is_live(state, &open.url) {
+            if self.is_live(state, open.url()) {
                 actions.push(FoAction::OpenSucceeds);
                 if env_may_act && budget.transient_failures > 0 {
                     actions.push(FoAction::OpenFails);
