@@ -156,8 +156,9 @@ impl Hash for Derived {
 /// Inputs: [`handle_tick`](Self::handle_tick), [`handle_directory`](Self::handle_directory),
 /// [`handle_channel_state`](Self::handle_channel_state),
 /// [`handle_open_succeeded`](Self::handle_open_succeeded),
-/// [`handle_open_failed`](Self::handle_open_failed). Outputs: [`poll_output`](Self::poll_output),
-/// [`poll_timeout`](Self::poll_timeout), [`stats`](Self::stats).
+/// [`handle_open_failed`](Self::handle_open_failed); a setting:
+/// [`set_probe_jitter_ms`](Self::set_probe_jitter_ms). Outputs: [`poll_output`](Self::poll_output),
+/// [`poll_timeout`](Self::poll_timeout). The rest reads (the module doc says why this face).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Supervisor {
     thresholds: Thresholds,
@@ -549,14 +550,6 @@ impl Supervisor {
     /// FO-X3: the probe schedule.
     pub fn probe_schedule(&self) -> &ProbeSchedule {
         &self.probe
-    }
-
-    /// FO-X3: the URLs probed (and failed) in the round under way.
-    pub fn probed_this_round(&self) -> BTreeSet<RelayUrl> {
-        self.url_states()
-            .filter(|(_, state)| state.probed)
-            .map(|(url, _)| url.clone())
-            .collect()
     }
 
     /// FO-X3: the adapter's jitter for the next probe interval it schedules: the interval is
