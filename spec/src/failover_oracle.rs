@@ -691,9 +691,9 @@ fn open_kind(exempt: bool, probe: bool) -> OpenKind {
     }
 }
 
-/// The core's outputs of one input, as decisions. `ChannelAction::Open` carries no origin: it is taken
-/// from the core's open in flight after the input (`sup.open_in_flight()`), which must be that
-/// open (an open always ends the handling of an input); without a matching open in flight the
+/// The core's outputs of one input, as decisions. `ChannelAction::Open` carries no origin: it is
+/// taken from the core's open in flight after the input (`sup.open_in_flight()`), which must be
+/// that open (an open always ends the handling of an input); without a matching open in flight the
 /// origin is reported as `Health` and the views differ anyway.
 pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
     let mut decisions = Vec::new();
