@@ -153,7 +153,7 @@ impl SocketReplayer {
             .sup
             .open_in_flight()
             .expect("an open in flight")
-            .url
+            .url()
             .clone();
         if self.host_is_up(&url) && failure == OpenFailure::TimedOut {
             // A transient failure of a live relay: the model's input, handed to the core as the
@@ -176,7 +176,7 @@ impl SocketReplayer {
 
     fn drain(&mut self) {
         while let Some(output) = self.sup.poll_output() {
-            if let Output::Action(Action::Close { .. }) = output {
+            if let Output::Action(ChannelAction::Close { .. }) = output {
                 // Make-before-break: the new stream already replaced the old one, which is
                 // dropped (closed) here.
             }
@@ -261,7 +261,7 @@ impl Replayer for SocketReplayer {
             FoAction::HostUp { host } => self.start_relay(usize::from(host)),
             FoAction::OpenSucceeds => self.resolve_open(OpenFailure::Failed),
             FoAction::OpenFails => {
-                let url = self.sup.open_in_flight().expect("in flight").url.clone();
+                let url = self.sup.open_in_flight().expect("in flight").url().clone();
                 if self.host_is_up(&url) {
                     // A transient refusal of a live relay: fed as the adapter would.
                     self.sup
@@ -271,7 +271,7 @@ impl Replayer for SocketReplayer {
                 }
             }
             FoAction::OpenTimesOut => {
-                let started_at = self.sup.open_in_flight().expect("in flight").started_at;
+                let started_at = self.sup.open_in_flight().expect("in flight").started_at();
                 self.now = started_at.plus_ms(MODEL_UP_TIMEOUT_MS).max(self.now);
                 self.resolve_open(OpenFailure::TimedOut);
             }
@@ -334,7 +334,7 @@ impl Replayer for SocketReplayer {
             opening: self
                 .sup
                 .open_in_flight()
-                .map(|o| (model(&o.url), o.exemption.is_some())),
+                .map(|o| (model(o.url()), o.exemption().is_some())),
             counters: self.sup.counters(),
             cooldown,
         }

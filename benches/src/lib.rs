@@ -41,11 +41,11 @@ pub fn tick_fixture(n: usize) -> TickFixture {
     drain(&mut sup);
     let middle = n / 2;
     while let Some(open) = sup.open_in_flight().cloned() {
-        let index = list.iter().position(|u| *u == open.url).unwrap_or(0);
+        let index = list.iter().position(|u| u == open.url()).unwrap_or(0);
         if index < middle {
-            sup.handle_open_failed(now, &open.url, OpenFailure::Failed);
+            sup.handle_open_failed(now, open.url(), OpenFailure::Failed);
         } else {
-            sup.handle_open_succeeded(now, &open.url);
+            sup.handle_open_succeeded(now, open.url());
         }
         drain(&mut sup);
     }
@@ -64,7 +64,7 @@ pub fn tick_fixture(n: usize) -> TickFixture {
     exemption.handle_tick(now);
     drain(&mut exemption);
     while let Some(open) = exemption.open_in_flight().cloned() {
-        exemption.handle_open_failed(now, &open.url, OpenFailure::Failed);
+        exemption.handle_open_failed(now, open.url(), OpenFailure::Failed);
         drain(&mut exemption);
     }
     let now = now.plus_ms(2_000);

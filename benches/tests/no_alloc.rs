@@ -4,7 +4,7 @@
 use stats_alloc::{Region, Stats, StatsAlloc, INSTRUMENTED_SYSTEM};
 use std::alloc::System;
 use switchyard_benches::{tick_and_drain, tick_fixture};
-use switchyard_core::failover::{Action, OpenFailure, Output, Supervisor};
+use switchyard_core::failover::{ChannelAction, OpenFailure, Output, Supervisor};
 use switchyard_core::MonoMs;
 
 #[global_allocator]
@@ -59,7 +59,7 @@ fn no_tick_makes_a_heap_allocation() {
                 assert_none(&change, &format!("{n} candidates, {path}"));
                 assert_eq!(outputs, 1, "{n} candidates, {path}: the open");
                 let open = sup.open_in_flight().expect("an open was started");
-                assert_eq!(open.exemption.is_some(), exempt, "{n} candidates, {path}");
+                assert_eq!(open.exemption().is_some(), exempt, "{n} candidates, {path}");
             }
         }
 
@@ -78,10 +78,13 @@ fn no_tick_makes_a_heap_allocation() {
             }
             while let Some(open) = sup.open_in_flight().cloned() {
                 opens += 1;
-                probes += usize::from(open.probe);
-                sup.handle_open_failed(now, &open.url, OpenFailure::Failed);
+                probes += usize::from(open.probe());
+                sup.handle_open_failed(now, open.url(), OpenFailure::Failed);
                 while let Some(output) = sup.poll_output() {
-                    assert!(!matches!(output, Output::Action(Action::Close { .. })));
+                    assert!(!matches!(
+                        output,
+                        Output::Action(ChannelAction::Close { .. })
+                    ));
                 }
             }
             now = now.plus_ms(2_000);

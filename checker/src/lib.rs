@@ -87,7 +87,7 @@ impl CheckedModel for FailoverModel {
         );
         if let Some(open) = state.sup.open_in_flight() {
             let kind = open_kind(open);
-            let _ = write!(card, ", opening {}{kind}", open.url);
+            let _ = write!(card, ", opening {}{kind}", open.url());
         }
         let cooling: Vec<String> = p
             .cooldown
@@ -129,7 +129,7 @@ impl CheckedModel for FailoverModel {
         );
         if let Some(open) = state.sup.open_in_flight() {
             let kind = open_kind(open);
-            let _ = write!(line, "opening={}{kind} ", open.url);
+            let _ = write!(line, "opening={}{kind} ", open.url());
         }
         let c = p.counters;
         let _ = write!(
@@ -380,9 +380,9 @@ fn with_core_panic(mut line: String, message: Option<&str>) -> String {
 
 /// How an open in flight is marked in a state's card and summary.
 fn open_kind(open: &switchyard_core::failover::PendingOpen) -> &'static str {
-    if open.exemption.is_some() {
+    if open.exemption().is_some() {
         " (exempt)"
-    } else if open.probe {
+    } else if open.probe() {
         " (probe)"
     } else {
         ""

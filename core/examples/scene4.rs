@@ -57,11 +57,11 @@ impl Scene {
         self.sup.handle_tick(self.now);
         self.drain();
         while let Some(open) = self.sup.open_in_flight().cloned() {
-            if self.up(&open.url) {
-                self.sup.handle_open_succeeded(self.now, &open.url);
+            if self.up(open.url()) {
+                self.sup.handle_open_succeeded(self.now, open.url());
             } else {
                 self.sup
-                    .handle_open_failed(self.now, &open.url, OpenFailure::Failed);
+                    .handle_open_failed(self.now, open.url(), OpenFailure::Failed);
             }
             self.drain();
         }

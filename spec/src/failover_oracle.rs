@@ -18,8 +18,8 @@
 use serde::{Deserialize, Serialize};
 pub use switchyard_core::failover::RelayUrl;
 use switchyard_core::failover::{
-    Action, ChannelState, CooldownKind, Counters, Event, OpenFailure, Origin, Output, Skip,
-    Supervisor, Thresholds,
+    ChannelAction, ChannelState, CooldownKind, Event, FailoverCounters, OpenFailure, Origin,
+    Output, Skip, Supervisor, Thresholds,
 };
 use switchyard_core::MonoMs;
 
@@ -91,7 +91,7 @@ pub struct OracleView {
     pub opening: Option<(RelayUrl, Origin, OpenKind)>,
     /// Entries still cooling at `now`, sorted by URL.
     pub cooldown: Vec<CooldownRow>,
-    pub counters: Counters,
+    pub counters: FailoverCounters,
 }
 
 /// One cooldown entry (FO-D2): one per URL.
@@ -138,7 +138,7 @@ pub struct FoOracle {
     jitter_ms: u64,
     /// FO-D6: when the last no-candidate line was emitted (throttle).
     last_no_candidate_at: Option<MonoMs>,
-    counters: Counters,
+    counters: FailoverCounters,
 }
 
 impl FoOracle {
@@ -158,7 +158,7 @@ impl FoOracle {
             chain_started_at: MonoMs::ZERO,
             jitter_ms: 0,
             last_no_candidate_at: None,
-            counters: Counters::default(),
+            counters: FailoverCounters::default(),
         }
     }
 
@@ -691,19 +691,19 @@ fn open_kind(exempt: bool, probe: bool) -> OpenKind {
     }
 }
 
-/// The core's outputs of one input, as decisions. `Action::Open` carries no origin: it is taken
-/// from the core's open in flight after the input (`sup.open_in_flight()`), which must be that
-/// open (an open always ends the handling of an input); without a matching open in flight the
+/// The core's outputs of one input, as decisions. `ChannelAction::Open` carries no origin: it is
+/// taken from the core's open in flight after the input (`sup.open_in_flight()`), which must be
+/// that open (an open always ends the handling of an input); without a matching open in flight the
 /// origin is reported as `Health` and the views differ anyway.
 pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
     let mut decisions = Vec::new();
     for output in outputs {
         let decision = match output {
-            Output::Action(Action::Open {
+            Output::Action(ChannelAction::Open {
                 url, exempt, probe, ..
             }) => {
                 let origin = match sup.open_in_flight() {
-                    Some(p) if &p.url == url => p.origin,
+                    Some(p) if p.url() == url => p.origin(),
                     _ => Origin::Health,
                 };
                 Decision::Open {
@@ -712,7 +712,7 @@ pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
                     kind: open_kind(*exempt, *probe),
                 }
             }
-            Output::Action(Action::Close { url }) => Decision::Close { url: url.clone() },
+            Output::Action(ChannelAction::Close { url }) => Decision::Close { url: url.clone() },
             Output::Event(Event::Switched(rec)) => Decision::Switched {
                 from: rec.from.clone(),
                 to: rec.to.clone(),
@@ -755,9 +755,9 @@ pub fn core_view(sup: &Supervisor, now: MonoMs) -> OracleView {
         if e.is_cooling(now) {
             cooldown.push((
                 url.clone(),
-                e.kind,
-                e.since,
-                e.until,
+                e.kind(),
+                e.since(),
+                e.until(),
                 e.exempted_this_cycle(),
             ));
         }
@@ -767,9 +767,9 @@ pub fn core_view(sup: &Supervisor, now: MonoMs) -> OracleView {
         current: sup.current().cloned(),
         opening: sup.open_in_flight().map(|p| {
             (
-                p.url.clone(),
-                p.origin,
-                open_kind(p.exemption.is_some(), p.probe),
+                p.url().clone(),
+                p.origin(),
+                open_kind(p.exemption().is_some(), p.probe()),
             )
         }),
         cooldown,
@@ -785,9 +785,13 @@ pub fn core_view_agrees(sup: &Supervisor, oracle: &FoOracle, now: MonoMs) -> boo
     if sup.current() != oracle.current.as_ref() {
         return false;
     }
-    let core_open = sup
-        .open_in_flight()
-        .map(|p| (&p.url, p.origin, open_kind(p.exemption.is_some(), p.probe)));
+    let core_open = sup.open_in_flight().map(|p| {
+        (
+            p.url(),
+            p.origin(),
+            open_kind(p.exemption().is_some(), p.probe()),
+        )
+    });
     let oracle_open = oracle
         .opening
         .as_ref()
@@ -798,7 +802,7 @@ pub fn core_view_agrees(sup: &Supervisor, oracle: &FoOracle, now: MonoMs) -> boo
     let mut core_rows: Vec<(&RelayUrl, CooldownKind, MonoMs, MonoMs, bool)> = Vec::new();
     for (url, e) in sup.cooldown_rows() {
         if e.is_cooling(now) {
-            core_rows.push((url, e.kind, e.since, e.until, e.exempted_this_cycle()));
+            core_rows.push((url, e.kind(), e.since(), e.until(), e.exempted_this_cycle()));
         }
     }
     let mut oracle_rows: Vec<(&RelayUrl, CooldownKind, MonoMs, MonoMs, bool)> = Vec::new();

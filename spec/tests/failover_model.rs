@@ -83,7 +83,7 @@ fn fo_model_scene_4_reaches_the_exempt_switch() {
         now = run(FoAction::Tick);
     }
     assert_eq!(
-        now.sup.open_in_flight().map(|o| o.url.as_str()),
+        now.sup.open_in_flight().map(|o| o.url().as_str()),
         Some("wss://a2")
     );
     run(FoAction::OpenFails);

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard_core::failover::{
-    render, Action, ChannelState, Event, OpenFailure, Output, RelayUrl, Stats, Supervisor,
+    render, ChannelAction, ChannelState, Event, OpenFailure, Output, RelayUrl, Stats, Supervisor,
     Thresholds,
 };
 use switchyard_core::MonoMs;
@@ -302,7 +302,7 @@ impl Driver {
     /// clients that lost their relays together do not probe in step. The core clamps it.
     fn probe_jitter_ms(&self) -> u64 {
         let thresholds = self.supervisor.thresholds();
-        let rounds_failed = self.supervisor.probe_schedule().rounds_failed;
+        let rounds_failed = self.supervisor.probe_schedule().rounds_failed();
         let quarter_ms = thresholds.probe_interval_ms(rounds_failed) / 4;
         let mut bytes = [0u8; 8];
         // Without randomness the interval is simply not shortened.
@@ -328,7 +328,7 @@ impl Driver {
     fn execute(&mut self, now: MonoMs) {
         while let Some(output) = self.supervisor.poll_output() {
             match output {
-                Output::Action(Action::Open {
+                Output::Action(ChannelAction::Open {
                     url, timeout_ms, ..
                 }) => {
                     let target = url.clone();
@@ -341,7 +341,7 @@ impl Driver {
                         tracing::error!(url = %stale_url, "core asked for a second open while one was in flight");
                     }
                 }
-                Output::Action(Action::Close { url }) => {
+                Output::Action(ChannelAction::Close { url }) => {
                     if let Some(channel) = self.channels.remove(&url) {
                         channel.close();
                     }

@@ -53,13 +53,41 @@ pub fn check_candidate_list(urls: &[RelayUrl]) -> Result<(), DirectoryRejection>
 /// An open the machine is waiting on. At most one exists.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PendingOpen {
-    pub url: RelayUrl,
-    pub origin: Origin,
-    pub reason: SwitchReason,
-    pub exemption: Option<Exemption>,
+    url: RelayUrl,
+    origin: Origin,
+    reason: SwitchReason,
+    exemption: Option<Exemption>,
     /// FO-X3: a probe; its failure changes only the probe schedule.
-    pub probe: bool,
-    pub started_at: MonoMs,
+    probe: bool,
+    started_at: MonoMs,
+}
+
+impl PendingOpen {
+    pub fn url(&self) -> &RelayUrl {
+        &self.url
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.origin
+    }
+
+    pub fn reason(&self) -> SwitchReason {
+        self.reason
+    }
+
+    /// The exemption the open uses (FO-D6), if any.
+    pub fn exemption(&self) -> Option<Exemption> {
+        self.exemption
+    }
+
+    /// FO-X3: a probe; its failure changes only the probe schedule.
+    pub fn probe(&self) -> bool {
+        self.probe
+    }
+
+    pub fn started_at(&self) -> MonoMs {
+        self.started_at
+    }
 }
 
 /// FO-X3: the probe schedule once the exemption budget is spent and the channel is still dead.
@@ -70,9 +98,21 @@ pub struct PendingOpen {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ProbeSchedule {
     /// Rounds that ended with every probe failed since the last reset (the doubling exponent).
-    pub rounds_failed: u32,
+    rounds_failed: u32,
     /// When the next round is due; a round is under way while this is `<= now`.
-    pub next_round_at: Option<MonoMs>,
+    next_round_at: Option<MonoMs>,
+}
+
+impl ProbeSchedule {
+    /// Rounds that ended with every probe failed since the last reset (the doubling exponent).
+    pub fn rounds_failed(&self) -> u32 {
+        self.rounds_failed
+    }
+
+    /// When the next round is due; a round is under way while this is `<= now`.
+    pub fn next_round_at(&self) -> Option<MonoMs> {
+        self.next_round_at
+    }
 }
 
 /// Facts kept only to avoid recomputing them; each is a function of the other fields
@@ -116,8 +156,9 @@ impl Hash for Derived {
 /// Inputs: [`handle_tick`](Self::handle_tick), [`handle_directory`](Self::handle_directory),
 /// [`handle_channel_state`](Self::handle_channel_state),
 /// [`handle_open_succeeded`](Self::handle_open_succeeded),
-/// [`handle_open_failed`](Self::handle_open_failed). Outputs: [`poll_output`](Self::poll_output),
-/// [`poll_timeout`](Self::poll_timeout), [`stats`](Self::stats).
+/// [`handle_open_failed`](Self::handle_open_failed); a setting:
+/// [`set_probe_jitter_ms`](Self::set_probe_jitter_ms). Outputs: [`poll_output`](Self::poll_output),
+/// [`poll_timeout`](Self::poll_timeout). The rest reads (the module doc says why this face).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Supervisor {
     thresholds: Thresholds,
@@ -142,7 +183,7 @@ pub struct Supervisor {
     chain_started_at: MonoMs,
     last_skip_logged_at: Option<MonoMs>,
     next_tick_at: MonoMs,
-    counters: Counters,
+    counters: FailoverCounters,
     outputs: Outputs,
     derived: Derived,
 }
@@ -163,7 +204,7 @@ impl Supervisor {
             chain_started_at: now,
             last_skip_logged_at: None,
             next_tick_at: now.plus_ms(thresholds.check_ms),
-            counters: Counters::default(),
+            counters: FailoverCounters::default(),
             outputs: Outputs::default(),
             derived: Derived::default(),
         };
@@ -306,7 +347,7 @@ impl Supervisor {
             return false;
         };
         if open_id.is_none() {
-            self.emit(Output::Action(Action::Close {
+            self.emit(Output::Action(ChannelAction::Close {
                 url: open.url.clone(),
             }));
             self.emit(Event::Skipped(Skip::NotInList {
@@ -346,7 +387,7 @@ impl Supervisor {
                 if open.probe {
                     self.counters.probe_switches += 1;
                 }
-                self.emit(Output::Action(Action::Close { url: old.clone() }));
+                self.emit(Output::Action(ChannelAction::Close { url: old.clone() }));
                 self.emit(Event::Switched(SwitchRecord {
                     seq: self.counters.switches,
                     from: old,
@@ -482,7 +523,7 @@ impl Supervisor {
         }
     }
 
-    pub fn counters(&self) -> Counters {
+    pub fn counters(&self) -> FailoverCounters {
         self.counters
     }
 
@@ -509,14 +550,6 @@ impl Supervisor {
     /// FO-X3: the probe schedule.
     pub fn probe_schedule(&self) -> &ProbeSchedule {
         &self.probe
-    }
-
-    /// FO-X3: the URLs probed (and failed) in the round under way.
-    pub fn probed_this_round(&self) -> BTreeSet<RelayUrl> {
-        self.url_states()
-            .filter(|(_, state)| state.probed)
-            .map(|(url, _)| url.clone())
-            .collect()
     }
 
     /// FO-X3: the adapter's jitter for the next probe interval it schedules: the interval is
@@ -796,7 +829,7 @@ impl Supervisor {
             "outputs not drained: the caller must poll_output() after every input"
         );
         self.outputs.push_with(|| {
-            Output::Action(Action::Open {
+            Output::Action(ChannelAction::Open {
                 url: url.clone(),
                 timeout_ms,
                 exempt: exemption.is_some(),

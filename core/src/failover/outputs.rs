@@ -104,10 +104,10 @@ impl<'de> Deserialize<'de> for Outputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failover::{Action, RelayUrl};
+    use crate::failover::{ChannelAction, RelayUrl};
 
     fn close(i: usize) -> Output {
-        Output::Action(Action::Close {
+        Output::Action(ChannelAction::Close {
             url: RelayUrl::new(format!("u{i}")),
         })
     }

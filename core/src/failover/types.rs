@@ -131,14 +131,34 @@ impl CooldownKind {
 /// One row of the cooldown table, keyed by URL (FO-D2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CooldownEntry {
-    pub kind: CooldownKind,
-    pub since: MonoMs,
-    pub until: MonoMs,
+    pub(super) kind: CooldownKind,
+    pub(super) since: MonoMs,
+    pub(super) until: MonoMs,
     /// Set when the exemption was used in the cycle that started at `since` (FO-D4).
-    pub exempted_at: Option<MonoMs>,
+    pub(super) exempted_at: Option<MonoMs>,
 }
 
 impl CooldownEntry {
+    pub fn kind(&self) -> CooldownKind {
+        self.kind
+    }
+
+    /// When the cycle started.
+    pub fn since(&self) -> MonoMs {
+        self.since
+    }
+
+    /// When the URL stops cooling.
+    pub fn until(&self) -> MonoMs {
+        self.until
+    }
+
+    /// When the exemption was used in the cycle that started at `since` (FO-D4); an earlier
+    /// instant belongs to an earlier cycle.
+    pub fn exempted_at(&self) -> Option<MonoMs> {
+        self.exempted_at
+    }
+
     pub fn is_cooling(&self, now: MonoMs) -> bool {
         self.until > now
     }
@@ -227,10 +247,10 @@ pub enum OpenFailure {
     TimedOut,
 }
 
-/// Something the adapter must do.
+/// Something the adapter must do to a channel: open one, close one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "action", rename_all = "kebab-case")]
-pub enum Action {
+pub enum ChannelAction {
     /// Open a new channel to `url`, giving up after `timeout_ms`; report the result with
     /// `handle_open_succeeded` / `handle_open_failed`. The old channel stays up meanwhile.
     Open {
@@ -337,13 +357,14 @@ pub enum Event {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Output {
-    Action(Action),
+    Action(ChannelAction),
     Event(Event),
 }
 
-/// FO-D7: the counters and the cooldown list. Counters only ever grow.
+/// FO-D7: the failover counters (the cooldown list is beside them in [`Stats`]). Counters only
+/// ever grow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Counters {
+pub struct FailoverCounters {
     pub switches: u64,
     pub exempt_switches: u64,
     pub open_failed: u64,
@@ -366,7 +387,7 @@ pub struct CooldownView {
 /// FO-D7: what `stats()` returns. Readable only through the library API (FO-D11).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Stats {
-    pub counters: Counters,
+    pub counters: FailoverCounters,
     pub current: Option<RelayUrl>,
     pub cooldown: Vec<CooldownView>,
 }

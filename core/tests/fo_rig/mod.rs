@@ -8,6 +8,10 @@ use switchyard_core::MonoMs;
 pub const A1: &str = "wss://a.example/relay";
 pub const A2: &str = "wss://a-direct.example/relay";
 pub const B: &str = "wss://b.example/relay";
+/// Three more URLs, for lists other than the production topology.
+pub const U0: &str = "wss://u0.example/relay";
+pub const U1: &str = "wss://u1.example/relay";
+pub const U2: &str = "wss://u2.example/relay";
 
 pub fn url(s: &str) -> RelayUrl {
     RelayUrl::new(s)
@@ -17,7 +21,7 @@ pub struct Rig {
     pub sup: Supervisor,
     pub now: MonoMs,
     pub lines: Vec<String>,
-    pub actions: Vec<Action>,
+    pub actions: Vec<ChannelAction>,
     pub events: Vec<Event>,
 }
 
@@ -104,15 +108,15 @@ impl Rig {
 
     /// The URL of the open in flight, if any.
     pub fn opening(&self) -> Option<&str> {
-        self.sup.open_in_flight().map(|open| open.url.as_str())
+        self.sup.open_in_flight().map(|open| open.url().as_str())
     }
 
     pub fn opens(&self) -> Vec<(String, bool)> {
         self.actions
             .iter()
             .filter_map(|action| match action {
-                Action::Open { url, exempt, .. } => Some((url.to_string(), *exempt)),
-                Action::Close { .. } => None,
+                ChannelAction::Open { url, exempt, .. } => Some((url.to_string(), *exempt)),
+                ChannelAction::Close { .. } => None,
             })
             .collect()
     }
@@ -131,7 +135,7 @@ impl Rig {
             .collect()
     }
 
-    pub fn counters(&self) -> Counters {
+    pub fn counters(&self) -> FailoverCounters {
         self.sup.counters()
     }
 
@@ -154,5 +158,29 @@ pub fn no_exempt() -> Thresholds {
     Thresholds {
         exempt: false,
         ..Thresholds::default()
+    }
+}
+
+/// Scene 4 up to "A stopped, switched to B, both A URLs cooling": the pool-drain setup.
+pub fn drained_on_b(thresholds: Thresholds) -> Rig {
+    let mut rig = Rig::production(thresholds);
+    rig.current_dies(); // host A down: A1 and A2 dead
+    rig.tick();
+    assert_eq!(rig.opening(), Some(A2));
+    rig.open_fail(A2); // continuation goes straight on to B
+    assert_eq!(rig.opening(), Some(B));
+    rig.open_ok(B);
+    assert_eq!(rig.current(), Some(B));
+    rig.clear();
+    rig
+}
+
+/// A variable lookup over fixed pairs (the caller's `std::env::var` in production).
+pub fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |name| {
+        pairs
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| (*v).to_owned())
     }
 }

@@ -21,13 +21,13 @@
 //!
 //! Left out, and why:
 //! - results for an open not in flight and reports about another URL: the core ignores them
-//!   (tested in `core/tests/failover_requirements.rs` and the proptests), and each would only
+//!   (tested in `core/tests/fo_h_health.rs` and the proptests), and each would only
 //!   add states;
 //! - lists longer than the universe, duplicates and more than 8192 URLs: the core deduplicates
 //!   and rejects before any decision (unit-tested), so they reach the same states;
 //! - a tick while an open is in flight: the core does nothing then (the open resolves first);
 //! - threshold values: four variants scaled to ticks ([`Variant::thresholds`]), the rest is the
-//!   proptests' job (`core/tests/failover_props.rs`, the oracle comparison);
+//!   proptests' job (`core/tests/fo_props.rs`, the oracle comparison);
 //! - every budget is per run (`FailoverParams`): more of each kind are the simulation's and
 //!   the proptests' job.
 
@@ -396,7 +396,7 @@ impl Model for FailoverModel {
         // The environment's own need, not a judged decision: it answers the open the core has
         // in flight (the spec's record of it is compared in `judge`).
         if let Some(open) = state.sup.open_in_flight() {
-            if self.is_live(state, &open.url) {
+            if self.is_live(state, open.url()) {
                 actions.push(FoAction::OpenSucceeds);
                 if env_may_act && budget.transient_failures > 0 {
                     actions.push(FoAction::OpenFails);

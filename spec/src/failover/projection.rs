@@ -12,7 +12,7 @@ pub struct FoProjection {
     pub host_up: Vec<bool>,
     pub current: Option<String>,
     pub opening: Option<(String, bool)>,
-    pub counters: Counters,
+    pub counters: FailoverCounters,
     pub cooldown: Vec<(String, CooldownKind, u64)>,
 }
 
@@ -25,7 +25,7 @@ impl FoState {
             opening: self
                 .sup
                 .open_in_flight()
-                .map(|o| (o.url.to_string(), o.exemption.is_some())),
+                .map(|o| (o.url().to_string(), o.exemption().is_some())),
             counters: self.sup.counters(),
             cooldown: self
                 .sup

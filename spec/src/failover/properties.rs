@@ -42,7 +42,7 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
                 let cooldown_ms = s.variant.thresholds().cooldown_ms;
                 s.sup
                     .cooldown_rows()
-                    .all(|(_, e)| e.until.since_ms(e.since) == cooldown_ms)
+                    .all(|(_, e)| e.until().since_ms(e.since()) == cooldown_ms)
             },
         ),
         // Recorded by `judge`'s cooldown comparison (FO-D2a / FO-D4).

@@ -126,7 +126,7 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn matches(&self, c: &Counters) -> bool {
+    pub fn matches(&self, c: &FailoverCounters) -> bool {
         c.switches == u64::from(self.switches)
             && c.exempt_switches == u64::from(self.exempt_switches)
             && c.open_failed == u64::from(self.open_failed)

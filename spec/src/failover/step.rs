@@ -281,7 +281,7 @@ impl FailoverModel {
             }
             FoAction::OpenSucceeds => {
                 // The environment answers the open the core has in flight.
-                let url = state.sup.open_in_flight().expect("enabled").url.clone();
+                let url = state.sup.open_in_flight().expect("enabled").url().clone();
                 let listed = self.spec_list(&state).contains(&url);
                 let current_before = state.sup.current().cloned();
                 outputs.extend(state.feed(Input::OpenSucceeded(&url)));
@@ -295,14 +295,14 @@ impl FailoverModel {
             }
             FoAction::OpenFails | FoAction::OpenTimesOut => {
                 let pending = state.sup.open_in_flight().expect("enabled").clone();
-                if self.is_live(&state, &pending.url) {
+                if self.is_live(&state, pending.url()) {
                     transient = true;
                     state.budget.transient_failures -= 1;
                     state.env_acted_this_tick = true;
                 }
                 let failure = if action == FoAction::OpenTimesOut {
                     let at = pending
-                        .started_at
+                        .started_at()
                         .plus_ms(MODEL_UP_TIMEOUT_MS)
                         .max(state.now);
                     Self::advance(&mut state, at);
@@ -315,14 +315,14 @@ impl FailoverModel {
                     .oracle
                     .passed_over()
                     .iter()
-                    .chain([&pending.url])
+                    .chain([pending.url()])
                     .filter_map(|url| self.url_index_of(url))
                     .fold(0, |bits, url| bits | 1 << url);
-                if let Some(u) = self.url_index_of(&pending.url) {
+                if let Some(u) = self.url_index_of(pending.url()) {
                     state.chain_failed |= 1 << u;
                 }
-                outputs.extend(state.feed(Input::OpenFailed(&pending.url, failure)));
-                let failed = self.record_failure(&mut state, &pending.url);
+                outputs.extend(state.feed(Input::OpenFailed(pending.url(), failure)));
+                let failed = self.record_failure(&mut state, pending.url());
                 failed_origin = failed.map(|open| open.origin);
                 state.last.exempt_open_failed = failed.is_some_and(|open| open.exempt);
                 health_may_act =
@@ -559,7 +559,7 @@ impl FailoverModel {
         let mut switched = false;
         for output in outputs {
             match output {
-                Output::Action(Action::Open {
+                Output::Action(ChannelAction::Open {
                     url, exempt, probe, ..
                 }) => {
                     state.last.opens_started += 1;
@@ -636,10 +636,10 @@ impl FailoverModel {
                     }
                 }
                 // FO-R5a: closing the unlisted channel that just came up is not a switch.
-                Output::Action(Action::Close { url })
+                Output::Action(ChannelAction::Close { url })
                     if state.last.unlisted_open_closed && !self.spec_list(state).contains(&url) => {
                 }
-                Output::Action(Action::Close { .. }) => switched = true,
+                Output::Action(ChannelAction::Close { .. }) => switched = true,
                 Output::Event(event) => {
                     match &event {
                         // Witnesses only: the spec's record follows the actions, not events.
@@ -726,8 +726,8 @@ impl FailoverModel {
                 continue;
             }
             let row = CycleRecord {
-                kind: e.kind,
-                until: e.until,
+                kind: e.kind(),
+                until: e.until(),
                 exempted: e.exempted_this_cycle(),
             };
             match self.url_index_of(url) {
@@ -751,7 +751,7 @@ impl FailoverModel {
         let core_open = state
             .sup
             .open_in_flight()
-            .map(|o| (&o.url, o.origin, o.exemption.is_some(), o.probe));
+            .map(|o| (o.url(), o.origin(), o.exemption().is_some(), o.probe()));
         if state.sup.current() != Some(self.spec_current(state)) || core_open != spec_open {
             state.last.record_differs = true;
         }

@@ -1,181 +1,12 @@
-//! Part X of the requirements for failover (FO-D2a, FO-X2a, FO-X3), and the regressions that
-//! found them: each `*_regression_*` test was red on the core before the fix.
+//! FO-X3, FO-X3a: bounded recovery after the exemption budget is spent (probe rounds at
+//! doubling intervals, no storm, never a re-open in the same tick's chain). Each name carries
+//! its ID; each `*_regression_*` test was red on the core before its fix.
 
 mod fo_rig;
 
 use fo_rig::*;
 use switchyard_core::failover::*;
 use switchyard_core::MonoMs;
-
-const U0: &str = "wss://u0.example/relay";
-const U1: &str = "wss://u1.example/relay";
-const U2: &str = "wss://u2.example/relay";
-
-// ---- FO-D2a: the cooldown table is keyed by URL, not by list membership ------------------
-
-/// Finding 1, directory path (the seed's 11:43:26 incident reached through a list change):
-/// a URL that leaves the list and comes back inside its cycle is still cooling.
-#[test]
-fn fo_d2a_regression_a_url_leaving_the_list_keeps_its_cooldown_on_the_directory_path() {
-    let mut rig = Rig::new(thresholds());
-    rig.directory(&[A1, B]);
-    rig.open_ok(A1);
-    assert_eq!(rig.directory(&[B, A1]), DirectoryOutcome::Opening);
-    rig.open_ok(B);
-    assert_eq!(rig.current(), Some(B));
-    rig.clear();
-    rig.advance(2_000);
-    assert_eq!(rig.directory(&[B]), DirectoryOutcome::Unchanged);
-    rig.advance(2_000);
-    // 4 s into A1's 300 s switched-away cycle: FO-D1 refuses.
-    assert_eq!(rig.directory(&[A1, B]), DirectoryOutcome::Refused);
-    assert!(rig.opens().is_empty(), "flap through the directory path");
-    assert_eq!(rig.counters().switches, 1);
-    let line = rig
-        .skip_lines()
-        .pop()
-        .expect("a still-cooling line")
-        .clone();
-    assert!(
-        line.contains("still cooling, 296000 ms left of 300000 ms"),
-        "{line}"
-    );
-    let entry = rig
-        .sup
-        .cooldown_entry(&url(A1))
-        .expect("kept while unlisted");
-    assert_eq!(entry.kind, CooldownKind::SwitchedAway);
-}
-
-/// Finding 1, health path: an exemption spent in a cycle stays spent when the URL leaves the
-/// list and comes back (FO-D4's once-per-cycle bound).
-#[test]
-fn fo_d2a_regression_a_spent_exemption_stays_spent_when_the_url_leaves_and_returns() {
-    let mut rig = Rig::new(Thresholds {
-        probe_max_ms: 0,
-        ..thresholds()
-    });
-    rig.directory(&[A1, B]);
-    rig.open_ok(A1);
-    rig.current_dies();
-    rig.tick();
-    assert_eq!(rig.opening(), Some(B));
-    rig.open_ok(B); // A1 cools switched-away
-    rig.current_dies(); // B dead too
-    rig.advance(2_000).tick();
-    assert_eq!(rig.opens().last(), Some(&(A1.to_owned(), true)));
-    rig.open_fail(A1); // the exemption is spent, A1's cycle restarts
-    rig.clear();
-    rig.advance(2_000);
-    rig.directory(&[B]);
-    rig.advance(2_000);
-    rig.directory(&[B, A1]);
-    rig.advance(2_000).tick();
-    assert!(
-        rig.opens().is_empty(),
-        "A1 opened again in its cycle: {:?}",
-        rig.opens()
-    );
-    assert_eq!(rig.counters().no_candidate_checks, 1);
-    assert!(rig
-        .sup
-        .cooldown_entry(&url(A1))
-        .is_some_and(|e| e.exempted_this_cycle()));
-}
-
-/// FO-D2a's bound: the table holds at most `MAX_TRACKED_URLS` URLs; when full, the unlisted
-/// entry that expires first makes room, and listed entries are never dropped.
-#[test]
-fn fo_d2a_the_table_is_bounded_and_drops_the_earliest_expiring_unlisted_entry_first() {
-    let mut rig = Rig::new(Thresholds {
-        cooldown_ms: 3_600_000,
-        ..thresholds()
-    });
-    let lists: Vec<Vec<String>> = (0..3)
-        .map(|list| {
-            (0..MAX_CANDIDATES)
-                .map(|i| format!("wss://l{list}-{i}.example/relay"))
-                .collect()
-        })
-        .collect();
-    // Every URL of a list fails once (a no-channel chain), one list after the other, so the
-    // first list's URLs expire first.
-    for list in &lists {
-        let refs: Vec<&str> = list.iter().map(String::as_str).collect();
-        rig.directory(&refs);
-        while let Some(target) = rig.opening().map(str::to_owned) {
-            rig.sup
-                .handle_open_failed(rig.now, &url(&target), OpenFailure::Failed);
-            while rig.sup.poll_output().is_some() {}
-        }
-        rig.advance(1_000).tick();
-        while let Some(target) = rig.opening().map(str::to_owned) {
-            rig.sup
-                .handle_open_failed(rig.now, &url(&target), OpenFailure::Failed);
-            while rig.sup.poll_output().is_some() {}
-        }
-        rig.advance(1_000);
-    }
-    let table = rig.sup.cooldown_table();
-    assert!(table.len() <= MAX_TRACKED_URLS, "bounded: {}", table.len());
-    for listed in &lists[2] {
-        assert!(table.contains_key(&url(listed)), "listed {listed} dropped");
-    }
-    for evicted in &lists[0] {
-        assert!(
-            !table.contains_key(&url(evicted)),
-            "{evicted} expires first"
-        );
-    }
-    for kept in &lists[1] {
-        assert!(table.contains_key(&url(kept)), "{kept} dropped too early");
-    }
-}
-
-// ---- FO-X2a: passed over only until the cooldown expires -----------------------------------
-
-/// Finding 2: a failed candidate whose cooldown expired is an ordinary clean candidate again,
-/// first in directory order (FO-D3), not behind the untried ones.
-#[test]
-fn fo_x2a_regression_an_expired_failed_candidate_is_first_in_directory_order_again() {
-    let mut rig = Rig::new(thresholds());
-    rig.directory(&[U2, U1]);
-    rig.open_ok(U2);
-    rig.current_dies();
-    rig.tick();
-    assert_eq!(rig.opening(), Some(U1));
-    rig.open_fail(U1); // U1 cools open-failed and is passed over
-    assert_eq!(rig.opening(), None);
-    assert_eq!(rig.directory(&[U1, U0]), DirectoryOutcome::Refused);
-    rig.clear();
-    rig.advance(300_001).tick();
-    assert_eq!(rig.opens(), vec![(U1.to_owned(), false)]);
-}
-
-/// FO-X2 unchanged: with cooldown 0 the failed candidate is still passed over until the chain
-/// moves on.
-#[test]
-fn fo_x2a_with_cooldown_zero_a_failed_candidate_is_still_passed_over() {
-    let mut rig = Rig::new(Thresholds {
-        cooldown_ms: 0,
-        ..thresholds()
-    });
-    rig.directory(&[U2, U1, U0]);
-    rig.open_ok(U2);
-    rig.current_dies();
-    rig.tick();
-    rig.open_fail(U1);
-    assert_eq!(rig.opening(), Some(U0));
-    rig.open_fail(U0);
-    rig.clear();
-    rig.advance(300_001).tick();
-    // A new round: every clean candidate was tried, so the first in directory order.
-    assert_eq!(rig.opens(), vec![(U1.to_owned(), false)]);
-    rig.open_fail(U1);
-    assert_eq!(rig.opening(), Some(U0), "U1 passed over within the round");
-}
-
-// ---- FO-X3: bounded recovery ------------------------------------------------------------
 
 /// A world of relays that are up or down; opens of a down relay fail at once (refused) or
 /// time out after `UP_TIMEOUT_MS`, ticks every `CHECK_MS`.
@@ -202,7 +33,7 @@ impl Outage {
 
     fn resolve(&mut self) {
         while let Some(target) = self.rig.opening().map(str::to_owned) {
-            if self.rig.sup.open_in_flight().is_some_and(|o| o.probe) {
+            if self.rig.sup.open_in_flight().is_some_and(|o| o.probe()) {
                 self.probe_opens_at
                     .push((self.rig.now.as_ms(), target.clone()));
             }
@@ -245,6 +76,47 @@ impl Outage {
         }
         None
     }
+}
+
+/// Two URLs, `U0` current and dead; the first probe round fails at 21 s, so the second is due
+/// at 51 s (15 s doubled). Returns the rig at 21 s, the round failed, nothing in flight.
+fn x3a_until_the_first_round_failed(cooldown_ms: u64) -> Rig {
+    let t = Thresholds {
+        cooldown_ms,
+        ..thresholds()
+    };
+    let mut rig = Rig::new(t);
+    rig.directory(&[U0, U1]);
+    rig.open_ok(U0);
+    rig.current_dies();
+    rig.clear();
+    rig.now = MonoMs(2_000);
+    rig.tick();
+    assert_eq!(rig.opens(), vec![(U1.to_owned(), false)], "clean U1");
+    rig.open_fail(U1);
+    rig.now = MonoMs(4_000);
+    rig.clear();
+    rig.tick();
+    assert_eq!(rig.opens(), vec![(U1.to_owned(), true)], "U1's exemption");
+    rig.open_fail(U1); // U1 cools until 4 s + cooldown
+    rig.now = MonoMs(6_000);
+    rig.tick();
+    assert_eq!(rig.opening(), None);
+    assert_eq!(
+        rig.sup.probe_schedule().next_round_at(),
+        Some(MonoMs(6_000 + t.probe_min_ms))
+    );
+    rig.now = MonoMs(21_000);
+    rig.tick();
+    assert!(rig.sup.open_in_flight().is_some_and(|open| open.probe()));
+    rig.open_fail(U1);
+    assert_eq!(rig.opening(), None);
+    assert_eq!(
+        rig.sup.probe_schedule().next_round_at(),
+        Some(MonoMs(21_000 + 2 * t.probe_min_ms))
+    );
+    rig.clear();
+    rig
 }
 
 /// Finding 3: everything down, the exemption budget spent on dead URLs by t = 10 s, one relay
@@ -359,7 +231,7 @@ fn fo_x3_a_failed_probe_leaves_the_cooldown_table_alone() {
         outage.rig.now = next;
         before = Some(outage.rig.sup.cooldown_table().clone());
         outage.rig.tick();
-        if outage.rig.sup.open_in_flight().is_some_and(|o| o.probe) {
+        if outage.rig.sup.open_in_flight().is_some_and(|o| o.probe()) {
             break;
         }
         outage.resolve();
@@ -388,7 +260,7 @@ fn fo_x3_no_probe_with_the_exemption_off() {
     let mut outage = Outage::all_down_from_start(t, false);
     outage.run_until(250_000, None);
     assert_eq!(outage.rig.counters().probe_opens, 0);
-    assert_eq!(outage.rig.sup.probe_schedule().next_round_at, None);
+    assert_eq!(outage.rig.sup.probe_schedule().next_round_at(), None);
 }
 
 /// FO-X3: the adapter's jitter shortens an interval by at most a quarter.
@@ -408,7 +280,7 @@ fn fo_x3_jitter_shortens_the_interval_by_at_most_a_quarter() {
                 .rig
                 .sup
                 .probe_schedule()
-                .next_round_at
+                .next_round_at()
                 .map(|at| at.since_ms(outage.rig.now));
         }
         assert_eq!(scheduled, Some(expected_due_ms), "jitter {jitter_ms}");
@@ -464,144 +336,6 @@ fn fo_x3_probe_variables_are_strict_and_checked_together() {
     // A fixed interval (minimum = maximum) is a schedule, not a crossing.
     let fixed = parse(&[(VAR_PROBE_MIN_MS, "60000")]).expect("min = max");
     assert_eq!((fixed.probe_min_ms, fixed.probe_max_ms), (60_000, 60_000));
-}
-
-// ---- FO-R5a: an open in flight whose URL leaves the list ---------------------------------
-
-/// Issue 26, bug 1: `U1` is being opened (health path), a directory update makes the list
-/// `[U0]`, `U1`'s open succeeds. Before the fix the core switched to the unlisted `U1`.
-#[test]
-fn fo_r5a_regression_an_open_whose_url_left_the_list_is_closed_never_adopted() {
-    let mut rig = Rig::new(thresholds());
-    rig.directory(&[U0, U1]);
-    rig.open_ok(U0);
-    rig.current_dies();
-    rig.advance(2_000).tick();
-    assert_eq!(rig.opening(), Some(U1));
-    assert_eq!(rig.directory(&[U0]), DirectoryOutcome::Unchanged);
-    let counters = rig.counters();
-    let table = rig.sup.cooldown_table();
-    rig.clear();
-    assert!(!rig.open_ok(U1), "an unlisted open is not adopted");
-    assert_eq!(rig.current(), Some(U0), "the current channel stays");
-    assert_eq!(rig.opening(), None);
-    assert_eq!(
-        rig.actions,
-        vec![Action::Close { url: url(U1) }],
-        "the unlisted channel is closed, nothing else"
-    );
-    assert_eq!(rig.counters(), counters, "no counter changes");
-    assert_eq!(rig.sup.cooldown_table(), table, "no cooldown entry changes");
-    assert_eq!(rig.switch_lines(), 0);
-    assert!(
-        rig.skip_lines()
-            .iter()
-            .any(|l| l.contains(U1) && l.contains("never adopted")),
-        "{:?}",
-        rig.lines
-    );
-    // The next decision chooses among the listed URLs: U0 is the only one, so nothing opens.
-    rig.clear();
-    rig.advance(2_000).tick();
-    assert!(rig.opens().is_empty(), "{:?}", rig.opens());
-    assert_eq!(rig.current(), Some(U0));
-}
-
-/// Issue 26, bug 1 (second shape): `U1` is being opened on the directory path; the update
-/// `[U2, U0]` is refused ("an open of U1 is in flight"), then `U1` comes up. Before the fix
-/// the client stayed on the unlisted `U1`; now `U1` is closed, the client stays on `U0`, and
-/// the next refresh of `[U2, U0]` opens `U2`.
-#[test]
-fn fo_r5a_regression_the_in_flight_refusal_never_pins_the_client_to_an_unlisted_url() {
-    let mut rig = Rig::new(thresholds());
-    rig.directory(&[U0]);
-    rig.open_ok(U0);
-    assert_eq!(rig.directory(&[U1, U0]), DirectoryOutcome::Opening);
-    assert_eq!(rig.opening(), Some(U1));
-    assert_eq!(rig.directory(&[U2, U0]), DirectoryOutcome::Refused);
-    assert!(rig
-        .skip_lines()
-        .iter()
-        .any(|l| l.contains("an open of") && l.contains("in flight")));
-    rig.clear();
-    assert!(!rig.open_ok(U1));
-    assert_eq!(rig.current(), Some(U0));
-    assert_eq!(rig.actions, vec![Action::Close { url: url(U1) }]);
-    assert_eq!(rig.counters().switches, 0);
-    assert!(rig.sup.cooldown_entry(&url(U1)).is_none());
-    assert!(rig.sup.cooldown_entry(&url(U0)).is_none());
-    // Not pinned: a tick on a healthy U0 does nothing, the next refresh proceeds to U2.
-    rig.clear();
-    rig.advance(2_000).tick();
-    assert!(rig.opens().is_empty());
-    assert_eq!(rig.directory(&[U2, U0]), DirectoryOutcome::Opening);
-    assert_eq!(rig.opening(), Some(U2));
-    assert!(rig.open_ok(U2));
-    assert_eq!(rig.current(), Some(U2));
-}
-
-/// FO-R5a before the first channel: an unlisted open is closed and the client has none yet;
-/// the next tick opens a listed URL.
-#[test]
-fn fo_r5a_an_unlisted_first_open_is_closed_and_the_next_tick_opens_a_listed_url() {
-    let mut rig = Rig::new(thresholds());
-    rig.directory(&[U1]);
-    assert_eq!(rig.opening(), Some(U1));
-    rig.directory(&[U0]);
-    rig.clear();
-    assert!(!rig.open_ok(U1));
-    assert_eq!(rig.current(), None);
-    assert_eq!(rig.actions, vec![Action::Close { url: url(U1) }]);
-    assert!(rig
-        .events
-        .iter()
-        .all(|e| !matches!(e, Event::Attached { .. })));
-    rig.clear();
-    rig.advance(2_000).tick();
-    assert_eq!(rig.opens(), vec![(U0.to_owned(), false)]);
-}
-
-// ---- FO-X3a: a probe never re-opens a URL that failed in the same tick's chain -----------
-
-/// Two URLs, `U0` current and dead; the first probe round fails at 21 s, so the second is due
-/// at 51 s (15 s doubled). Returns the rig at 21 s, the round failed, nothing in flight.
-fn x3a_until_the_first_round_failed(cooldown_ms: u64) -> Rig {
-    let t = Thresholds {
-        cooldown_ms,
-        ..thresholds()
-    };
-    let mut rig = Rig::new(t);
-    rig.directory(&[U0, U1]);
-    rig.open_ok(U0);
-    rig.current_dies();
-    rig.clear();
-    rig.now = MonoMs(2_000);
-    rig.tick();
-    assert_eq!(rig.opens(), vec![(U1.to_owned(), false)], "clean U1");
-    rig.open_fail(U1);
-    rig.now = MonoMs(4_000);
-    rig.clear();
-    rig.tick();
-    assert_eq!(rig.opens(), vec![(U1.to_owned(), true)], "U1's exemption");
-    rig.open_fail(U1); // U1 cools until 4 s + cooldown
-    rig.now = MonoMs(6_000);
-    rig.tick();
-    assert_eq!(rig.opening(), None);
-    assert_eq!(
-        rig.sup.probe_schedule().next_round_at,
-        Some(MonoMs(6_000 + t.probe_min_ms))
-    );
-    rig.now = MonoMs(21_000);
-    rig.tick();
-    assert!(rig.sup.open_in_flight().is_some_and(|open| open.probe));
-    rig.open_fail(U1);
-    assert_eq!(rig.opening(), None);
-    assert_eq!(
-        rig.sup.probe_schedule().next_round_at,
-        Some(MonoMs(21_000 + 2 * t.probe_min_ms))
-    );
-    rig.clear();
-    rig
 }
 
 /// Issue 26, bug 2 (a clean open): `U1`'s cooldown ends at the instant the second round is
@@ -667,5 +401,5 @@ fn fo_x3a_regression_an_exempt_open_that_timed_out_is_not_probed_in_the_same_cha
     assert_eq!(rig.counters().probe_opens, 1);
     rig.now = MonoMs(53_000);
     rig.tick();
-    assert!(rig.sup.open_in_flight().is_some_and(|open| open.probe));
+    assert!(rig.sup.open_in_flight().is_some_and(|open| open.probe()));
 }

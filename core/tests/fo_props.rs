@@ -148,22 +148,22 @@ impl World {
                 timed_out,
             } => {
                 if let Some(open) = self.sup.open_in_flight().cloned() {
-                    if self.live[idx(&open.url)] && !spurious_failure {
+                    if self.live[idx(open.url())] && !spurious_failure {
                         self.attempts = 0;
-                        self.sup.handle_open_succeeded(now, &open.url);
+                        self.sup.handle_open_succeeded(now, open.url());
                     } else {
                         let failure = if *timed_out {
                             OpenFailure::TimedOut
                         } else {
                             OpenFailure::Failed
                         };
-                        self.sup.handle_open_failed(now, &open.url, failure);
+                        self.sup.handle_open_failed(now, open.url(), failure);
                     }
                 }
             }
             Input::StaleOpenResult(i) => {
                 let url = RelayUrl::new(URLS[*i]);
-                if self.sup.open_in_flight().map(|o| &o.url) != Some(&url) {
+                if self.sup.open_in_flight().map(|o| o.url()) != Some(&url) {
                     assert!(!self.sup.handle_open_succeeded(now, &url));
                     assert!(!self.sup.handle_open_failed(now, &url, OpenFailure::Failed));
                 }
@@ -187,10 +187,10 @@ impl World {
         let mut opens = Vec::new();
         while let Some(output) = self.sup.poll_output() {
             match output {
-                Output::Action(Action::Open {
+                Output::Action(ChannelAction::Open {
                     url, exempt, probe, ..
                 }) => opens.push((url, exempt, probe)),
-                Output::Action(Action::Close { .. }) => {}
+                Output::Action(ChannelAction::Close { .. }) => {}
                 Output::Event(event) => {
                     let line = render(&event);
                     if line.starts_with(SWITCH_PREFIX) {
@@ -212,7 +212,7 @@ impl World {
         prop_assert!(opens.len() <= 1, "one open per input: {opens:?}");
         if let Some((url, exempt, probe)) = opens.pop() {
             let pending = self.sup.open_in_flight().expect("an open was started");
-            prop_assert_eq!(&pending.url, &url);
+            prop_assert_eq!(pending.url(), &url);
             // FO-R5: the target is listed.
             prop_assert!(
                 self.sup.candidates().contains(&url),
@@ -220,7 +220,7 @@ impl World {
             );
             let entry = self.sup.cooldown_entry(&url).copied();
             let cooling = entry.is_some_and(|e| e.is_cooling(now));
-            match pending.origin {
+            match pending.origin() {
                 // FO-D1: the directory path never opens a cooling URL.
                 Origin::Directory => prop_assert!(!cooling && !exempt, "FO-D1: {url}"),
                 // A cooling target on the health path is an exemption or (FO-X3) a probe.
@@ -245,7 +245,7 @@ impl World {
                     "FO-D4: second exemption of {} in its cycle {} (since {})",
                     url,
                     cycle,
-                    entry.since
+                    entry.since()
                 );
             }
         }
@@ -257,9 +257,9 @@ impl World {
         }
         // FO-D2: one well-formed entry per URL.
         for entry in self.sup.cooldown_table().values() {
-            prop_assert!(entry.since <= entry.until);
+            prop_assert!(entry.since() <= entry.until());
             prop_assert_eq!(
-                entry.until.since_ms(entry.since),
+                entry.until().since_ms(entry.since()),
                 self.sup.thresholds().cooldown_ms
             );
         }
@@ -353,8 +353,8 @@ fn fo_d4_a_new_cycle_starting_at_the_same_instant_allows_a_new_exemption() {
     let a_direct = RelayUrl::new(URLS[1]);
     assert_eq!(world.sup.counters().exempt_switches, 1);
     let open = world.sup.open_in_flight().expect("the second exempt open");
-    assert_eq!(open.url, a_direct);
-    assert!(open.exemption.is_some());
+    assert_eq!(open.url(), &a_direct);
+    assert!(open.exemption().is_some());
     assert_eq!(
         world.now,
         MonoMs::ZERO,
