@@ -8,4 +8,5 @@ pub mod lifecycle;
 pub mod probes;
 pub mod sd_notify;
 pub mod serve;
+pub mod stop;
 pub mod telemetry;

@@ -239,12 +239,12 @@ pub fn routes(probe: Arc<dyn Probe>) -> Router {
 
 /// The probes on a listener of their own (the director, and the failover client when asked:
 /// processes without a server of their own), with the default limits (SEC-3). Stops when
-/// `stop` turns true.
+/// `stop` says stop.
 pub async fn serve_alone(
     name: &'static str,
     listen: std::net::SocketAddr,
     probe: Arc<dyn Probe>,
-    stop: tokio::sync::watch::Receiver<bool>,
+    stop: crate::stop::StopListener,
 ) -> Result<std::net::SocketAddr, String> {
     let listener = tokio::net::TcpListener::bind(listen)
         .await

@@ -36,10 +36,11 @@ use switchyard_core::limits::{
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tracing::{debug, info, warn};
+
+use crate::stop::StopListener;
 
 /// What one server lets a peer hold. Every field is bounded and non-zero (see
 /// [`ServerLimits::check`]).
@@ -323,21 +324,16 @@ impl Server {
         admission.outcome
     }
 
-    /// Serve `app` on `listener` until `stop` turns true: then stop accepting and ask every
+    /// Serve `app` on `listener` until `stop` says stop: then stop accepting and ask every
     /// open HTTP connection to finish its request and close (upgraded WebSockets are the
     /// application's to close).
-    pub async fn run(
-        self: Arc<Self>,
-        listener: TcpListener,
-        app: Router,
-        stop: watch::Receiver<bool>,
-    ) {
+    pub async fn run(self: Arc<Self>, listener: TcpListener, app: Router, stop: StopListener) {
         let mut stop_accepting = stop.clone();
         let mut accept_failing = false;
         loop {
             let accepted = tokio::select! {
                 biased;
-                () = async { let _ = stop_accepting.wait_for(|s| *s).await; } => return,
+                () = stop_accepting.stopped() => return,
                 accepted = listener.accept() => accepted,
             };
             let (stream, peer) = match accepted {
@@ -378,7 +374,7 @@ impl Server {
         io: Admitted,
         peer: SocketAddr,
         app: Router,
-        mut stop: watch::Receiver<bool>,
+        mut stop: StopListener,
     ) {
         let mut builder = hyper::server::conn::http1::Builder::new();
         builder
@@ -394,7 +390,7 @@ impl Server {
         tokio::pin!(conn);
         let ended = tokio::select! {
             ended = conn.as_mut() => ended,
-            () = async { let _ = stop.wait_for(|s| *s).await; } => {
+            () = stop.stopped() => {
                 conn.as_mut().graceful_shutdown();
                 conn.await
             }

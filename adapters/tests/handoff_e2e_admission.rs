@@ -22,17 +22,10 @@ fn busy_kinds(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> Vec<Wor
     }
 }
 
-fn committed(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> bool {
-    matches!(a.reply, HandoffReply::Result(r) if r.outcome.is_committed())
-}
-
 // ---- 1 ----------------------------------------------------------------------------------------
 
 async fn t1_phone_stays_ipad_leaves_then_both_leave(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let mut desk = rig.desktop_at(7, SRC).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let (phone, a) = RawClient::dial(&rig.cell(SRC).url, 7).await;
     let (ipad, b) = RawClient::dial(&rig.cell(SRC).url, 7).await;
     assert_eq!((a, b), (Arrival::Attached(1), Arrival::Attached(1)));
@@ -77,10 +70,7 @@ both_stores!(
 );
 
 async fn t1_quiet_socket_and_expired_lease_still_block(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let desk = rig.desktop_at(7, SRC).await;
+    let (rig, desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let (quiet, _) = RawClient::dial(&rig.cell(SRC).url, 7).await;
     // HO-10: the DB activity lease is expired, then missing: neither proves idleness.
     let gen = rig.view(SRC, 7).expect("host").authority.generation;
@@ -110,10 +100,7 @@ both_stores!(
 // ---- 2 ----------------------------------------------------------------------------------------
 
 async fn t2_accept_waiting_for_activity_persistence_blocks(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let desk = rig.desktop_at(7, SRC).await;
+    let (rig, desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let pause = rig.cell(SRC).hooks().accept_persist.arm();
     let url = rig.cell(SRC).url.clone();
     let dial = tokio::spawn(async move { RawClient::dial(&url, 7).await });
@@ -149,10 +136,7 @@ both_stores!(
 );
 
 async fn t2_accept_after_barrier_gets_4409_and_leaks_nothing(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let mut desk = rig.desktop_at(7, SRC).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
     let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
@@ -204,10 +188,7 @@ both_stores!(
 );
 
 async fn t2_credential_change_across_the_barrier(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let desk = rig.desktop_at(7, SRC).await;
+    let (rig, desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let pause = rig.cell(SRC).hooks().credential_persist.arm();
     desk.send(DesktopCmd::Credential(1)).await.expect("cmd");
     pause.reached.await.expect("credential persisting");
@@ -250,10 +231,7 @@ both_stores!(
 );
 
 async fn t2_attach_waiting_for_persistence_abandons_after_replacement(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let first = rig.desktop_at(7, SRC).await;
+    let (rig, first) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let gen1 = rig.view(SRC, 7).expect("host").authority.generation;
     let pause = rig.cell(SRC).hooks().accept_persist.arm();
     let url = rig.cell(SRC).url.clone();
@@ -288,9 +266,7 @@ both_stores!(
 // ---- 3 ----------------------------------------------------------------------------------------
 
 async fn t3_busy_hosts_neither_starve_idle_ones_nor_spend_the_budget(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
+    let rig = Rig::two_cells(backend, tag).await;
     // Hosts 1..=4 stay busy (a client each); 5 is idle and sorts last (a page boundary away).
     let mut desks = Vec::new();
     let mut clients = Vec::new();

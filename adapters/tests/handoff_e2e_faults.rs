@@ -15,43 +15,10 @@ use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::ids::{AuthorityField, HostId};
 use switchyard_core::handoff::store::{AbortReason, AttemptOutcome, Registration, TxnOutcome};
 
-fn outcome(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> Option<TxnOutcome> {
-    match a.reply {
-        HandoffReply::Result(r) => Some(r.outcome),
-        _ => None,
-    }
-}
-
-fn committed(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> bool {
-    outcome(a).is_some_and(|o| o.is_committed())
-}
-
-async fn setup(
-    backend: Backend,
-    tag: &str,
-) -> (Rig, switchyard_adapters::handoff::client::DesktopHandle) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let desk = rig.desktop_at(7, SRC).await;
-    (rig, desk)
-}
-
-async fn attempts_for(rig: &Rig, op: switchyard_core::handoff::ids::OpId) -> usize {
-    rig.store
-        .rows()
-        .await
-        .expect("rows")
-        .attempts
-        .keys()
-        .filter(|k| **k == op)
-        .count()
-}
-
 // ---- 4 ----------------------------------------------------------------------------------------
 
 async fn t4_lost_db_response_reconciles_to_the_commit(backend: Backend, tag: &str) {
-    let (rig, mut desk) = setup(backend, tag).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     rig.store.faults().lose_next_commit_result();
     fault_injected();
     let req = rig.request(7, TGT).await;
@@ -69,7 +36,7 @@ async fn t4_lost_db_response_reconciles_to_the_commit(backend: Backend, tag: &st
     desk.wait_registered(TGT.0, WAIT)
         .await
         .expect("desktop at target");
-    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    assert_eq!(rig.attempts_for(req.op_id).await, 1);
     fault_survived();
     ledger(tag, 0);
     desk.stop().await;
@@ -80,7 +47,7 @@ both_stores!(
 );
 
 async fn t4_lost_http_response_duplicates_and_director_restart(backend: Backend, tag: &str) {
-    let (rig, mut desk) = setup(backend, tag).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
     // The director's request times out: its response is lost (HO-A3).
@@ -108,7 +75,7 @@ async fn t4_lost_http_response_duplicates_and_director_restart(backend: Backend,
             &rig.send(SRC, &again, WAIT).await.expect("answer")
         ));
     }
-    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    assert_eq!(rig.attempts_for(req.op_id).await, 1);
     assert_eq!(
         rig.cell(SRC).stats().transactions_run,
         1,
@@ -131,7 +98,7 @@ both_stores!(
 );
 
 async fn t4_timeout_during_transaction_never_reopens_alone(backend: Backend, tag: &str) {
-    let (rig, desk) = setup(backend, tag).await;
+    let (rig, desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     fault_injected();
     let req = rig.request(7, TGT).await;
@@ -187,7 +154,7 @@ both_stores!(
 /// the reopened source holds the renewed one, and the director's next pick derives a new op
 /// id that commits; the desktop stayed connected at the source until the commit moved it.
 async fn l1_a_fenced_host_is_retried_with_a_new_op_id(backend: Backend, tag: &str) {
-    let (rig, mut desk) = setup(backend, tag).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     fault_injected();
     let req = rig.request(7, TGT).await;
@@ -252,7 +219,7 @@ async fn l1_a_fenced_host_is_retried_with_a_new_op_id(backend: Backend, tag: &st
         matches!(late, TxnOutcome::AuthorityChanged { .. }),
         "{late:?}"
     );
-    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    assert_eq!(rig.attempts_for(req.op_id).await, 1);
     fault_survived();
     ledger(tag, 0);
     desk.stop().await;
@@ -263,7 +230,7 @@ both_stores!(
 );
 
 async fn t4_db_outage_mid_transaction_quarantines_then_reconciles(backend: Backend, tag: &str) {
-    let (rig, mut desk) = setup(backend, tag).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     if backend == Backend::Sqlite {
         // An embedded file cannot be taken away: lose the commit's result, then refuse access.
@@ -330,7 +297,7 @@ async fn t4_db_outage_mid_transaction_quarantines_then_reconciles(backend: Backe
         );
     }
     // Either way the durable record and the source agree, and one attempt row exists.
-    assert_eq!(attempts_for(&rig, req.op_id).await, 1);
+    assert_eq!(rig.attempts_for(req.op_id).await, 1);
     let ans = rig.send(SRC, &req, WAIT).await.expect("answer");
     assert_eq!(
         committed(&ans),
@@ -347,7 +314,7 @@ both_stores!(
 );
 
 async fn t4_commit_wins_race_with_replacement_control(backend: Backend, tag: &str) {
-    let (rig, first) = setup(backend, tag).await;
+    let (rig, first) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
     let (ans, mut second) = tokio::join!(rig.send(SRC, &req, WAIT), async {
@@ -393,7 +360,7 @@ async fn t4_replacement_wins_and_the_old_transaction_fails_its_recheck(
     backend: Backend,
     tag: &str,
 ) {
-    let (rig, mut desk) = setup(backend, tag).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let before = rig.view(SRC, 7).expect("host").authority;
     let held = rig.store.faults().before_begin.arm();
     let req = rig.request(7, TGT).await;
@@ -445,7 +412,7 @@ both_stores!(
 );
 
 async fn t4_source_restart_and_stale_authority(backend: Backend, tag: &str) {
-    let (mut rig, mut desk) = setup(backend, tag).await;
+    let (mut rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().before_begin.arm();
     let req = rig.request(7, TGT).await;
     let (_lost, ()) = tokio::join!(rig.send(SRC, &req, Duration::from_millis(300)), async {
@@ -505,9 +472,7 @@ async fn l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting(
     tag: &str,
 ) {
     const HOSTS: [u64; 4] = [11, 12, 13, 14];
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
+    let rig = Rig::two_cells(backend, tag).await;
     let mut desks = Vec::new();
     for h in HOSTS {
         desks.push((h, rig.desktop_at(h, SRC).await));
@@ -650,7 +615,7 @@ both_stores!(
 // ---- 5 ----------------------------------------------------------------------------------------
 
 async fn t5_target_failure_before_and_after_registration(backend: Backend, tag: &str) {
-    let (mut rig, mut desk) = setup(backend, tag).await;
+    let (mut rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     // The target dies before the desktop can register there.
     rig.kill(TGT);
     fault_injected();
@@ -730,7 +695,7 @@ both_stores!(
 // ---- 7 ----------------------------------------------------------------------------------------
 
 async fn t7_emergency_drain_before_the_transaction_fences_it(backend: Backend, tag: &str) {
-    let (rig, desk) = setup(backend, tag).await;
+    let (rig, desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let (client, _) = RawClient::dial(&rig.cell(SRC).url, 7).await;
     let client = client.expect("client");
     // Busy first (the client), so drain a host with an attempt: let the client leave.
@@ -777,7 +742,7 @@ both_stores!(
 );
 
 async fn t7_drain_during_a_committing_transaction_follows_the_commit(backend: Backend, tag: &str) {
-    let (rig, mut desk) = setup(backend, tag).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
     let (ans, ()) = tokio::join!(rig.send(SRC, &req, WAIT), async {
@@ -808,7 +773,7 @@ both_stores!(
 // ---- internal endpoint authentication ------------------------------------------------------------
 
 async fn internal_endpoint_refuses_unauthenticated_and_malformed(backend: Backend, tag: &str) {
-    let (rig, desk) = setup(backend, tag).await;
+    let (rig, desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let before = rig.store.rows().await.expect("rows");
     let req = rig.request(7, TGT).await;
     let body = serde_json::to_vec(&req).expect("json");

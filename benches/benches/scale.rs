@@ -19,7 +19,7 @@
 //! and once, apart from N: 6. the memory of an idle WebSocket connection, as the RSS growth of
 //! a real `switchyard relay` (channels) and `switchyard cell` (desktop controls, and clients of
 //! one host) over `SWITCHYARD_SCALE_CONNECTIONS` idle connections (default 1,000), measured as
-//! `adapters/tests/scale_5_connection_memory.rs` measures it.
+//! `tools/tests/scale_5_connection_memory.rs` measures it.
 //!
 //! Each phase has a time bound (`SWITCHYARD_SCALE_PHASE_S`, default 300 s); a phase that
 //! reaches it stops and says where. The table at the end gives every figure at each N and its
@@ -471,7 +471,7 @@ async fn size(n: u64, bound: Duration, out: &Path, label: &str) -> SizeReport {
         .expect("connect the store");
     store
         .put_settings(
-            &switchyard_adapters::handoff::cli::default_store_config(),
+            &switchyard_tools::handoff::cli::default_store_config(),
             true,
         )
         .await
@@ -698,7 +698,7 @@ impl Drop for Server {
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
-/// As `adapters/tests/scale_5_connection_memory.rs` (SCALE-5): warm-up connections first, each
+/// As `tools/tests/scale_5_connection_memory.rs` (SCALE-5): warm-up connections first, each
 /// connection proven served, the RSS read once two samples 250 ms apart agree, and a long idle
 /// timeout (the held sockets are never polled, so they answer no pings).
 const ROOM: [&str; 2] = ["--ws-idle-timeout-ms", "600000"];
@@ -839,7 +839,7 @@ async fn memory(k: usize) -> Vec<Memory> {
     let Some(bin) = switchyard_bin() else {
         println!(
             "idle connection memory: SKIPPED, no switchyard binary (cargo build --release -p \
-             switchyard-adapters --bin switchyard, or set SWITCHYARD_BIN)"
+             switchyard-tools --bin switchyard, or set SWITCHYARD_BIN)"
         );
         return Vec::new();
     };

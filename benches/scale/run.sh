@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 LABEL=${LABEL:-run}
 out=benches/scale
-cargo build --release -p switchyard-adapters --bin switchyard 2>&1 | tail -n 1
+cargo build --release -p switchyard-tools --bin switchyard 2>&1 | tail -n 1
 cargo bench -p switchyard-benches --bench scale --no-run 2>&1 | tail -n 1
 export SWITCHYARD_TEST_PG_DURABLE=1
 export SWITCHYARD_SCALE_SIZES=${SIZES:-10000,100000,1000000}

@@ -10,12 +10,13 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::{SinkExt, StreamExt};
 use switchyard_core::failover::{ChannelState, RelayUrl};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::relay::{HEARTBEAT_PING, HEARTBEAT_PONG};
+use crate::stop::{Stop, StopListener};
 
 pub type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -114,7 +115,7 @@ pub async fn open(url: &RelayUrl, timeout: Duration) -> Result<WsStream, OpenErr
 #[derive(Debug)]
 pub struct Channel {
     url: RelayUrl,
-    stop: watch::Sender<bool>,
+    stop: Stop,
     task: JoinHandle<()>,
 }
 
@@ -126,7 +127,8 @@ impl Channel {
         config: ChannelConfig,
         reports: mpsc::Sender<ChannelReport>,
     ) -> Channel {
-        let (stop, stop_rx) = watch::channel(false);
+        let stop = Stop::new();
+        let stop_rx = stop.listener();
         let task = tokio::spawn(run(url.clone(), established, config, reports, stop_rx));
         Channel { url, stop, task }
     }
@@ -137,7 +139,7 @@ impl Channel {
 
     /// Closes the socket (with a close frame) and stops reconnecting.
     pub fn close(self) {
-        let _ = self.stop.send(true);
+        self.stop.stop();
     }
 
     /// Whether the channel's task has ended (it was closed).
@@ -149,7 +151,7 @@ impl Channel {
 impl Drop for Channel {
     fn drop(&mut self) {
         // The task sees the stop signal at its next await and ends by itself.
-        let _ = self.stop.send(true);
+        self.stop.stop();
     }
 }
 
@@ -158,7 +160,7 @@ async fn run(
     established: WsStream,
     config: ChannelConfig,
     reports: mpsc::Sender<ChannelReport>,
-    mut stop: watch::Receiver<bool>,
+    mut stop: StopListener,
 ) {
     let report = |state| {
         let reports = reports.clone();
@@ -184,11 +186,11 @@ async fn run(
         while socket.is_none() {
             let delay = delays.next().unwrap_or(config.backoff.max_delay);
             tokio::select! {
-                () = super::stopped(&mut stop) => return,
+                () = stop.stopped() => return,
                 () = tokio::time::sleep(delay) => {}
             }
             tokio::select! {
-                () = super::stopped(&mut stop) => return,
+                () = stop.stopped() => return,
                 result = open(&url, config.connect_timeout) => match result {
                     Ok(stream) => {
                         if attempts > 0 {
@@ -216,14 +218,14 @@ async fn run(
 async fn stay_connected(
     mut stream: WsStream,
     config: &ChannelConfig,
-    stop: &mut watch::Receiver<bool>,
+    stop: &mut StopListener,
 ) -> bool {
     let mut heartbeat = tokio::time::interval(config.heartbeat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_heard = tokio::time::Instant::now();
     loop {
         tokio::select! {
-            () = super::stopped(stop) => {
+            () = stop.stopped() => {
                 let _ = stream.close(None).await;
                 return false;
             }

@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::channel::{self, Channel, ChannelConfig, ChannelReport, OpenError, WsStream};
 use super::directory::{run_directory, DirectoryConfig, DirectoryUpdate};
+use crate::stop::{Stop, StopListener};
 
 /// Lines kept for late subscribers of [`ClientHandle::subscribe_lines`].
 const LINE_BUFFER: usize = 1024;
@@ -66,7 +67,7 @@ pub struct ClientHandle {
     stats: watch::Receiver<Stats>,
     candidates: watch::Receiver<usize>,
     lines: broadcast::Sender<LogLine>,
-    stop: watch::Sender<bool>,
+    stop: Stop,
     task: Option<JoinHandle<()>>,
     directory: JoinHandle<()>,
     origin: Instant,
@@ -87,7 +88,8 @@ impl ClientHandle {
             config.channel,
             origin,
         );
-        let (stop, stop_rx) = watch::channel(false);
+        let stop = Stop::new();
+        let stop_rx = stop.listener();
         let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);
         let directory = tokio::spawn(run_directory(config.directory.clone(), directory_tx));
         let task = tokio::spawn(driver.run(directory_rx, stop_rx));
@@ -136,7 +138,7 @@ impl ClientHandle {
 
     /// Stops the client: closes its channels and its directory feed.
     pub async fn stop(mut self) {
-        let _ = self.stop.send(true);
+        self.stop.stop();
         self.directory.abort();
         if let Some(task) = self.task.take() {
             let _ = task.await;
@@ -146,7 +148,7 @@ impl ClientHandle {
 
 impl Drop for ClientHandle {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.stop.stop();
         self.directory.abort();
     }
 }
@@ -224,11 +226,7 @@ impl Driver {
         self.origin.checked_add(Duration::from_millis(at.0))
     }
 
-    async fn run(
-        mut self,
-        mut directory: mpsc::Receiver<DirectoryUpdate>,
-        mut stop: watch::Receiver<bool>,
-    ) {
+    async fn run(mut self, mut directory: mpsc::Receiver<DirectoryUpdate>, mut stop: StopListener) {
         let (report_tx, mut reports) = mpsc::channel::<ChannelReport>(INPUT_QUEUE);
         // One sleep, re-armed after every input at the core's next deadline.
         let mut deadline = self.deadline();
@@ -237,7 +235,7 @@ impl Driver {
         loop {
             // The instant of the input: the lines it leads to are stamped with it.
             let now = tokio::select! {
-                () = super::stopped(&mut stop) => break,
+                () = stop.stopped() => break,
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
                     self.supervisor.set_probe_jitter_ms(self.probe_jitter_ms());
@@ -419,16 +417,12 @@ mod tests {
     fn driver_started_at(
         thresholds: Thresholds,
         core_now: MonoMs,
-    ) -> (
-        DriverParts,
-        watch::Sender<bool>,
-        mpsc::Sender<DirectoryUpdate>,
-        Instant,
-    ) {
+    ) -> (DriverParts, Stop, mpsc::Sender<DirectoryUpdate>, Instant) {
         let supervisor = Supervisor::new(thresholds, core_now);
         let origin = Instant::now();
         let (driver, parts) = Driver::new(supervisor, ChannelConfig::default(), origin);
-        let (stop, stop_rx) = watch::channel(false);
+        let stop = Stop::new();
+        let stop_rx = stop.listener();
         let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);
         tokio::spawn(driver.run(directory_rx, stop_rx));
         (parts, stop, directory_tx, origin)
@@ -474,7 +468,7 @@ mod tests {
             last = next.at;
         }
         assert!(parts.stats.borrow().counters.no_candidate_checks >= 4);
-        let _ = stop.send(true);
+        stop.stop();
     }
 
     #[tokio::test]
@@ -494,7 +488,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(1_000)).await;
         assert_eq!(parts.stats.borrow().counters.no_candidate_checks, 0);
         assert!(parts.observer.lines.try_recv().is_err());
-        let _ = stop.send(true);
+        stop.stop();
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Notify};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::probes::{
@@ -25,6 +25,7 @@ use crate::serve::{
     IdleEvent, Server, ServerLimits, ServerStats, DEFAULT_LIMITS, IDLE_CLOSE_CODE,
     IDLE_CLOSE_REASON,
 };
+use crate::stop::{Stop, StopListener};
 
 /// The text frame a client sends as an application heartbeat, and the answer.
 pub const HEARTBEAT_PING: &str = "ping";
@@ -98,14 +99,14 @@ struct Shared {
     config: Arc<RelayConfig>,
     server: Arc<Server>,
     counters: Arc<Counters>,
-    stop: watch::Receiver<bool>,
+    stop: StopListener,
 }
 
 /// A running relay. Dropping the handle stops it too.
 #[derive(Debug)]
 pub struct RelayHandle {
     local_addr: SocketAddr,
-    stop: watch::Sender<bool>,
+    stop: Stop,
     server: Option<JoinHandle<()>>,
     counters: Arc<Counters>,
     limits: Arc<Server>,
@@ -187,7 +188,8 @@ impl RelayHandle {
             listen: config.listen,
             source,
         })?;
-        let (stop_tx, stop_rx) = watch::channel(false);
+        let stop_tx = Stop::new();
+        let stop_rx = stop_tx.listener();
         let counters = Arc::new(Counters::default());
         let server = Server::new("relay", config.limits);
         let shared = Shared {
@@ -287,7 +289,7 @@ impl RelayHandle {
     }
 
     fn stop_now(&self) {
-        let _ = self.stop.send(true);
+        self.stop.stop();
     }
 }
 
@@ -300,7 +302,7 @@ impl Drop for RelayHandle {
 /// OPS-2: ready while it serves; not while it stops.
 impl Probe for Shared {
     fn ready(&self) -> Result<(), String> {
-        if *self.stop.borrow() || self.counters.graceful.load(Ordering::SeqCst) {
+        if self.stop.is_stopped() || self.counters.graceful.load(Ordering::SeqCst) {
             return Err("the relay is stopping".to_owned());
         }
         Ok(())
@@ -346,7 +348,7 @@ async fn accept(
 
 async fn serve_channel(shared: Shared, mut socket: WebSocket) {
     let mut stop = shared.stop.clone();
-    if *stop.borrow() {
+    if stop.is_stopped() {
         return;
     }
     shared.counters.accepted.fetch_add(1, Ordering::Relaxed);
@@ -360,7 +362,7 @@ async fn serve_channel(shared: Shared, mut socket: WebSocket) {
             // heartbeat now and then).
             biased;
             // A stopped relay drops the socket without a close frame, as a crashed host would.
-            () = super::stopped(&mut stop) => {
+            () = stop.stopped() => {
                 if shared.counters.graceful.load(Ordering::SeqCst) {
                     let close = CloseFrame { code: RELAY_STOPPING_CODE, reason: RELAY_STOPPING.into() };
                     let _ = tokio::time::timeout(Duration::from_secs(1), socket.send(Message::Close(Some(close)))).await;

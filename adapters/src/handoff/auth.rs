@@ -306,10 +306,10 @@ pub fn sign_request(
     }))
 }
 
-/// SEC-2: why an internal request was refused. [`Refusal::name`] is the stable word the cell
+/// SEC-2: why an internal request was refused. [`RequestRefusal::name`] is the stable word the cell
 /// answers (`{"refused": name}`), logs and counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub enum RequestRefusal {
     /// A signature header is absent (the old bearer form lands here).
     #[error("missing {0}")]
     Missing(&'static str),
@@ -338,19 +338,19 @@ pub enum Refusal {
     ReplayCacheFull,
 }
 
-impl Refusal {
+impl RequestRefusal {
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
-            Refusal::Missing(_) => "missing_credentials",
-            Refusal::Malformed(_) => "malformed_credentials",
-            Refusal::WrongCell => "wrong_cell",
-            Refusal::WrongIncarnation => "wrong_incarnation",
-            Refusal::Stale => "stale_timestamp",
-            Refusal::UnknownKey => "unknown_key",
-            Refusal::BadSignature => "bad_signature",
-            Refusal::Replayed => "replayed",
-            Refusal::ReplayCacheFull => "replay_cache_full",
+            RequestRefusal::Missing(_) => "missing_credentials",
+            RequestRefusal::Malformed(_) => "malformed_credentials",
+            RequestRefusal::WrongCell => "wrong_cell",
+            RequestRefusal::WrongIncarnation => "wrong_incarnation",
+            RequestRefusal::Stale => "stale_timestamp",
+            RequestRefusal::UnknownKey => "unknown_key",
+            RequestRefusal::BadSignature => "bad_signature",
+            RequestRefusal::Replayed => "replayed",
+            RequestRefusal::ReplayCacheFull => "replay_cache_full",
         }
     }
 }
@@ -402,21 +402,21 @@ pub struct Verified {
     pub cell: CellId,
 }
 
-impl From<ClaimRefusal> for Refusal {
-    fn from(r: ClaimRefusal) -> Refusal {
+impl From<ClaimRefusal> for RequestRefusal {
+    fn from(r: ClaimRefusal) -> RequestRefusal {
         match r {
-            ClaimRefusal::WrongCell => Refusal::WrongCell,
-            ClaimRefusal::WrongIncarnation => Refusal::WrongIncarnation,
-            ClaimRefusal::Stale => Refusal::Stale,
+            ClaimRefusal::WrongCell => RequestRefusal::WrongCell,
+            ClaimRefusal::WrongIncarnation => RequestRefusal::WrongIncarnation,
+            ClaimRefusal::Stale => RequestRefusal::Stale,
         }
     }
 }
 
-impl From<NonceRefusal> for Refusal {
-    fn from(r: NonceRefusal) -> Refusal {
+impl From<NonceRefusal> for RequestRefusal {
+    fn from(r: NonceRefusal) -> RequestRefusal {
         match r {
-            NonceRefusal::Replayed => Refusal::Replayed,
-            NonceRefusal::Full => Refusal::ReplayCacheFull,
+            NonceRefusal::Replayed => RequestRefusal::Replayed,
+            NonceRefusal::Full => RequestRefusal::ReplayCacheFull,
         }
     }
 }
@@ -526,33 +526,37 @@ impl KeyRing {
         own: Identity,
         now_ms: u64,
         window_ms: u64,
-    ) -> Result<Verified, Refusal> {
-        let cell = req.cell.ok_or(Refusal::Missing(CELL_HEADER))?;
+    ) -> Result<Verified, RequestRefusal> {
+        let cell = req.cell.ok_or(RequestRefusal::Missing(CELL_HEADER))?;
         let incarnation = req
             .incarnation
-            .ok_or(Refusal::Missing(INCARNATION_HEADER))?;
-        let timestamp = req.timestamp.ok_or(Refusal::Missing(TIMESTAMP_HEADER))?;
-        let nonce = req.nonce.ok_or(Refusal::Missing(NONCE_HEADER))?;
-        let key = req.key.ok_or(Refusal::Missing(KEY_HEADER))?;
-        let signature = req.signature.ok_or(Refusal::Missing(SIGNATURE_HEADER))?;
-        let cell = CellId(parse_decimal(cell, 10).ok_or(Refusal::Malformed(CELL_HEADER))?);
+            .ok_or(RequestRefusal::Missing(INCARNATION_HEADER))?;
+        let timestamp = req
+            .timestamp
+            .ok_or(RequestRefusal::Missing(TIMESTAMP_HEADER))?;
+        let nonce = req.nonce.ok_or(RequestRefusal::Missing(NONCE_HEADER))?;
+        let key = req.key.ok_or(RequestRefusal::Missing(KEY_HEADER))?;
+        let signature = req
+            .signature
+            .ok_or(RequestRefusal::Missing(SIGNATURE_HEADER))?;
+        let cell = CellId(parse_decimal(cell, 10).ok_or(RequestRefusal::Malformed(CELL_HEADER))?);
         let incarnation = Incarnation(
-            parse_decimal(incarnation, 20).ok_or(Refusal::Malformed(INCARNATION_HEADER))?,
+            parse_decimal(incarnation, 20).ok_or(RequestRefusal::Malformed(INCARNATION_HEADER))?,
         );
         let timestamp_ms: u64 =
-            parse_decimal(timestamp, 20).ok_or(Refusal::Malformed(TIMESTAMP_HEADER))?;
+            parse_decimal(timestamp, 20).ok_or(RequestRefusal::Malformed(TIMESTAMP_HEADER))?;
         if nonce.len() != NONCE_HEX_LEN || !is_lower_hex(nonce) {
-            return Err(Refusal::Malformed(NONCE_HEADER));
+            return Err(RequestRefusal::Malformed(NONCE_HEADER));
         }
         let nonce_value =
-            u128::from_str_radix(nonce, 16).map_err(|_| Refusal::Malformed(NONCE_HEADER))?;
+            u128::from_str_radix(nonce, 16).map_err(|_| RequestRefusal::Malformed(NONCE_HEADER))?;
         if key.len() != KEY_ID_HEX_LEN || !is_lower_hex(key) {
-            return Err(Refusal::Malformed(KEY_HEADER));
+            return Err(RequestRefusal::Malformed(KEY_HEADER));
         }
         if signature.len() != 64 || !is_lower_hex(signature) {
-            return Err(Refusal::Malformed(SIGNATURE_HEADER));
+            return Err(RequestRefusal::Malformed(SIGNATURE_HEADER));
         }
-        let signature = unhex(signature).ok_or(Refusal::Malformed(SIGNATURE_HEADER))?;
+        let signature = unhex(signature).ok_or(RequestRefusal::Malformed(SIGNATURE_HEADER))?;
         let claim = Claim {
             cell,
             incarnation,
@@ -563,7 +567,7 @@ impl KeyRing {
             .keys
             .iter()
             .find(|k| k.id == key)
-            .ok_or(Refusal::UnknownKey)?;
+            .ok_or(RequestRefusal::UnknownKey)?;
         let parts = SignedParts {
             method: req.method,
             path: req.path,
@@ -574,7 +578,7 @@ impl KeyRing {
             body: req.body,
         };
         if !key.verify(&parts, &signature) {
-            return Err(Refusal::BadSignature);
+            return Err(RequestRefusal::BadSignature);
         }
         Ok(Verified {
             nonce: nonce_value,
@@ -627,7 +631,7 @@ impl InternalGuard {
         own: Identity,
         now_ms: u64,
         window_ms: u64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), RequestRefusal> {
         let verified = self
             .keys
             .read()
@@ -637,7 +641,7 @@ impl InternalGuard {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .admit(verified.nonce, verified.expires_ms, now_ms)
-            .map_err(Refusal::from)
+            .map_err(RequestRefusal::from)
     }
 
     /// Live nonces held (tests, diagnostics).
@@ -670,7 +674,8 @@ fn parse_decimal<T: std::str::FromStr>(s: &str, max_len: usize) -> Option<T> {
     }
 }
 
-pub(crate) fn is_lower_hex(s: &str) -> bool {
+/// Whether every byte of `s` is a lowercase hexadecimal digit (the form of keys and tokens).
+pub fn is_lower_hex(s: &str) -> bool {
     s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -744,7 +749,12 @@ mod tests {
         KeyRing::from_secrets(ME, &master(), None)
     }
 
-    fn check(p: &SignedParts<'_>, method: &str, path: &str, body: &[u8]) -> Result<(), Refusal> {
+    fn check(
+        p: &SignedParts<'_>,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Result<(), RequestRefusal> {
         let headers = master().cell_key(p.cell).signed_headers(p);
         ring()
             .verify(&received(&headers, method, path, body), OWN, NOW, WINDOW)
@@ -760,14 +770,17 @@ mod tests {
     #[test]
     fn sec_2_the_signature_binds_method_path_and_body() {
         let p = parts();
-        assert_eq!(check(&p, "GET", p.path, p.body), Err(Refusal::BadSignature));
+        assert_eq!(
+            check(&p, "GET", p.path, p.body),
+            Err(RequestRefusal::BadSignature)
+        );
         assert_eq!(
             check(&p, p.method, "/internal/v1/undrain", p.body),
-            Err(Refusal::BadSignature)
+            Err(RequestRefusal::BadSignature)
         );
         assert_eq!(
             check(&p, p.method, p.path, b"{\"host\":8}"),
-            Err(Refusal::BadSignature)
+            Err(RequestRefusal::BadSignature)
         );
     }
 
@@ -776,7 +789,7 @@ mod tests {
     fn sec_2_the_signature_binds_cell_timestamp_and_nonce() {
         let p = parts();
         let signed = master().cell_key(ME).signed_headers(&p);
-        let edit = |name: &str, value: &str| -> Result<Verified, Refusal> {
+        let edit = |name: &str, value: &str| -> Result<Verified, RequestRefusal> {
             let mut h = signed.clone();
             for (k, v) in &mut h {
                 if *k == name {
@@ -787,14 +800,14 @@ mod tests {
         };
         assert_eq!(
             edit(TIMESTAMP_HEADER, &(NOW + 1).to_string()),
-            Err(Refusal::BadSignature)
+            Err(RequestRefusal::BadSignature)
         );
         assert_eq!(
             edit(NONCE_HEADER, "0123456789abcdef0123456789abcdee"),
-            Err(Refusal::BadSignature)
+            Err(RequestRefusal::BadSignature)
         );
         // Another cell id: refused before the MAC, as another cell's request.
-        assert_eq!(edit(CELL_HEADER, "2"), Err(Refusal::WrongCell));
+        assert_eq!(edit(CELL_HEADER, "2"), Err(RequestRefusal::WrongCell));
         // SEC-2a: this cell's own incarnation edited in: the MAC covers it.
         let mut h = signed.clone();
         for (k, v) in &mut h {
@@ -807,7 +820,7 @@ mod tests {
             ..OWN
         };
         let r = ring().verify(&received(&h, p.method, p.path, p.body), next, NOW, WINDOW);
-        assert_eq!(r, Err(Refusal::BadSignature));
+        assert_eq!(r, Err(RequestRefusal::BadSignature));
         // Signed for cell 2 with cell 2's key and sent to cell 1: refused by id ...
         let for_2 = SignedParts {
             cell: CellId(2),
@@ -815,7 +828,7 @@ mod tests {
         };
         let h2 = master().cell_key(CellId(2)).signed_headers(&for_2);
         let r = ring().verify(&received(&h2, p.method, p.path, p.body), OWN, NOW, WINDOW);
-        assert_eq!(r, Err(Refusal::WrongCell));
+        assert_eq!(r, Err(RequestRefusal::WrongCell));
         // ... and cell 2's key cannot sign for cell 1 (its key id is not cell 1's).
         let forged = master().cell_key(CellId(2)).signed_headers(&p);
         let r = ring().verify(
@@ -824,7 +837,7 @@ mod tests {
             NOW,
             WINDOW,
         );
-        assert_eq!(r, Err(Refusal::UnknownKey));
+        assert_eq!(r, Err(RequestRefusal::UnknownKey));
     }
 
     /// SEC-2a: a request signed for this cell's previous process (the incarnation before a
@@ -841,13 +854,16 @@ mod tests {
         };
         assert_eq!(
             guard.check(&req, successor, NOW, WINDOW),
-            Err(Refusal::WrongIncarnation)
+            Err(RequestRefusal::WrongIncarnation)
         );
-        assert_eq!(Refusal::WrongIncarnation.name(), "wrong_incarnation");
+        assert_eq!(RequestRefusal::WrongIncarnation.name(), "wrong_incarnation");
         assert_eq!(guard.replay_len(), 0);
         // The process it was signed for takes it (once).
         assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Ok(()));
-        assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Err(Refusal::Replayed));
+        assert_eq!(
+            guard.check(&req, OWN, NOW, WINDOW),
+            Err(RequestRefusal::Replayed)
+        );
     }
 
     /// SEC-2a / SEC-4: a keys file is loaded as a given cell's. Keys marked for another cell
@@ -886,7 +902,10 @@ mod tests {
                 timestamp_ms: ts,
                 ..parts()
             };
-            assert_eq!(check(&p, p.method, p.path, p.body), Err(Refusal::Stale));
+            assert_eq!(
+                check(&p, p.method, p.path, p.body),
+                Err(RequestRefusal::Stale)
+            );
         }
         for ts in [NOW - WINDOW, NOW + WINDOW] {
             let p = SignedParts {
@@ -911,8 +930,8 @@ mod tests {
         ] {
             let h: Vec<_> = signed.iter().filter(|(k, _)| *k != name).cloned().collect();
             let r = ring().verify(&received(&h, p.method, p.path, p.body), OWN, NOW, WINDOW);
-            assert_eq!(r, Err(Refusal::Missing(name)));
-            assert_eq!(Refusal::Missing(name).name(), "missing_credentials");
+            assert_eq!(r, Err(RequestRefusal::Missing(name)));
+            assert_eq!(RequestRefusal::Missing(name).name(), "missing_credentials");
         }
         for (name, bad) in [
             (CELL_HEADER, "01"),
@@ -934,7 +953,7 @@ mod tests {
                 }
             }
             let r = ring().verify(&received(&h, p.method, p.path, p.body), OWN, NOW, WINDOW);
-            assert_eq!(r, Err(Refusal::Malformed(name)), "{name}: {bad}");
+            assert_eq!(r, Err(RequestRefusal::Malformed(name)), "{name}: {bad}");
         }
     }
 
@@ -951,7 +970,7 @@ mod tests {
         };
         // Before the roll: only the old key.
         let before = KeyRing::from_secrets(ME, &old, None);
-        assert_eq!(verify(&before, &by_new), Err(Refusal::UnknownKey));
+        assert_eq!(verify(&before, &by_new), Err(RequestRefusal::UnknownKey));
         // During: the new key current, the old one previous; both verify.
         let during = KeyRing::from_secrets(ME, &new, Some(&old));
         assert_eq!(during.ids().len(), 2);
@@ -959,7 +978,7 @@ mod tests {
         assert_eq!(verify(&during, &by_old), Ok(()));
         // After: the old key is refused by id.
         let after = KeyRing::from_secrets(ME, &new, None);
-        assert_eq!(verify(&after, &by_old), Err(Refusal::UnknownKey));
+        assert_eq!(verify(&after, &by_old), Err(RequestRefusal::UnknownKey));
         // A key id that names the new key but a signature by the old one: bad signature.
         let mut mixed = by_old.clone();
         for (k, v) in &mut mixed {
@@ -967,7 +986,7 @@ mod tests {
                 *v = new.cell_key(ME).id().to_owned();
             }
         }
-        assert_eq!(verify(&after, &mixed), Err(Refusal::BadSignature));
+        assert_eq!(verify(&after, &mixed), Err(RequestRefusal::BadSignature));
     }
 
     #[test]
@@ -1039,13 +1058,16 @@ mod tests {
                 NOW,
                 WINDOW,
             );
-            assert_eq!(r, Err(Refusal::BadSignature));
+            assert_eq!(r, Err(RequestRefusal::BadSignature));
         }
         assert_eq!(guard.replay_len(), 0);
         let good = master().cell_key(ME).signed_headers(&p);
         let req = received(&good, p.method, p.path, p.body);
         assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Ok(()));
-        assert_eq!(guard.check(&req, OWN, NOW, WINDOW), Err(Refusal::Replayed));
+        assert_eq!(
+            guard.check(&req, OWN, NOW, WINDOW),
+            Err(RequestRefusal::Replayed)
+        );
     }
 
     #[test]

@@ -31,6 +31,7 @@ use tracing::{debug, info, warn};
 
 use super::http;
 use super::proto::*;
+use crate::stop::{Stop, StopListener};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -173,7 +174,7 @@ pub struct DesktopHandle {
     state: Arc<Mutex<DesktopState>>,
     registered: watch::Receiver<Option<(u32, u64)>>,
     cmds: mpsc::Sender<DesktopCmd>,
-    stop: watch::Sender<bool>,
+    stop: Stop,
     /// Set when the desktop stopped by itself ([`DesktopState::stopped`]).
     gave_up: watch::Receiver<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -221,7 +222,7 @@ impl DesktopHandle {
     }
 
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.stop.stop();
         let _ = tokio::time::timeout(Duration::from_secs(3), self.task).await;
     }
 }
@@ -230,10 +231,15 @@ pub fn spawn_desktop(cfg: DesktopConfig) -> DesktopHandle {
     let state = Arc::new(Mutex::new(DesktopState::default()));
     let (reg_tx, registered) = watch::channel(None);
     let (cmds, cmd_rx) = mpsc::channel(16);
-    let (stop, stop_rx) = watch::channel(false);
+    let stop = Stop::new();
+    let stop_rx = stop.listener();
     let (gave_up_tx, gave_up) = watch::channel(false);
     let desktop = run_desktop(cfg, state.clone(), reg_tx, cmd_rx, stop_rx);
+    // The task keeps a `Stop` of its own: a dropped handle leaves the desktop running (it
+    // stops on `DesktopHandle::stop` only).
+    let keep = stop.clone();
     let task = tokio::spawn(async move {
+        let _keep = keep;
         if desktop.await.is_some() {
             let _ = gave_up_tx.send(true);
         }
@@ -273,7 +279,7 @@ async fn run_desktop(
     state: Arc<Mutex<DesktopState>>,
     registered: watch::Sender<Option<(u32, u64)>>,
     mut cmds: mpsc::Receiver<DesktopCmd>,
-    mut stop: watch::Receiver<bool>,
+    mut stop: StopListener,
 ) -> Option<String> {
     let st = |f: &mut dyn FnMut(&mut DesktopState)| {
         let mut g = state.lock().unwrap_or_else(|e| e.into_inner());
@@ -286,7 +292,7 @@ async fn run_desktop(
         ""
     };
     loop {
-        if *stop.borrow() {
+        if stop.is_stopped() {
             return None;
         }
         let target_url = match resolve(&cfg.resolvers, cfg.host).await {
@@ -403,7 +409,7 @@ async fn run_desktop(
                     // HO-8: heartbeats keep the control socket; they are never client work.
                     if ws.send(Message::Ping(Vec::new().into())).await.is_err() { break; }
                 }
-                _ = stopped(&mut stop) => {
+                () = stop.stopped() => {
                     let _ = ws.close(None).await;
                     return None;
                 }
@@ -428,17 +434,10 @@ where
         .map_err(|_| ())
 }
 
-async fn sleep_or_stop(d: Duration, stop: &mut watch::Receiver<bool>) {
+async fn sleep_or_stop(d: Duration, stop: &mut StopListener) {
     tokio::select! {
         _ = tokio::time::sleep(d) => {}
-        _ = stopped(stop) => {}
-    }
-}
-
-/// Resolves once `stop` is set; never if its sender is gone without setting it.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    if stop.wait_for(|s| *s).await.is_err() {
-        std::future::pending::<()>().await;
+        () = stop.stopped() => {}
     }
 }
 
@@ -561,15 +560,16 @@ impl SessionEnd {
     }
 }
 
-/// Run a mobile until its mutations are acked (and held), or `max_attempts` is spent.
-pub async fn run_mobile(cfg: MobileConfig, mut stop: watch::Receiver<bool>) -> MobileReport {
+/// Run a mobile until its mutations are acked (and held), or `max_attempts` is spent, or
+/// `stop` says stop (or its `Stop` is gone: the caller keeps it while the mobile runs).
+pub async fn run_mobile(cfg: MobileConfig, mut stop: StopListener) -> MobileReport {
     let mut report = MobileReport::default();
     let mut pending: Vec<String> = cfg.mutations.iter().rev().cloned().collect();
     let mut pacing = Pacing::new(cfg.pace_min, cfg.pace_max);
     let mut cached: Option<String> = None;
     let mut same_address_failures = 0u32;
     let mut last_dial: BTreeMap<String, Instant> = BTreeMap::new();
-    while report.attempts < cfg.max_attempts && !*stop.borrow() {
+    while report.attempts < cfg.max_attempts && !stop.is_stopped() {
         report.attempts += 1;
         let url = match (&cached, cfg.old_client) {
             (Some(u), true) if same_address_failures < cfg.old_same_address_tries => u.clone(),
@@ -695,7 +695,7 @@ async fn mobile_session(
     base: &str,
     pending: &mut Vec<String>,
     report: &mut MobileReport,
-    stop: &mut watch::Receiver<bool>,
+    stop: &mut StopListener,
 ) -> SessionEnd {
     let url = ws_url(base, &format!("{CLIENT_PATH}?host={}", cfg.host));
     let request = match bearer_request(&url, &cfg.token) {
@@ -808,7 +808,7 @@ async fn mobile_session(
                 let _ = ws.close(None).await;
                 return SessionEnd::Done;
             }
-            _ = stopped(stop) => {
+            () = stop.stopped() => {
                 report.unknown.extend(in_flight.take());
                 let _ = ws.close(None).await;
                 return SessionEnd::Stopped;

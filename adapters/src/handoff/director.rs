@@ -22,7 +22,6 @@ use switchyard_core::handoff::director::{
 use switchyard_core::handoff::ids::{CellId, Incarnation, OpId};
 use switchyard_core::handoff::lifecycle::{RetryStep, StartAttempts, StartFailure, StartRetry};
 use switchyard_core::handoff::policy::HandoffRequest;
-use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::auth::{self, Secret};
@@ -30,6 +29,7 @@ use super::clock::Clock;
 use super::http::{self, HttpError};
 use super::proto::{HandoffAnswer, HANDOFF_PATH};
 use super::store::{SqlStore, StoreFailure};
+use crate::stop::StopListener;
 
 #[derive(Debug, Clone)]
 pub struct DirectorConfig {
@@ -391,19 +391,16 @@ impl Director {
         Ok(())
     }
 
-    /// Run passes every `interval` until `stop` is set; a pass in flight finishes. Returns
-    /// the totals (OPS-1: the final counters).
-    pub async fn run(self, mut stop: watch::Receiver<bool>) -> DirectorTotals {
+    /// Run passes every `interval` until `stop` says stop (or its `Stop` is gone); a pass in
+    /// flight finishes. Returns the totals (OPS-1: the final counters).
+    pub async fn run(self, mut stop: StopListener) -> DirectorTotals {
         let mut tick = tokio::time::interval(self.cfg.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let totals = || *self.totals.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                stopped = async { stop.wait_for(|s| *s).await.is_ok() } => {
-                    if stopped { return totals(); }
-                    std::future::pending::<()>().await;
-                }
+                () = stop.stopped() => return totals(),
             }
             let pass = self.pass().await;
             self.totals

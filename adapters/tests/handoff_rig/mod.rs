@@ -18,9 +18,10 @@ use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::*;
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
 use switchyard_core::handoff::admission::GateState;
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
+use switchyard_core::handoff::attempt::HandoffReply;
+use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId};
 use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
-use switchyard_core::handoff::store::StoreConfig;
+use switchyard_core::handoff::store::{StoreConfig, TxnOutcome};
 use tokio_tungstenite::tungstenite::Message;
 
 #[path = "../support_pg/mod.rs"]
@@ -116,6 +117,37 @@ impl Rig {
             cells: BTreeMap::new(),
             _tmp: tmp,
         }
+    }
+
+    /// The usual shape: a store, the source and the target cell started.
+    pub async fn two_cells(backend: Backend, tag: &str) -> Rig {
+        let mut rig = Rig::new(backend, tag).await;
+        rig.start(SRC).await;
+        rig.start(TGT).await;
+        rig
+    }
+
+    /// [`Rig::two_cells`] and a desktop of `host` registered at the source.
+    pub async fn two_cells_and_desktop(
+        backend: Backend,
+        tag: &str,
+        host: u64,
+    ) -> (Rig, DesktopHandle) {
+        let rig = Rig::two_cells(backend, tag).await;
+        let desk = rig.desktop_at(host, SRC).await;
+        (rig, desk)
+    }
+
+    /// How many attempt rows the store holds for `op` (a handoff is never run twice: 1).
+    pub async fn attempts_for(&self, op: OpId) -> usize {
+        self.store
+            .rows()
+            .await
+            .expect("rows")
+            .attempts
+            .keys()
+            .filter(|k| **k == op)
+            .count()
     }
 
     /// The master secret of internal requests (what the director holds).
@@ -342,6 +374,19 @@ impl Rig {
 }
 
 /// Poll `f` until true (bounded).
+/// The transaction outcome of a handoff answer (`None`: no durable result yet).
+pub fn outcome(a: &HandoffAnswer) -> Option<TxnOutcome> {
+    match a.reply {
+        HandoffReply::Result(r) => Some(r.outcome),
+        _ => None,
+    }
+}
+
+/// Whether a handoff answer is a committed result.
+pub fn committed(a: &HandoffAnswer) -> bool {
+    outcome(a).is_some_and(|o| o.is_committed())
+}
+
 pub async fn eventually(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + within;
     while !f() {

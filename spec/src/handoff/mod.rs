@@ -162,7 +162,7 @@
 //! - HO-L2: a lease that lapses while its holder lives (a DB outage longer than a lease: the
 //!   model's outages are shorter, and a live holder renews at every clock jump); the adapter
 //!   stops a process whose renewal finds a newer incarnation
-//!   (`adapters/tests/handoff_cell_identity.rs`); the target cell's own process and lease (its
+//!   (`tools/tests/handoff_cell_identity.rs`); the target cell's own process and lease (its
 //!   row is set up once);
 //! - the control session's heartbeats and the DB activity lease are checked at each director
 //!   request on the live machine (`note_heartbeat`, `note_activity_lease`, HO-8 / HO-10), not

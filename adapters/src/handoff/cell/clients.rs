@@ -21,7 +21,7 @@ use switchyard_core::limits::{Pressure, RateRefusal};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use super::pump::{ControlCmd, Endpoint};
+use super::pump::{ControlCmd, LockedCell};
 use super::work::Work;
 use super::{close_ws, send_json, Shared};
 use crate::handoff::client_auth::{verify_client, ClientAuthError};
@@ -239,7 +239,7 @@ struct AttachGuard {
 }
 
 impl AttachGuard {
-    fn poll(&mut self, attached: impl FnOnce(&mut Endpoint, CoreWork)) -> AttachStep {
+    fn poll(&mut self, attached: impl FnOnce(&mut LockedCell, CoreWork)) -> AttachStep {
         let attach = &mut self.attach;
         self.sh.input(self.host, |ep| {
             let step = attach.poll(&mut ep.cell);
@@ -316,7 +316,7 @@ async fn client_session(sh: Arc<Shared>, host: HostId, work: Work, socket: WebSo
     let work = Work::adopt(&sh, conn_work);
     sh.stats.bump(|s| s.clients_attached += 1);
     client_loop(&sh, host, conn, socket, rx, drain_rx).await;
-    sh.endpoint().detach_client(host, conn);
+    sh.locked().detach_client(host, conn);
     drop(work);
 }
 
@@ -328,7 +328,7 @@ async fn client_loop(
     mut rx: mpsc::Receiver<CellToClient>,
     mut drain_rx: watch::Receiver<bool>,
 ) {
-    let mut stop = sh.shutdown.subscribe();
+    let mut stop = sh.shutdown.listener();
     let mut idle = sh.server.idle();
     let mut splices: HashMap<String, Work> = HashMap::new();
     let hello = CellToClient::Attached {
@@ -397,7 +397,7 @@ async fn client_loop(
                     return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await;
                 }
             },
-            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+            () = stop.stopped() => {
                 // OPS-1: a graceful stop says why; a crash drops the socket.
                 if sh.graceful() {
                     close_ws(socket, CLOSE_GOING_AWAY, CELL_STOPPING).await;
@@ -428,7 +428,7 @@ fn relay_mutation(
         Err(r) => return Some(Undelivered::Refused(r).frame(id)),
     };
     let sent = {
-        let ep = sh.endpoint();
+        let ep = sh.locked();
         ep.control_of(host).is_some_and(|tx| {
             tx.try_send(ControlCmd::Frame(CellToDesktop::Relay {
                 conn,

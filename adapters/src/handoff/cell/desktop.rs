@@ -218,7 +218,7 @@ async fn control_loop(
     mut socket: WebSocket,
     mut rx: mpsc::Receiver<ControlCmd>,
 ) {
-    let mut stop = sh.shutdown.subscribe();
+    let mut stop = sh.shutdown.listener();
     let mut idle = sh.server.idle();
     loop {
         tokio::select! {
@@ -240,7 +240,7 @@ async fn control_loop(
                     },
                     Message::Ping(_) | Message::Pong(_) => {
                         // HO-8: heartbeats are not client work (the core's `&self` input).
-                        let _ = sh.endpoint().cell.note_heartbeat(host, Heartbeat::Ping);
+                        let _ = sh.locked().cell.note_heartbeat(host, Heartbeat::Ping);
                     }
                     Message::Close(_) => return,
                     Message::Binary(_) => {}
@@ -263,7 +263,7 @@ async fn control_loop(
                 }
                 IdleEvent::Expired => return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await,
             },
-            _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+            () = stop.stopped() => {
                 // OPS-1: the desktop resolves and reconnects (here once the cell is back).
                 if sh.graceful() {
                     let frame = CellToDesktop::Draining { reason: CELL_STOPPING.to_owned() };
@@ -300,7 +300,7 @@ async fn on_desktop_frame(
         }
         DesktopFrame::Activity => {
             let _ = sh
-                .endpoint()
+                .locked()
                 .cell
                 .note_heartbeat(host, Heartbeat::ActivityRenewal);
             let until = sh.clock.now().plus_ms(ms(sh.cfg.activity_lease));
@@ -342,7 +342,7 @@ async fn on_desktop_frame(
             Some(CellToDesktop::CredentialDone { seq })
         }
         DesktopFrame::Ack { conn, id } => {
-            let ep = sh.endpoint();
+            let ep = sh.locked();
             if let Some(c) = ep.client(host, conn) {
                 let _ = c.try_send(CellToClient::Ack { id });
             }

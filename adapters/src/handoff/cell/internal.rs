@@ -17,7 +17,7 @@ use tracing::{debug, info};
 
 use super::pump::wait_for;
 use super::Shared;
-use crate::handoff::auth::{Received, Refusal, CELL_HEADER, INCARNATION_HEADER, KEY_HEADER};
+use crate::handoff::auth::{Received, RequestRefusal, CELL_HEADER, INCARNATION_HEADER, KEY_HEADER};
 use crate::handoff::proto::{
     DrainAnswer, DrainRequest, HandoffAnswer, RefusedAnswer, UndrainAnswer, UndrainRequest,
 };
@@ -52,13 +52,15 @@ fn authenticate(
     sh.stats.bump(|s| {
         s.internal_refused += 1;
         match refusal {
-            Refusal::Replayed => s.internal_replayed += 1,
-            Refusal::WrongCell => s.internal_wrong_cell += 1,
-            Refusal::WrongIncarnation => s.internal_wrong_incarnation += 1,
-            Refusal::Stale => s.internal_stale += 1,
-            Refusal::BadSignature | Refusal::UnknownKey => s.internal_bad_signature += 1,
-            Refusal::ReplayCacheFull => s.internal_replay_cache_full += 1,
-            Refusal::Missing(_) | Refusal::Malformed(_) => {}
+            RequestRefusal::Replayed => s.internal_replayed += 1,
+            RequestRefusal::WrongCell => s.internal_wrong_cell += 1,
+            RequestRefusal::WrongIncarnation => s.internal_wrong_incarnation += 1,
+            RequestRefusal::Stale => s.internal_stale += 1,
+            RequestRefusal::BadSignature | RequestRefusal::UnknownKey => {
+                s.internal_bad_signature += 1
+            }
+            RequestRefusal::ReplayCacheFull => s.internal_replay_cache_full += 1,
+            RequestRefusal::Missing(_) | RequestRefusal::Malformed(_) => {}
         }
     });
     // Debug, not warn: anyone who can reach the port can make these, and the counters above
@@ -75,7 +77,7 @@ fn authenticate(
     );
     // A full cache is not the caller's fault: 503 says "retry later", like any overload.
     let status = match refusal {
-        Refusal::ReplayCacheFull => StatusCode::SERVICE_UNAVAILABLE,
+        RequestRefusal::ReplayCacheFull => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::UNAUTHORIZED,
     };
     Some((status, Json(RefusedAnswer::new(refusal.name()))).into_response())

@@ -8,10 +8,10 @@
 //! results, which control sessions close and why, the hard drain and its recovery path, and
 //! what a refused client or control is told. This module runs it: sockets, timers, spawning.
 //!
-//! - [`work`]: the RAII guard of one ticket (HO-7), released through the endpoint on every
+//! - [`work`]: the RAII guard of one ticket (HO-7), released through the `SourceCell` on every
 //!   exit path, errors and cancellation included.
-//! - [`pump`]: the endpoint and the adapter's per-host state behind one mutex; executing the
-//!   endpoint's `CellAction`s (transactions and reconciliations against the SQL store with
+//! - [`pump`]: the `SourceCell` and the adapter's per-host state behind one mutex (the
+//!   [`pump::LockedCell`]); executing the `SourceCell`'s `CellAction`s (transactions and reconciliations against the SQL store with
 //!   their results fed back naming the machine, control closes, the hard drain), the per-host
 //!   deadline timers, and the replies to waiting directors.
 //! - [`internal`]: the signed internal endpoints (handoff, drain, undrain, stats).
@@ -20,12 +20,13 @@
 //!
 //! # Locks
 //!
-//! `Shared::endpoint` (a std mutex over the `SourceCell` and the adapter's per-host state) is
-//! never held across an await. Each input takes it once, then drains and executes every
-//! decision before letting go ([`Shared::input`]), so decisions run in the order they were
-//! made. Lock order: endpoint, then `waiters`, then the stats counters; the last two are
-//! leaves (nothing else is locked while either is held). A [`work::Work`] guard takes the
-//! endpoint lock when it drops, so no guard is ever dropped while the endpoint is locked.
+//! `Shared::locked` (a std mutex over the `SourceCell` and the adapter's per-host state, the
+//! [`pump::LockedCell`]) is never held across an await. Each input takes it once, then drains
+//! and executes every decision before letting go ([`Shared::input`]), so decisions run in the
+//! order they were made. Lock order: the cell lock, then `waiters`, then the stats counters;
+//! the last two are leaves (nothing else is locked while either is held). A [`work::Work`]
+//! guard takes the cell lock when it drops, so no guard is ever dropped while the cell is
+//! locked.
 
 mod clients;
 mod desktop;
@@ -62,7 +63,8 @@ use super::proto::*;
 use super::store::SqlStore;
 use crate::probes::{self, server_samples, Probe, Sample};
 use crate::serve::{Server, ServerLimits, ServerStats, DEFAULT_LIMITS};
-use pump::Endpoint;
+use crate::stop::Stop;
+use pump::LockedCell;
 
 #[derive(Debug, Clone)]
 pub struct CellConfig {
@@ -312,8 +314,8 @@ struct Shared {
     incarnation: Incarnation,
     store: SqlStore,
     clock: Clock,
-    /// The core endpoint and the adapter's per-host state (see the module doc for the order).
-    endpoint: Mutex<Endpoint>,
+    /// The core `SourceCell` and the adapter's per-host state (see the module doc for the order).
+    locked: Mutex<LockedCell>,
     waiters: Mutex<HashMap<OpId, Vec<oneshot::Sender<HandoffReply>>>>,
     /// Client connection ids (adapter-local: they name a socket, never a decision).
     ids: AtomicU64,
@@ -323,7 +325,7 @@ struct Shared {
     /// OPS-1: a graceful stop is under way: sessions close with a reason instead of being
     /// dropped as a crash drops them.
     graceful: AtomicBool,
-    shutdown: watch::Sender<bool>,
+    shutdown: Stop,
     /// HO-L2: set once the lease renewal found another process holding the cell.
     lease_lost: watch::Sender<Option<LeaseLost>>,
     /// SEC-3: the resolve path's per-peer rate (a leaf lock, never held across an await).
@@ -335,8 +337,8 @@ struct Shared {
 }
 
 impl Shared {
-    fn endpoint(&self) -> MutexGuard<'_, Endpoint> {
-        self.endpoint.lock().unwrap_or_else(|e| e.into_inner())
+    fn locked(&self) -> MutexGuard<'_, LockedCell> {
+        self.locked.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn next_id(&self) -> u64 {
@@ -352,9 +354,9 @@ impl Shared {
     }
 
     fn stats(&self) -> CellStats {
-        // Endpoint first, then the counters (the module's lock order).
+        // LockedCell first, then the counters (the module's lock order).
         let now = {
-            let ep = self.endpoint();
+            let ep = self.locked();
             let live = ep.cell.live_work();
             CellGauges {
                 fences_unwritten: ep.cell.fences_unwritten() as u64,
@@ -421,7 +423,7 @@ impl CellHandle {
 
     #[must_use]
     pub fn host(&self, host: HostId) -> Option<HostView> {
-        let ep = self.shared.endpoint();
+        let ep = self.shared.locked();
         let (machine, m) = ep.cell.machine(host)?;
         Some(HostView {
             machine,
@@ -490,10 +492,10 @@ impl CellHandle {
         let sh = &self.shared;
         begin_graceful_stop(sh);
         let deadline = tokio::time::Instant::now() + attempts_bound;
-        let mut in_flight = sh.endpoint().cell.attempts_in_flight();
+        let mut in_flight = sh.locked().cell.attempts_in_flight();
         while in_flight > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            in_flight = sh.endpoint().cell.attempts_in_flight();
+            in_flight = sh.locked().cell.attempts_in_flight();
         }
         if in_flight > 0 {
             warn!(
@@ -505,7 +507,7 @@ impl CellHandle {
         // Every session closes with its reason before the cell's state is cleared (clearing
         // drops the sessions the way a crash does).
         let closing = tokio::time::Instant::now() + SESSIONS_CLOSE_BOUND;
-        while sh.endpoint().open_sessions() > 0 && tokio::time::Instant::now() < closing {
+        while sh.locked().open_sessions() > 0 && tokio::time::Instant::now() < closing {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let stats = sh.stats();
@@ -524,11 +526,11 @@ impl CellHandle {
     /// already sent may still commit on the server); the identity lease is left to run out.
     fn abort(&self) {
         self.shared.alive.store(false, Ordering::SeqCst);
-        let _ = self.shared.shutdown.send(true);
+        self.shared.shutdown.stop();
         self.server.abort();
         // A crashed process renews nothing: its lease runs out (HO-L2).
         self.renewal.abort();
-        self.shared.endpoint().clear();
+        self.shared.locked().clear();
     }
 }
 
@@ -575,9 +577,9 @@ pub async fn start_cell(
             StartRefusal::Held(held) => CellError::Held(held),
             StartRefusal::TooManyCells => CellError::TooManyCells,
         })?;
-    let (shutdown, _) = watch::channel(false);
+    let shutdown = Stop::new();
     let server = Server::new("cell", cfg.limits);
-    let endpoint = Endpoint::new(
+    let locked = LockedCell::new(
         SourceCell::new(cfg.source_config(), cfg.cell, incarnation)
             .with_fence_retry(cfg.fence_retry()),
     );
@@ -587,7 +589,7 @@ pub async fn start_cell(
         incarnation,
         store,
         clock,
-        endpoint: Mutex::new(endpoint),
+        locked: Mutex::new(locked),
         waiters: Mutex::new(HashMap::new()),
         ids: AtomicU64::new(1),
         alive: AtomicBool::new(true),
@@ -613,7 +615,7 @@ pub async fn start_cell(
         .with_state(shared.clone())
         .merge(probes::routes(Arc::new(CellProbe(shared.clone()))));
     let app = server.layer(app);
-    let server = tokio::spawn(server.run(listener, app, shared.shutdown.subscribe()));
+    let server = tokio::spawn(server.run(listener, app, shared.shutdown.listener()));
     let renewal = tokio::spawn(renew_lease(shared.clone(), lease_ms));
     info!(cell = shared.cfg.cell.0, %url, incarnation = incarnation.0, "cell listening");
     Ok(CellHandle {
@@ -697,7 +699,7 @@ pub const LEASE_LOST_EXIT_CODE: u8 = 3;
 /// its reason (SIGTERM's path, and a lost lease's).
 fn begin_graceful_stop(sh: &Shared) {
     sh.graceful.store(true, Ordering::SeqCst);
-    let _ = sh.shutdown.send(true);
+    sh.shutdown.stop();
 }
 
 /// OPS-2: the cell's probes.

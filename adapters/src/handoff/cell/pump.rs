@@ -1,5 +1,5 @@
-//! Executing the endpoint's decisions. Every input to the core `SourceCell` goes through
-//! [`Shared::input`]: under the endpoint lock, the input, then every queued `CellAction`
+//! Executing the `SourceCell`'s decisions. Every input to the core `SourceCell` goes through
+//! [`Shared::input`]: under the cell lock ([`LockedCell`]), the input, then every queued `CellAction`
 //! executed in order, then the touched hosts' deadline timers re-armed. Nothing here chooses:
 //! a store result is fed back to the machine the action named (a replaced machine's result is
 //! the core's `Fed::Late`), a control is closed because the core said so, and so on.
@@ -69,16 +69,17 @@ impl HostLocal {
     }
 }
 
-/// The core endpoint and the adapter's per-host state, behind `Shared::endpoint`.
-pub(super) struct Endpoint {
+/// What the cell's one lock guards: the core `SourceCell` and the adapter's per-host state
+/// (sockets, drain watches, timers), behind `Shared::locked`.
+pub(super) struct LockedCell {
     pub(super) cell: SourceCell,
     hosts: HashMap<HostId, HostLocal>,
     controls: HashMap<SessionId, ControlLink>,
 }
 
-impl Endpoint {
-    pub(super) fn new(cell: SourceCell) -> Endpoint {
-        Endpoint {
+impl LockedCell {
+    pub(super) fn new(cell: SourceCell) -> LockedCell {
+        LockedCell {
             cell,
             hosts: HashMap::new(),
             controls: HashMap::new(),
@@ -180,24 +181,24 @@ impl Endpoint {
 }
 
 impl Shared {
-    /// One input to the endpoint: `f` under the endpoint lock, then every decision it queued
+    /// One input to the `SourceCell`: `f` under the cell lock, then every decision it queued
     /// executed ([`pump`]). `host` is the host the input is about (its timer is re-armed).
     pub(super) fn input<R>(
         self: &Arc<Self>,
         host: HostId,
-        f: impl FnOnce(&mut Endpoint) -> R,
+        f: impl FnOnce(&mut LockedCell) -> R,
     ) -> R {
-        let mut ep = self.endpoint();
+        let mut ep = self.locked();
         let r = f(&mut ep);
         pump(self, &mut ep, host);
         r
     }
 }
 
-/// Drain the endpoint's actions and execute them in order; re-arm the deadline timer of every
+/// Drain the `SourceCell`'s actions and execute them in order; re-arm the deadline timer of every
 /// host they touched. A stopped cell still drains (the core's queue is bounded by draining
 /// after every input) but executes nothing, as a crashed process would.
-fn pump(sh: &Arc<Shared>, ep: &mut Endpoint, host: HostId) {
+fn pump(sh: &Arc<Shared>, ep: &mut LockedCell, host: HostId) {
     let alive = sh.alive();
     let mut touched = vec![host];
     while let Some(action) = ep.cell.poll_action() {
@@ -222,7 +223,7 @@ fn pump(sh: &Arc<Shared>, ep: &mut Endpoint, host: HostId) {
     }
 }
 
-fn execute(sh: &Arc<Shared>, ep: &mut Endpoint, action: CellAction) {
+fn execute(sh: &Arc<Shared>, ep: &mut LockedCell, action: CellAction) {
     match action {
         CellAction::Machine {
             host,
@@ -265,7 +266,7 @@ fn execute(sh: &Arc<Shared>, ep: &mut Endpoint, action: CellAction) {
 
 /// Keep one timer per host on the core's next deadline (`poll_timeout`). An unchanged
 /// deadline keeps its timer; a fired one is replaced.
-fn rearm(sh: &Arc<Shared>, ep: &mut Endpoint, host: HostId) {
+fn rearm(sh: &Arc<Shared>, ep: &mut LockedCell, host: HostId) {
     let want = ep.cell.poll_timeout(host);
     let local = match want {
         Some((machine, _)) => ep.local(host, machine),
@@ -307,7 +308,7 @@ fn rearm(sh: &Arc<Shared>, ep: &mut Endpoint, host: HostId) {
 }
 
 /// Feed a result or deadline to the machine it names; a replaced machine's is ignored (late).
-fn feed(sh: &Arc<Shared>, host: HostId, f: impl FnOnce(&mut Endpoint) -> Fed) {
+fn feed(sh: &Arc<Shared>, host: HostId, f: impl FnOnce(&mut LockedCell) -> Fed) {
     if !sh.alive() {
         return;
     }
@@ -488,7 +489,7 @@ mod tests {
     fn a_new_machine_gets_an_undrained_watch() {
         let local = HostLocal::new(MachineId(1));
         local.drain.send_replace(true);
-        let mut ep = Endpoint {
+        let mut ep = LockedCell {
             cell: SourceCell::new(
                 switchyard_core::handoff::attempt::SourceConfig {
                     request_timeout_ms: 1,

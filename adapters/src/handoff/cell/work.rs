@@ -19,7 +19,7 @@ pub(super) struct Work {
 }
 
 impl Work {
-    /// Take a ticket for new work (the caller holds no endpoint lock).
+    /// Take a ticket for new work (the caller holds no cell lock).
     pub(super) fn acquire(
         sh: &Arc<Shared>,
         host: HostId,

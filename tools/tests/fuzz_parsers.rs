@@ -6,7 +6,7 @@
 //! CI runs a small number of cases per target; a long run (see `docs/SECURITY.md`):
 //!
 //! ```sh
-//! SWITCHYARD_FUZZ_CASES=200000 cargo test --release -p switchyard-adapters --test fuzz_parsers -- --nocapture
+//! SWITCHYARD_FUZZ_CASES=200000 cargo test --release -p switchyard-tools --test fuzz_parsers -- --nocapture
 //! ```
 
 use clap::Parser;
@@ -14,11 +14,9 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use switchyard_adapters::failover::cli::{thresholds_from_env_and_flags, FailoverCommand};
 use switchyard_adapters::failover::directory::{self, DirectoryPayload};
 use switchyard_adapters::failover::relay::check_paths;
 use switchyard_adapters::handoff::auth::{KeyRing, Received, Secret};
-use switchyard_adapters::handoff::cli::HandoffCommand;
 use switchyard_adapters::handoff::client_auth::{mint_client_token, verify_client};
 use switchyard_adapters::handoff::proto::*;
 use switchyard_adapters::serve::LimitArgs;
@@ -26,6 +24,8 @@ use switchyard_core::failover as fo_config;
 use switchyard_core::handoff::ids::{CellId, Incarnation};
 use switchyard_core::handoff::internal_auth::Identity;
 use switchyard_core::handoff::policy::HandoffRequest;
+use switchyard_tools::failover::cli::{thresholds_from_env_and_flags, FailoverCommand};
+use switchyard_tools::handoff::cli::HandoffCommand;
 
 /// Cases per target: small in CI, large on request.
 fn cases() -> u32 {

@@ -11,6 +11,7 @@
 //! hosts race on the token path for room for 20. The outcomes and rows must equal the
 //! reference store running the same requests in the order they committed.
 
+#[path = "../../adapters/tests/support_pg/mod.rs"]
 mod support_pg;
 
 use std::time::Duration;

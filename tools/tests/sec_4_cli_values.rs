@@ -2,8 +2,12 @@
 //! and a non-zero exit, never a panic (exit 101) and never by starting with a value it should
 //! have refused.
 
+mod support_bin;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use support_bin::cell_args;
 
 /// Runs `switchyard ARGS`; a process still running after a few seconds accepted the values
 /// and is stopped.
@@ -302,21 +306,18 @@ fn sec_4_values_that_started_a_broken_process_are_refused_at_start_exit_2() {
     );
     // A transaction bound past any use failed every transaction later ("pool timed out").
     refused(
-        &[
-            "cell",
-            "--db",
+        &cell_args(
             &db,
-            "--cell-id",
             "1",
-            "--listen",
-            "127.0.0.1:0",
-            "--secret",
-            secret,
-            "--desktop-secret",
-            secret,
-            "--db-txn-timeout-ms",
-            "9999999999",
-        ],
+            &[
+                "--secret",
+                secret,
+                "--desktop-secret",
+                secret,
+                "--db-txn-timeout-ms",
+                "9999999999",
+            ],
+        ),
         &["--db-txn-timeout-ms", "9999999999", "600000"],
     );
     // A cell given another cell's keys file started, then refused every signed request
@@ -330,19 +331,11 @@ fn sec_4_values_that_started_a_broken_process_are_refused_at_start_exit_2() {
     std::fs::write(&keys, &out.stdout).expect("keys");
     let keys = keys.display().to_string();
     refused(
-        &[
-            "cell",
-            "--db",
+        &cell_args(
             &db,
-            "--cell-id",
             "10",
-            "--listen",
-            "127.0.0.1:0",
-            "--keys-file",
-            &keys,
-            "--desktop-secret",
-            secret,
-        ],
+            &["--keys-file", &keys, "--desktop-secret", secret],
+        ),
         &["--keys-file", "no key of cell 10", "cell 9"],
     );
 }

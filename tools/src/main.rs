@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use switchyard_adapters::telemetry::LogFormat;
-use switchyard_adapters::{failover, handoff};
+use switchyard_tools::{failover, handoff};
 
 #[derive(Parser, Debug)]
 #[command(

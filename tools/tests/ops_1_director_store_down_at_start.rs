@@ -4,6 +4,7 @@
 //! database is back it runs its passes. Red before: it exited 1 at once.
 
 mod support_bin;
+#[path = "../../adapters/tests/support_pg/mod.rs"]
 mod support_pg;
 
 use std::io::{Read, Write};

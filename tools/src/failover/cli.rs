@@ -13,15 +13,16 @@ use switchyard_core::failover::{
     VAR_UP_TIMEOUT_MS,
 };
 
-use super::channel::ChannelConfig;
-use super::directory::{self, DirectoryConfig, DirectoryPayload};
 use super::drill::{self, Scene};
-use super::driver::{ClientConfig, ClientHandle};
-use super::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
 use super::timeline;
-use crate::lifecycle;
-use crate::probes::{self, Probe, Sample};
-use crate::serve::LimitArgs;
+use switchyard_adapters::failover::channel::ChannelConfig;
+use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
+use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle};
+use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
+use switchyard_adapters::lifecycle;
+use switchyard_adapters::probes::{self, Probe, Sample};
+use switchyard_adapters::serve::LimitArgs;
+use switchyard_adapters::stop::Stop;
 
 #[derive(Subcommand, Debug)]
 pub enum FailoverCommand {
@@ -206,8 +207,8 @@ async fn relay(args: RelayArgs) -> Result<(), String> {
     .await
     .map_err(|e| e.to_string())?;
     // OPS-1 under systemd: ready once it listens; the watchdog fed from the runtime.
-    crate::sd_notify::ready("relay listening");
-    let _ = crate::sd_notify::spawn_watchdog();
+    switchyard_adapters::sd_notify::ready("relay listening");
+    let _ = switchyard_adapters::sd_notify::spawn_watchdog();
     signals.stopped().await;
     let mut stopped = None;
     lifecycle::bounded_stop("the relay", async {
@@ -353,11 +354,12 @@ async fn client(args: ClientArgs) -> Result<(), String> {
     });
     // OPS-1 under systemd: ready once the first relay channel is up.
     let channel = client.stats_watch();
-    crate::sd_notify::ready_when("client on a relay channel", move || {
+    switchyard_adapters::sd_notify::ready_when("client on a relay channel", move || {
         channel.borrow().current.is_some()
     });
-    let _ = crate::sd_notify::spawn_watchdog();
-    let (probes_stop, probes_stop_rx) = tokio::sync::watch::channel(false);
+    let _ = switchyard_adapters::sd_notify::spawn_watchdog();
+    let probes_stop = Stop::new();
+    let probes_stop_rx = probes_stop.listener();
     if let Some(listen) = args.metrics_listen {
         let probe = Arc::new(ClientProbe {
             stats: client.stats_watch(),
@@ -367,7 +369,7 @@ async fn client(args: ClientArgs) -> Result<(), String> {
     }
     signals.stopped().await;
     let stats = client.stats();
-    let _ = probes_stop.send(true);
+    probes_stop.stop();
     lifecycle::bounded_stop("the client", client.stop()).await?;
     tracing::info!(
         switches = stats.counters.switches,
@@ -455,7 +457,11 @@ fn keygen(args: KeygenArgs) -> Result<(), String> {
             // SEC-4: bounded and never waited on (`/dev/zero`, a FIFO): a secret key is a
             // line of base64.
             let what = format!("--public-of {}", path.display());
-            let bytes = crate::files::read_small_regular(&path, &what, MAX_SECRET_KEY_FILE_BYTES)?;
+            let bytes = switchyard_adapters::files::read_small_regular(
+                &path,
+                &what,
+                MAX_SECRET_KEY_FILE_BYTES,
+            )?;
             let text = String::from_utf8(bytes).map_err(|_| format!("{what}: not UTF-8 text"))?;
             let key = directory::parse_secret_key(&what, &text).map_err(|e| e.to_string())?;
             directory::public_key_of(&key)

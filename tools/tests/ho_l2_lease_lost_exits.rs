@@ -5,7 +5,7 @@
 
 mod support_bin;
 
-use support_bin::{Process, WAIT};
+use support_bin::{cell_args, Process, WAIT};
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
 use switchyard_core::handoff::ids::CellId;
@@ -17,17 +17,7 @@ const LEASE_LOST_EXIT: i32 = 3;
 async fn ho_l2_a_cell_whose_lease_is_taken_stops_gracefully_and_exits_3() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
-    let args = [
-        "cell",
-        "--db",
-        db.as_str(),
-        "--cell-id",
-        "5",
-        "--listen",
-        "127.0.0.1:0",
-        "--cell-lease-ms",
-        "900",
-    ];
+    let args = cell_args(&db, "5", &["--cell-lease-ms", "900"]);
     let mut first = Process::start(&args);
     let _url = first.value("url=");
     // Another process takes the cell: a start an hour ahead, when the first one's lease has

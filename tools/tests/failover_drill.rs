@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use switchyard_adapters::failover::drill::{self, Scene, Verdict};
 use switchyard_core::failover::{ATTACH_PREFIX, SWITCH_PREFIX};
+use switchyard_tools::failover::drill::{self, Scene, Verdict};
 
 async fn scene_passes(scene: Scene) {
     let printed = Arc::new(Mutex::new(Vec::<String>::new()));

@@ -22,28 +22,30 @@ use switchyard_core::handoff::store::{
     DEFAULT_MAX_HOSTS, MAX_BOUND,
 };
 use switchyard_core::limits::RateBounds;
-use tokio::sync::watch;
 use tracing::{info, warn};
 
-use super::auth::{self, KeyRing, Secret};
-use super::cell::{
+use switchyard_adapters::handoff::auth::{self, KeyRing, Secret};
+use switchyard_adapters::handoff::cell::{
     holder_name, start_cell, CellConfig, CellHandle, DEFAULT_RESOLVE_RATE, LEASE_LOST_EXIT_CODE,
 };
-use super::client::{run_mobile, spawn_desktop, DesktopConfig, MobileConfig};
-use super::client_auth::mint_client_token;
-use super::clock::Clock;
-use super::director::{
+use switchyard_adapters::handoff::client::{
+    run_mobile, spawn_desktop, DesktopConfig, MobileConfig,
+};
+use switchyard_adapters::handoff::client_auth::mint_client_token;
+use switchyard_adapters::handoff::clock::Clock;
+use switchyard_adapters::handoff::director::{
     open_store_with_retry, Director, DirectorConfig, DirectorTotals, StoreStart,
 };
-use super::http;
-use super::proto::{
+use switchyard_adapters::handoff::http;
+use switchyard_adapters::handoff::proto::{
     Capabilities, DrainAnswer, DrainRequest, DrainState, RefusedAnswer, UndrainAnswer,
     UndrainRequest, CAPABILITIES_PATH, DRAIN_PATH, UNDRAIN_PATH,
 };
-use super::store::{SqlStore, StoreOptions};
-use crate::lifecycle;
-use crate::probes::{self, Probe, Sample};
-use crate::serve::{LimitArgs, DEFAULT_LIMITS};
+use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
+use switchyard_adapters::lifecycle;
+use switchyard_adapters::probes::{self, Probe, Sample};
+use switchyard_adapters::serve::{LimitArgs, DEFAULT_LIMITS};
+use switchyard_adapters::stop::Stop;
 
 const DEFAULT_DB: &str = "sqlite://switchyard-handoff.db";
 
@@ -552,7 +554,7 @@ async fn open_store(db: &DbArgs) -> Result<SqlStore, String> {
 /// answering (retried) or refusing what it was given (a URL it cannot use: retrying cannot
 /// help).
 async fn open_store_classified(db: &DbArgs) -> Result<SqlStore, (StartFailure, String)> {
-    use super::store::StoreSetupError;
+    use switchyard_adapters::handoff::store::StoreSetupError;
     let opts = StoreOptions {
         txn_timeout: Duration::from_millis(db.db_txn_timeout_ms),
         max_connections: db.db_max_connections,
@@ -587,7 +589,7 @@ const MAX_KEYS_FILE_BYTES: u64 = 64 * 1024;
 /// never waited on), at most `MAX_KEYS_FILE_BYTES`, one or two well-formed keys.
 fn read_keys_file(path: &Path, cell: CellId) -> Result<KeyRing, String> {
     let what = format!("--keys-file {}", path.display());
-    let bytes = crate::files::read_small_regular(path, &what, MAX_KEYS_FILE_BYTES)?;
+    let bytes = switchyard_adapters::files::read_small_regular(path, &what, MAX_KEYS_FILE_BYTES)?;
     let text = String::from_utf8(bytes).map_err(|_| format!("{what}: not UTF-8 text"))?;
     // SEC-2a / SEC-4: only this cell's keys; a file of another cell's keys is refused.
     KeyRing::parse_for(&text, &what, cell).map_err(|e| e.to_string())
@@ -901,8 +903,8 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         .map_err(|e| e.to_string())?;
     info!(url = %cell.url, incarnation = cell.incarnation.0, "cell running; SIGTERM or Ctrl-C stops it");
     // OPS-1 under systemd: ready once it holds its lease and listens.
-    crate::sd_notify::ready("cell listening");
-    let _ = crate::sd_notify::spawn_watchdog();
+    switchyard_adapters::sd_notify::ready("cell listening");
+    let _ = switchyard_adapters::sd_notify::spawn_watchdog();
     // OPS-1 / HO-L2: a signal, or the lease lost to another process: the same graceful stop.
     let lost = tokio::select! {
         _ = signals.stopped() => None,
@@ -1019,7 +1021,8 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     let signals = lifecycle::Signals::listen();
     let stopped = signals.stopped();
     tokio::pin!(stopped);
-    let (stop, stop_rx) = watch::channel(false);
+    let stop = Stop::new();
+    let stop_rx = stop.listener();
     let probe = Arc::new(DirectorProbe {
         start: Arc::new(start),
         totals: std::sync::OnceLock::new(),
@@ -1027,12 +1030,12 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     probes::serve_alone("director", a.metrics_listen, probe.clone(), stop_rx.clone()).await?;
     // OPS-1 under systemd: ready once its probes listen (/readyz then says whether the store
     // is reached).
-    crate::sd_notify::ready("director probes listening");
-    let _ = crate::sd_notify::spawn_watchdog();
+    switchyard_adapters::sd_notify::ready("director probes listening");
+    let _ = switchyard_adapters::sd_notify::spawn_watchdog();
     let store = tokio::select! {
         store = open_store_with_retry(schedule, &probe.start, || open_store_classified(&a.db)) => store?,
         _ = &mut stopped => {
-            let _ = stop.send(true);
+            stop.stop();
             info!(failed_attempts = probe.start.failed(), "director stopped before the store was reached");
             return Ok(());
         }
@@ -1043,7 +1046,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     let totals = tokio::select! {
         _ = &mut stopped => {
             // A pass in flight finishes (its requests are idempotent by op id anyway).
-            let _ = stop.send(true);
+            stop.stop();
             let mut totals = None;
             lifecycle::bounded_stop("the director", async {
                 totals = (&mut task).await.ok();
@@ -1200,11 +1203,12 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), Failure> {
     cfg.hold = Duration::from_millis(a.hold_ms);
     cfg.old_client = a.old_client;
     cfg.max_attempts = a.max_attempts;
-    let (stop, stop_rx) = watch::channel(false);
+    let stop = Stop::new();
+    let stop_rx = stop.listener();
     // OPS-1: a signal stops the mobile between frames; it still prints its report.
     let signalled = tokio::spawn(async move {
         signals.stopped().await;
-        let _ = stop.send(true);
+        stop.stop();
     });
     let report = run_mobile(cfg, stop_rx).await;
     signalled.abort();

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support_bin::{SECRET, WAIT};
+use support_bin::{cell_args, SECRET, WAIT};
 
 fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/systemd")
 }
 
 const UNITS: [&str; 4] = [
@@ -224,19 +224,7 @@ fn ops_1_cell_says_ready_on_an_abstract_notify_socket() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
     let notify = NotifySocket::abstract_name();
-    let mut cell = Reaped(start(
-        &[
-            "cell",
-            "--db",
-            &db,
-            "--cell-id",
-            "3",
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        &notify,
-        None,
-    ));
+    let mut cell = Reaped(start(&cell_args(&db, "3", &[]), &notify, None));
     let seen = notify.wait_for("READY=1", &mut cell.0);
     assert!(
         seen.iter().any(|d| d.contains("STATUS=")),

@@ -10,17 +10,17 @@ use std::time::Duration;
 use futures_util::SinkExt;
 use support_directory::sign_raw;
 use switchyard_adapters::failover::channel::{self, Channel, ChannelReport};
-use switchyard_adapters::failover::cli::thresholds_from_env_and_flags;
 use switchyard_adapters::failover::directory::DirectoryConfig;
 use switchyard_adapters::failover::directory::{
     self, DirectoryError, DirectoryPayload, SignedDirectory,
 };
-use switchyard_adapters::failover::drill::{drill_channel, drill_thresholds};
 use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle};
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
 use switchyard_core::failover::{
     ChannelState, RelayUrl, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_EXEMPT,
 };
+use switchyard_tools::failover::cli::thresholds_from_env_and_flags;
+use switchyard_tools::failover::drill::{drill_channel, drill_thresholds};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 

@@ -34,10 +34,12 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::channel::{BackoffConfig, ChannelConfig};
-use super::directory::{self, DirectoryConfig, DirectoryPayload};
-use super::driver::{ChannelMark, ClientConfig, ClientHandle, LogLine, Observer};
-use super::relay::{RelayConfig, RelayHandle};
+use switchyard_adapters::failover::channel::{BackoffConfig, ChannelConfig};
+use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
+use switchyard_adapters::failover::driver::{
+    ChannelMark, ClientConfig, ClientHandle, LogLine, Observer,
+};
+use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
 
 /// A drill scene, as named in the seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -562,7 +564,7 @@ struct Stage {
 #[derive(Debug, thiserror::Error)]
 enum StageError {
     #[error("{0}")]
-    Relay(#[from] super::relay::RelayError),
+    Relay(#[from] switchyard_adapters::failover::relay::RelayError),
     #[error("drill set-up: {0}")]
     Setup(String),
 }

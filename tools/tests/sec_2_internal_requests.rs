@@ -5,6 +5,7 @@
 //! nothing; a cell's keys roll without a restart (in-process, and over the real binary with a
 //! keys file re-read on SIGHUP); bad key values stop the binary by name before it starts.
 
+#[path = "../../adapters/tests/handoff_rig/mod.rs"]
 mod handoff_rig;
 
 use std::io::{BufRead, BufReader, Read};

@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use support_bin::{Process, SECRET, WAIT};
+use support_bin::{cell_args, Process, SECRET, WAIT};
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
@@ -48,17 +48,7 @@ fn get(url: &str, path: &str) -> String {
 }
 
 fn cell(db: &str, enrol: &str) -> Process {
-    Process::start(&[
-        "cell",
-        "--db",
-        db,
-        "--cell-id",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--enrol-unknown-hosts",
-        enrol,
-    ])
+    Process::start(&cell_args(db, "1", &["--enrol-unknown-hosts", enrol]))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support_bin::{Process, SECRET, WAIT};
+use support_bin::{cell_args, Process, SECRET, WAIT};
 
 /// The exit status documented for a refused credential (docs/OPERATIONS.md).
 const CREDENTIAL_REFUSED_EXIT: i32 = 4;
@@ -21,15 +21,7 @@ const CREDENTIAL_REFUSED_EXIT: i32 = 4;
 /// A cell on an SQLite store in `dir`; its URL.
 fn cell(dir: &tempfile::TempDir) -> (Process, String) {
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
-    let cell = Process::start(&[
-        "cell",
-        "--db",
-        db.as_str(),
-        "--cell-id",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let cell = Process::start(&cell_args(&db, "1", &[]));
     let url = cell.value("url=");
     (cell, url)
 }

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use switchyard_adapters::failover::drill::Scene;
+use switchyard_tools::failover::drill::Scene;
 
 /// A run of scene 1: each stdout line with when it was read, the exit code, and the timeline
 /// file when one was asked for.

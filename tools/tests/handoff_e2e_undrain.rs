@@ -3,6 +3,7 @@
 //! drain lasts; `POST /internal/v1/undrain` (and `switchyard handoff undrain`) returns the host
 //! to service: the desktop's next registration gets a fresh machine and a new handoff commits.
 
+#[path = "../../adapters/tests/handoff_rig/mod.rs"]
 mod handoff_rig;
 
 use std::time::Duration;

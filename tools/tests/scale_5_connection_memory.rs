@@ -12,7 +12,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use support_bin::{Process, SECRET, WAIT};
+use support_bin::{cell_args, Process, SECRET, WAIT};
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig};
 use switchyard_adapters::handoff::client_auth::mint_client_token;
@@ -175,15 +175,7 @@ async fn scale_5_an_idle_websocket_costs_a_relay_at_most_32_kib() {
 async fn scale_5_an_idle_websocket_costs_a_cell_at_most_32_kib() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
-    let mut args = vec![
-        "cell",
-        "--db",
-        db.as_str(),
-        "--cell-id",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-    ];
+    let mut args = cell_args(&db, "1", &[]);
     args.extend(ROOM);
     let cell = Process::start(&args);
     let url = cell.value("url=");

@@ -12,6 +12,22 @@ pub const WAIT: Duration = Duration::from_secs(15);
 /// The secrets every process here gets from its environment.
 pub const SECRET: &str = "ops-test-secret-0123456789abcdef";
 
+/// `switchyard cell` on the store `db` as cell `id`, listening on 127.0.0.1 at a port the
+/// system picks, followed by `extra` (the flags a test is about).
+pub fn cell_args<'a>(db: &'a str, id: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "cell",
+        "--db",
+        db,
+        "--cell-id",
+        id,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 pub struct Process {
     child: Child,
     log: Arc<Mutex<String>>,

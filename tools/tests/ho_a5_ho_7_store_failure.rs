@@ -12,7 +12,7 @@
 //!   gauges did not exist.
 
 mod support_bin;
-#[path = "support_pg/mod.rs"]
+#[path = "../../adapters/tests/support_pg/mod.rs"]
 mod support_pg;
 
 use std::io::{Read, Write};
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use sqlx::{Connection, PgConnection};
-use support_bin::{Process, SECRET, WAIT};
+use support_bin::{cell_args, Process, SECRET, WAIT};
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
 use switchyard_adapters::handoff::client_auth::mint_client_token;
@@ -49,18 +49,15 @@ fn desktop(url: &str) -> DesktopHandle {
 /// A cell on its own fresh PostgreSQL database, with the host's desktop registered.
 async fn cell_with_host(tag: &str) -> (String, Process, String, DesktopHandle) {
     let db = support_pg::fresh_db(tag).await;
-    let cell = Process::start(&[
-        "cell",
-        "--db",
+    let cell = Process::start(&cell_args(
         &db,
-        "--cell-id",
         "1",
-        "--listen",
-        "127.0.0.1:0",
-        // The outages here are shorter than the lease: the cell keeps its identity.
-        "--cell-lease-ms",
-        "120000",
-    ]);
+        &[
+            // The outages here are shorter than the lease: the cell keeps its identity.
+            "--cell-lease-ms",
+            "120000",
+        ],
+    ));
     let url = cell.value("url=");
     let mut desk = desktop(&url);
     desk.wait_registered(1, WAIT)

@@ -2,6 +2,7 @@
 //! pacing and no replay, and two real client processes (`switchyard mobile`) over real TCP
 //! WebSockets with append-once mutation evidence, on both stores.
 
+#[path = "../../adapters/tests/handoff_rig/mod.rs"]
 mod handoff_rig;
 
 use std::collections::BTreeSet;
@@ -9,17 +10,9 @@ use std::time::Duration;
 
 use handoff_rig::*;
 use switchyard_adapters::handoff::client::{run_mobile, MobileConfig, MobileReport};
-use switchyard_core::handoff::attempt::HandoffReply;
+use switchyard_adapters::stop::Stop;
 use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
 use switchyard_core::handoff::Ineligible;
-use tokio::sync::watch;
-
-fn outcome(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> Option<TxnOutcome> {
-    match a.reply {
-        HandoffReply::Result(r) => Some(r.outcome),
-        _ => None,
-    }
-}
 
 fn assert_append_once(applied: &[String], reports: &[&MobileReport]) {
     let unique: BTreeSet<&String> = applied.iter().collect();
@@ -48,13 +41,11 @@ fn assert_append_once(applied: &[String], reports: &[&MobileReport]) {
 // ---- 6 ----------------------------------------------------------------------------------------
 
 async fn t6_mobiles_reconnect_across_the_commit_with_pacing(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let mut desk = rig.desktop_at(7, SRC).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let held = rig.store.faults().arm_pause_after_lock();
     let req = rig.request(7, TGT).await;
-    let (_stop, stop_rx) = watch::channel(false);
+    let stop = Stop::new();
+    let stop_rx = stop.listener();
     let mut current = MobileConfig::new(
         rig.resolvers(),
         7,
@@ -149,10 +140,7 @@ async fn mobile_process(
 }
 
 async fn t8_two_client_processes_admission_races_and_failed_handoffs(backend: Backend, tag: &str) {
-    let mut rig = Rig::new(backend, tag).await;
-    rig.start(SRC).await;
-    rig.start(TGT).await;
-    let mut desk = rig.desktop_at(7, SRC).await;
+    let (rig, mut desk) = Rig::two_cells_and_desktop(backend, tag, 7).await;
     let mut reports = Vec::new();
     let mut pids = BTreeSet::new();
 

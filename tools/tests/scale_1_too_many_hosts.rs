@@ -7,7 +7,7 @@ mod support_bin;
 
 use std::time::{Duration, Instant};
 
-use support_bin::{Process, SECRET, WAIT};
+use support_bin::{cell_args, Process, SECRET, WAIT};
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
 
@@ -29,17 +29,7 @@ fn desktop(url: &str, host: u64) -> DesktopHandle {
 async fn scale_1_a_desktop_past_max_hosts_is_refused_too_many_hosts() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
-    let cell = Process::start(&[
-        "cell",
-        "--db",
-        db.as_str(),
-        "--cell-id",
-        "1",
-        "--listen",
-        "127.0.0.1:0",
-        "--max-hosts",
-        "1",
-    ]);
+    let cell = Process::start(&cell_args(&db, "1", &["--max-hosts", "1"]));
     let url = cell.value("url=");
     let mut first = desktop(&url, 7);
     first

@@ -7,7 +7,7 @@ mod support_bin;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use support_bin::{Process, WAIT};
+use support_bin::{cell_args, Process, WAIT};
 use tokio_tungstenite::tungstenite::Message;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,17 +59,7 @@ async fn ops_1_sigterm_stops_a_relay_gracefully_closing_its_channels_with_a_reas
 fn ops_1_sigterm_stops_a_cell_and_releases_its_lease_for_a_successor() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
-    let args = [
-        "cell",
-        "--db",
-        db.as_str(),
-        "--cell-id",
-        "3",
-        "--listen",
-        "127.0.0.1:0",
-        "--cell-lease-ms",
-        "60000",
-    ];
+    let args = cell_args(&db, "3", &["--cell-lease-ms", "60000"]);
     let mut cell = Process::start(&args);
     let _url = cell.value("url=");
     cell.signal("TERM");
@@ -110,6 +100,7 @@ fn ops_1_sigint_stops_a_director_with_its_totals() {
     );
 }
 
+#[path = "../../adapters/tests/handoff_rig/mod.rs"]
 mod handoff_rig;
 
 /// OPS-1 in process: a graceful cell stop closes its clients with 1001 `cell_stopping` (a crash

@@ -8,13 +8,13 @@
 //! `sqlx::postgres::notice` target), and with no `RUST_LOG` the WARNING was.
 
 mod support_bin;
-#[path = "support_pg/mod.rs"]
+#[path = "../../adapters/tests/support_pg/mod.rs"]
 mod support_pg;
 
 use std::time::{Duration, Instant};
 
 use sqlx::{Connection, PgConnection};
-use support_bin::Process;
+use support_bin::{cell_args, Process};
 
 const NOTICE: &str = "switchyard-test-notice";
 const WARNING: &str = "switchyard-test-warning";
@@ -24,18 +24,15 @@ const WARNING: &str = "switchyard-test-warning";
 async fn cell_whose_renewals_raise_notices(tag: &str, unset: &[&str]) -> Process {
     let db = support_pg::fresh_db(tag).await;
     let cell = Process::start_without(
-        &[
-            "cell",
-            "--db",
+        &cell_args(
             &db,
-            "--cell-id",
             "1",
-            "--listen",
-            "127.0.0.1:0",
-            // A renewal every few hundred milliseconds.
-            "--cell-lease-ms",
-            "900",
-        ],
+            &[
+                // A renewal every few hundred milliseconds.
+                "--cell-lease-ms",
+                "900",
+            ],
+        ),
         unset,
     );
     let _ = cell.value("url=");

@@ -8,7 +8,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use support_bin::Process;
+use support_bin::{cell_args, Process};
 
 /// `GET path` → (status, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
@@ -64,15 +64,7 @@ fn ops_2_a_relay_path_may_not_shadow_a_probe() {
 fn ops_2_the_cell_serves_probes_and_its_counters() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("c.db").display());
-    let cell = Process::start(&[
-        "cell",
-        "--db",
-        &db,
-        "--cell-id",
-        "4",
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let cell = Process::start(&cell_args(&db, "4", &[]));
     let url = cell.value("url=");
     assert_eq!(get(&url, "/healthz").0, 200);
     assert_eq!(get(&url, "/readyz"), (200, "ready\n".to_owned()));

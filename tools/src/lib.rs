@@ -1,0 +1,6 @@
+//! The tools around the drivers: the `switchyard` binary's subcommands (CLI wiring), the failover
+//! drill and its timeline, and the demo desktop and mobile commands. They run what
+//! `switchyard-adapters` drives; nothing here decides (the decisions are `switchyard-core`'s).
+
+pub mod failover;
+pub mod handoff;
