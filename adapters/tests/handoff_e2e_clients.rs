@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use handoff_rig::*;
 use switchyard_adapters::handoff::client::{run_mobile, MobileConfig, MobileReport};
-use switchyard_core::handoff::attempt::HandoffReply;
 use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
+use switchyard_core::handoff::HandoffReply;
 use switchyard_core::handoff::Ineligible;
 use tokio::sync::watch;
 

@@ -9,11 +9,11 @@ use std::time::Duration;
 use handoff_rig::*;
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig, PassReport};
-use switchyard_core::handoff::admission::{ClosedReason, GateState};
-use switchyard_core::handoff::attempt::{HandoffReply, Phase};
-use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
-use switchyard_core::handoff::ids::{AuthorityField, HostId};
 use switchyard_core::handoff::store::{AbortReason, AttemptOutcome, Registration, TxnOutcome};
+use switchyard_core::handoff::{AuthorityField, HostId};
+use switchyard_core::handoff::{ClosedReason, GateState};
+use switchyard_core::handoff::{DirectorPolicy, ScanLimits};
+use switchyard_core::handoff::{HandoffReply, Phase};
 
 fn outcome(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> Option<TxnOutcome> {
     match a.reply {
@@ -37,7 +37,7 @@ async fn setup(
     (rig, desk)
 }
 
-async fn attempts_for(rig: &Rig, op: switchyard_core::handoff::ids::OpId) -> usize {
+async fn attempts_for(rig: &Rig, op: switchyard_core::handoff::OpId) -> usize {
     rig.store
         .rows()
         .await
@@ -831,7 +831,7 @@ async fn internal_endpoint_refuses_unauthenticated_and_malformed(backend: Backen
     }
     // A forged op id is refused by the core (nothing held).
     let mut forged = req;
-    forged.op_id = switchyard_core::handoff::ids::OpId(uuid::Uuid::from_u128(7));
+    forged.op_id = switchyard_core::handoff::OpId(uuid::Uuid::from_u128(7));
     let ans = rig.send(SRC, &forged, WAIT).await.expect("answer");
     assert_eq!(ans.status, "refused");
     assert_eq!(

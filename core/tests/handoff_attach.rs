@@ -4,14 +4,14 @@
 mod handoff_rig;
 
 use handoff_rig::*;
-use switchyard_core::handoff::admission::{AdmissionRefusal, WorkKind};
-use switchyard_core::handoff::attach::{Attach, AttachClose, AttachStep, PersistFailed};
-use switchyard_core::handoff::attempt::{Begin, DrainReason};
-use switchyard_core::handoff::cell::{close_code, SourceCell};
-use switchyard_core::handoff::ids::Incarnation;
-use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::AssignmentStore;
-use switchyard_core::handoff::Counters;
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::Incarnation;
+use switchyard_core::handoff::QuiescenceCounters;
+use switchyard_core::handoff::{close_code, SourceCell};
+use switchyard_core::handoff::{AdmissionRefusal, WorkKind};
+use switchyard_core::handoff::{Attach, AttachClose, AttachStep, PersistFailed};
+use switchyard_core::handoff::{Begin, DrainReason};
 use switchyard_core::MonoMs;
 
 const NOW: MonoMs = MonoMs(1_000);
@@ -25,17 +25,17 @@ fn registered() -> (AssignmentStore, SourceCell) {
         .register_control(NOW, HOST, SRC, Incarnation(1), true)
         .expect("register");
     let mut cell = SourceCell::new(source_config(), SRC, Incarnation(1));
-    cell.install_control(NOW, auth, true, None)
+    cell.handle_install_control(NOW, auth, true, None)
         .expect("install");
     (store, cell)
 }
 
-fn counters(cell: &SourceCell) -> Counters {
+fn counters(cell: &SourceCell) -> QuiescenceCounters {
     cell.machine(HOST).expect("machine").1.gate().counters()
 }
 
 fn accepted(cell: &mut SourceCell) -> Attach {
-    Attach::new(cell.acquire(HOST, WorkKind::Accept).expect("open"))
+    Attach::new(cell.handle_acquire(HOST, WorkKind::Accept).expect("open"))
 }
 
 #[test]
@@ -51,7 +51,7 @@ fn ho_7_the_accept_counts_through_the_persist_and_becomes_the_connection() {
     assert_eq!(counters(&cell).accepts, 1);
     let auth = store.authority(HOST).expect("auth");
     let req = HandoffRequest::new(auth, TGT, 100, good_measurement(NOW));
-    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Answered(_)));
+    assert!(matches!(cell.handle_request(NOW, &req), Begin::Answered(_)));
     assert!(attach.handle_persisted(Ok(())));
     let AttachStep::Attached(conn) = attach.poll(&mut cell) else {
         panic!("attached");
@@ -59,13 +59,13 @@ fn ho_7_the_accept_counts_through_the_persist_and_becomes_the_connection() {
     assert_eq!(conn.ticket.kind, WorkKind::ClientConn);
     assert_eq!(
         counters(&cell),
-        Counters {
+        QuiescenceCounters {
             client_conns: 1,
-            ..Counters::default()
+            ..QuiescenceCounters::default()
         }
     );
     assert_eq!(attach.ticket(), None, "the connection is the caller's now");
-    assert_eq!(attach.cancel(&mut cell), None);
+    assert_eq!(attach.handle_cancel(&mut cell), None);
 }
 
 #[test]
@@ -95,7 +95,7 @@ fn ho_s3_a_drain_during_the_persist_abandons_the_attach() {
     let (_, mut cell) = registered();
     let mut attach = accepted(&mut cell);
     assert!(matches!(attach.poll(&mut cell), AttachStep::Persist { .. }));
-    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let _ = cell.handle_emergency_drain(NOW, HOST, DrainReason::Emergency);
     assert!(attach.handle_persisted(Ok(())));
     let step = attach.poll(&mut cell);
     assert_eq!(step, AttachStep::Close(AttachClose::Abandoned));
@@ -108,9 +108,9 @@ fn ho_7_a_cancelled_attach_releases_its_ticket_once() {
     let (_, mut cell) = registered();
     let mut attach = accepted(&mut cell);
     assert!(matches!(attach.poll(&mut cell), AttachStep::Persist { .. }));
-    assert!(attach.cancel(&mut cell).is_some());
+    assert!(attach.handle_cancel(&mut cell).is_some());
     assert!(counters(&cell).is_zero());
-    assert_eq!(attach.cancel(&mut cell), None, "once");
+    assert_eq!(attach.handle_cancel(&mut cell), None, "once");
     assert_eq!(
         AttachClose::Refused(AdmissionRefusal::HostFull).name(),
         "too_many_clients"

@@ -5,15 +5,15 @@
 mod handoff_rig;
 
 use handoff_rig::*;
-use switchyard_core::handoff::admission::{AdmissionRefusal, GateState, WorkKind};
-use switchyard_core::handoff::attempt::{
-    Action, Begin, Disposition, DrainReason, DurableResult, FenceResult, FenceRetry, HandoffReply,
-    RebindRefusal, Refusal, RetireReason,
-};
-use switchyard_core::handoff::cell::*;
-use switchyard_core::handoff::ids::{Incarnation, SourceAuthority};
-use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::{AssignmentStore, AttemptOutcome, TxnOutcome};
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::*;
+use switchyard_core::handoff::{AdmissionRefusal, GateState, WorkKind};
+use switchyard_core::handoff::{
+    Begin, Disposition, DrainReason, DurableResult, FenceResult, FenceRetry, HandoffAction,
+    HandoffRefusal, HandoffReply, RebindRefusal, RetireReason,
+};
+use switchyard_core::handoff::{Incarnation, SourceAuthority};
 use switchyard_core::MonoMs;
 
 const NOW: MonoMs = MonoMs(1_000_000);
@@ -34,7 +34,7 @@ fn registered() -> (AssignmentStore, SourceCell, SourceAuthority, Installed) {
         .expect("register");
     let mut cell = cell();
     let installed = cell
-        .install_control(NOW, auth, true, None)
+        .handle_install_control(NOW, auth, true, None)
         .expect("install");
     (store, cell, auth, installed)
 }
@@ -49,7 +49,7 @@ fn txn_of(actions: &[CellAction]) -> (MachineId, switchyard_core::handoff::Attem
         .find_map(|a| match a {
             CellAction::Machine {
                 machine,
-                action: Action::RunTransaction { attempt, .. },
+                action: HandoffAction::RunTransaction { attempt, .. },
                 ..
             } => Some((*machine, *attempt)),
             _ => None,
@@ -61,11 +61,11 @@ fn txn_of(actions: &[CellAction]) -> (MachineId, switchyard_core::handoff::Attem
 fn ho_s3_a_host_without_a_machine_refuses_clients_as_wrong_cell_and_control_work_as_retired() {
     let mut cell = cell();
     assert_eq!(
-        cell.acquire(HOST, WorkKind::Accept),
+        cell.handle_acquire(HOST, WorkKind::Accept),
         Err(AdmissionRefusal::WrongCell)
     );
     assert_eq!(
-        cell.acquire(HOST, WorkKind::ControlOp),
+        cell.handle_acquire(HOST, WorkKind::ControlOp),
         Err(AdmissionRefusal::SourceRetired)
     );
     assert_eq!(
@@ -81,9 +81,9 @@ fn ho_s3_a_host_without_a_machine_refuses_clients_as_wrong_cell_and_control_work
         client_close_code(AdmissionRefusal::ControlGated),
         close_code::TRY_AGAIN
     );
-    match cell.begin_handoff(NOW, &request(new_store().1)) {
+    match cell.handle_request(NOW, &request(new_store().1)) {
         Begin::Answered(HandoffReply::Refused {
-            reason: Refusal::NoSession,
+            reason: HandoffRefusal::NoSession,
             ..
         }) => {}
         other => panic!("expected no session, got {other:?}"),
@@ -94,12 +94,15 @@ fn ho_s3_a_host_without_a_machine_refuses_clients_as_wrong_cell_and_control_work
 fn ho_a4_a_replacement_control_rebinds_the_live_machine_and_closes_the_old_session() {
     let (mut store, mut cell, _, first) = registered();
     assert_eq!(first.how, InstallKind::NewMachine);
-    let op = cell.begin_control(HOST).expect("ticket").expect("live");
+    let op = cell
+        .handle_begin_control(HOST)
+        .expect("ticket")
+        .expect("live");
     let newer = store
         .register_control(NOW, HOST, SRC, Incarnation(1), true)
         .expect("register");
     let second = cell
-        .install_control(NOW, newer, true, Some(op))
+        .handle_install_control(NOW, newer, true, Some(op))
         .expect("rebind");
     assert_eq!(second.how, InstallKind::Rebound);
     assert_eq!(second.machine, first.machine, "same machine, rebound");
@@ -119,7 +122,7 @@ fn ho_a4_a_replacement_control_rebinds_the_live_machine_and_closes_the_old_sessi
         "the activation's ticket was released"
     );
     // The first session's late close changes nothing.
-    assert!(!cell.control_closed(NOW, HOST, first.session));
+    assert!(!cell.handle_control_closed(NOW, HOST, first.session));
     assert!(cell.machine(HOST).is_some_and(|(_, m)| m.session_open()));
 }
 
@@ -127,18 +130,18 @@ fn ho_a4_a_replacement_control_rebinds_the_live_machine_and_closes_the_old_sessi
 fn ho_s3_no_rebind_and_no_control_activation_under_a_barrier() {
     let (mut store, mut cell, auth, _) = registered();
     assert!(matches!(
-        cell.begin_handoff(NOW, &request(auth)),
+        cell.handle_request(NOW, &request(auth)),
         Begin::Started(_)
     ));
     assert_eq!(
-        cell.begin_control(HOST),
+        cell.handle_begin_control(HOST),
         Err(AdmissionRefusal::ControlGated)
     );
     let newer = store
         .register_control(NOW, HOST, SRC, Incarnation(1), true)
         .expect("register");
     assert_eq!(
-        cell.install_control(NOW, newer, true, None),
+        cell.handle_install_control(NOW, newer, true, None),
         Err(InstallRefusal::Admission(AdmissionRefusal::ControlGated))
     );
     let (_, m) = cell.machine(HOST).expect("machine");
@@ -150,7 +153,7 @@ fn ho_s3_no_rebind_and_no_control_activation_under_a_barrier() {
 fn ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced() {
     let (mut store, mut cell, auth, first) = registered();
     let req = request(auth);
-    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    assert!(matches!(cell.handle_request(NOW, &req), Begin::Started(_)));
     let (machine, attempt) = txn_of(&drain(&mut cell));
     assert_eq!(machine, first.machine);
     let outcome = store.run_transaction(NOW, &req);
@@ -178,7 +181,7 @@ fn ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_a
             matches!(
                 a,
                 CellAction::Machine {
-                    action: Action::RetireSourceDraining { .. },
+                    action: HandoffAction::RetireSourceDraining { .. },
                     ..
                 }
             )
@@ -191,7 +194,9 @@ fn ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_a
         generation: auth.generation.next(),
         ..auth
     };
-    let second = cell.install_control(NOW, back, true, None).expect("fresh");
+    let second = cell
+        .handle_install_control(NOW, back, true, None)
+        .expect("fresh");
     assert_eq!(second.how, InstallKind::OverRetired);
     assert_ne!(second.machine, first.machine);
     // A late result for the old machine is fenced off.
@@ -201,21 +206,26 @@ fn ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_a
     );
     assert_eq!(cell.handle_timeout(NOW, HOST, machine), Fed::Late);
     // And a ticket of the old machine neither revalidates nor releases anything.
-    let work = Work {
+    let work = CellWork {
         host: HOST,
         machine,
-        ticket: cell.acquire(HOST, WorkKind::Accept).expect("open").ticket,
+        ticket: cell
+            .handle_acquire(HOST, WorkKind::Accept)
+            .expect("open")
+            .ticket,
     };
-    assert!(!cell.revalidate(&work));
-    assert_eq!(cell.release(&work), None);
+    assert!(!cell.handle_revalidate(&work));
+    assert_eq!(cell.handle_release(&work), None);
 }
 
 #[test]
 fn ho_a5_drain_closes_clients_and_control_fences_and_refuses_a_new_control_until_undrained() {
     let (mut store, mut cell, auth, first) = registered();
-    let client = cell.acquire(HOST, WorkKind::ClientConn).expect("client");
+    let client = cell
+        .handle_acquire(HOST, WorkKind::ClientConn)
+        .expect("client");
     assert_eq!(
-        cell.emergency_drain(NOW, HOST, DrainReason::Emergency),
+        cell.handle_emergency_drain(NOW, HOST, DrainReason::Emergency),
         Some(true)
     );
     let actions = drain(&mut cell);
@@ -228,7 +238,7 @@ fn ho_a5_drain_closes_clients_and_control_fences_and_refuses_a_new_control_until
     assert!(actions.iter().any(|a| matches!(
         a,
         CellAction::Machine {
-            action: Action::FenceAuthority { authority, .. },
+            action: HandoffAction::FenceAuthority { authority, .. },
             ..
         } if *authority == auth
     )));
@@ -236,27 +246,33 @@ fn ho_a5_drain_closes_clients_and_control_fences_and_refuses_a_new_control_until
         .register_control(NOW, HOST, SRC, Incarnation(1), true)
         .expect("register");
     assert_eq!(
-        cell.install_control(NOW, again, true, None),
+        cell.handle_install_control(NOW, again, true, None),
         Err(InstallRefusal::SourceDraining)
     );
     // HO-L1: the recovery path waits for the drained work to close, then forgets the host.
-    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::StillClosing));
+    assert_eq!(cell.handle_undrain(HOST), Err(UndrainRefusal::StillClosing));
     assert_eq!(
-        cell.release(&client),
+        cell.handle_release(&client),
         Some(switchyard_core::handoff::ReleaseReport::Released)
     );
     // HO-A5: and for its fence to be written.
-    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::FenceUnwritten));
+    assert_eq!(
+        cell.handle_undrain(HOST),
+        Err(UndrainRefusal::FenceUnwritten)
+    );
     write_fence(&mut store, &mut cell, first.machine, auth);
-    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(cell.handle_undrain(HOST), Ok(()));
     assert_eq!(drain(&mut cell), vec![CellAction::Forget { host: HOST }]);
     let fresh = cell
-        .install_control(NOW, again, true, None)
+        .handle_install_control(NOW, again, true, None)
         .expect("a fresh machine after the undrain");
     assert_eq!(fresh.how, InstallKind::NewMachine);
     assert_ne!(fresh.machine, first.machine);
-    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::NotDrained));
-    assert_eq!(cell.undrain(OTHER_HOST), Err(UndrainRefusal::UnknownHost));
+    assert_eq!(cell.handle_undrain(HOST), Err(UndrainRefusal::NotDrained));
+    assert_eq!(
+        cell.handle_undrain(OTHER_HOST),
+        Err(UndrainRefusal::UnknownHost)
+    );
 }
 
 const OTHER_HOST: switchyard_core::handoff::HostId = switchyard_core::handoff::HostId(99);
@@ -265,15 +281,18 @@ const OTHER_HOST: switchyard_core::handoff::HostId = switchyard_core::handoff::H
 fn ho_l1_an_undrain_waits_for_the_drained_attempt_to_end() {
     let (mut store, mut cell, auth, _) = registered();
     let req = request(auth);
-    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    assert!(matches!(cell.handle_request(NOW, &req), Begin::Started(_)));
     let (machine, attempt) = txn_of(&drain(&mut cell));
-    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
-    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::AttemptInFlight));
+    let _ = cell.handle_emergency_drain(NOW, HOST, DrainReason::Emergency);
+    assert_eq!(
+        cell.handle_undrain(HOST),
+        Err(UndrainRefusal::AttemptInFlight)
+    );
     write_fence(&mut store, &mut cell, machine, auth);
     let outcome = store.run_transaction(NOW, &req);
     let _ =
         cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome));
-    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(cell.handle_undrain(HOST), Ok(()));
 }
 
 /// HO-L1 (issue 27 point 8): an undrain run twice, before the desktop registers again, is
@@ -282,11 +301,14 @@ fn ho_l1_an_undrain_waits_for_the_drained_attempt_to_end() {
 #[test]
 fn ho_l1_a_second_undrain_before_the_desktop_returns_is_refused_not_drained() {
     let (mut store, mut cell, auth, first) = registered();
-    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let _ = cell.handle_emergency_drain(NOW, HOST, DrainReason::Emergency);
     write_fence(&mut store, &mut cell, first.machine, auth);
-    assert_eq!(cell.undrain(HOST), Ok(()));
-    assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::NotDrained));
-    assert_eq!(cell.undrain(OTHER_HOST), Err(UndrainRefusal::UnknownHost));
+    assert_eq!(cell.handle_undrain(HOST), Ok(()));
+    assert_eq!(cell.handle_undrain(HOST), Err(UndrainRefusal::NotDrained));
+    assert_eq!(
+        cell.handle_undrain(OTHER_HOST),
+        Err(UndrainRefusal::UnknownHost)
+    );
     assert_eq!(
         UndrainRefusal::NotDrained.name(),
         "not_drained",
@@ -316,7 +338,7 @@ fn ho_a4_an_install_for_another_cell_or_process_is_refused() {
         ..auth
     };
     assert_eq!(
-        cell.install_control(NOW, other_process, true, None),
+        cell.handle_install_control(NOW, other_process, true, None),
         Err(InstallRefusal::WrongAuthority)
     );
     let older = SourceAuthority {
@@ -324,7 +346,7 @@ fn ho_a4_an_install_for_another_cell_or_process_is_refused() {
         ..auth
     };
     assert_eq!(
-        cell.install_control(NOW, older, true, None),
+        cell.handle_install_control(NOW, older, true, None),
         Err(InstallRefusal::Rebind(RebindRefusal::NotNewer))
     );
 }
@@ -337,7 +359,7 @@ fn ho_a1_a_duplicate_at_a_source_without_the_attempt_answers_the_committed_recor
     let row = store.attempt(req.op_id).copied();
     let refused = HandoffReply::Refused {
         op_id: req.op_id,
-        reason: Refusal::NoSession,
+        reason: HandoffRefusal::NoSession,
     };
     assert!(needs_durable_record(&refused));
     match answer_from_record(refused, row.as_ref()) {
@@ -362,10 +384,10 @@ fn ho_a1_a_duplicate_at_a_source_without_the_attempt_answers_the_committed_recor
 #[test]
 fn ho_a5_a_disabled_cell_makes_every_machine_refuse_new_attempts() {
     let (_, mut cell, auth, _) = registered();
-    cell.set_enabled(NOW, false);
-    match cell.begin_handoff(NOW, &request(auth)) {
+    cell.handle_set_enabled(NOW, false);
+    match cell.handle_request(NOW, &request(auth)) {
         Begin::Answered(HandoffReply::Refused {
-            reason: Refusal::Disabled,
+            reason: HandoffRefusal::Disabled,
             ..
         }) => {}
         other => panic!("expected disabled, got {other:?}"),
@@ -398,23 +420,23 @@ fn stable_names_never_use_debug_text() {
 
 #[test]
 fn queries_name_the_process_and_never_count_control_traffic() {
-    use switchyard_core::handoff::admission::{ActivityLease, Heartbeat, NotCounted};
+    use switchyard_core::handoff::{ActivityLease, Heartbeat, NotCounted};
     let (_, mut cell, _, _) = registered();
     assert_eq!(cell.cell_id(), SRC);
     assert_eq!(cell.incarnation(), Incarnation(1));
     assert!(cell.is_enabled());
-    cell.set_enabled(NOW, false);
+    cell.handle_set_enabled(NOW, false);
     assert!(!cell.is_enabled());
     assert_eq!(
-        cell.note_heartbeat(HOST, Heartbeat::Ping),
+        cell.handle_heartbeat(HOST, Heartbeat::Ping),
         Some(NotCounted::NotClientWork)
     );
     assert_eq!(
-        cell.note_activity_lease(HOST, ActivityLease::Missing),
+        cell.handle_activity_lease(HOST, ActivityLease::Missing),
         Some(NotCounted::NotIdlenessEvidence)
     );
     assert_eq!(
-        cell.note_activity_lease(OTHER_HOST, ActivityLease::Missing),
+        cell.handle_activity_lease(OTHER_HOST, ActivityLease::Missing),
         None
     );
 }
@@ -439,14 +461,14 @@ fn ho_a5_a_drained_host_refuses_a_control_before_the_store_is_written() {
         None,
         "an unknown host too"
     );
-    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let _ = cell.handle_emergency_drain(NOW, HOST, DrainReason::Emergency);
     let _ = drain(&mut cell);
     assert_eq!(
         cell.control_refusal(HOST),
         Some(InstallRefusal::SourceDraining)
     );
     write_fence(&mut store, &mut cell, first.machine, auth);
-    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(cell.handle_undrain(HOST), Ok(()));
     assert_eq!(
         cell.control_refusal(HOST),
         None,
@@ -456,7 +478,7 @@ fn ho_a5_a_drained_host_refuses_a_control_before_the_store_is_written() {
 
 #[test]
 fn ineligible_reasons_have_distinct_stable_names() {
-    use switchyard_core::handoff::policy::Ineligible;
+    use switchyard_core::handoff::Ineligible;
     let names: std::collections::BTreeSet<&str> =
         Ineligible::ALL.iter().map(|i| i.name()).collect();
     assert_eq!(names.len(), Ineligible::ALL.len(), "{names:?}");
@@ -468,36 +490,36 @@ fn ineligible_reasons_have_distinct_stable_names() {
 
 #[test]
 fn refusals_and_turn_aways_have_stable_names_and_codes() {
-    use switchyard_core::handoff::ids::{AuthorityField, CellId, OpId};
-    use switchyard_core::handoff::policy::Ineligible;
     use switchyard_core::handoff::store::RegisterRefusal;
+    use switchyard_core::handoff::Ineligible;
+    use switchyard_core::handoff::{AuthorityField, CellId, OpId};
     let refusals = [
-        Refusal::InvalidOpId,
-        Refusal::NotOwner(AuthorityField::Host),
-        Refusal::NotOwner(AuthorityField::Cell),
-        Refusal::NotOwner(AuthorityField::Epoch),
-        Refusal::NotOwner(AuthorityField::Incarnation),
-        Refusal::NotOwner(AuthorityField::Generation),
-        Refusal::Disabled,
-        Refusal::NoSession,
-        Refusal::CapabilityMissing(Ineligible::SourceCellNotCapable),
-        Refusal::CapabilityMissing(Ineligible::DesktopNotCapable),
-        Refusal::SameCell,
-        Refusal::AttemptInFlight,
-        Refusal::SourceRetired,
-        Refusal::SourceDraining,
-        Refusal::Backlogged,
+        HandoffRefusal::InvalidOpId,
+        HandoffRefusal::NotOwner(AuthorityField::Host),
+        HandoffRefusal::NotOwner(AuthorityField::Cell),
+        HandoffRefusal::NotOwner(AuthorityField::Epoch),
+        HandoffRefusal::NotOwner(AuthorityField::Incarnation),
+        HandoffRefusal::NotOwner(AuthorityField::Generation),
+        HandoffRefusal::Disabled,
+        HandoffRefusal::NoSession,
+        HandoffRefusal::CapabilityMissing(Ineligible::SourceCellNotCapable),
+        HandoffRefusal::CapabilityMissing(Ineligible::DesktopNotCapable),
+        HandoffRefusal::SameCell,
+        HandoffRefusal::AttemptInFlight,
+        HandoffRefusal::SourceRetired,
+        HandoffRefusal::SourceDraining,
+        HandoffRefusal::Backlogged,
     ];
     let names: std::collections::BTreeSet<&str> =
         refusals.iter().map(|r| refusal_name(*r)).collect();
     assert_eq!(names.len(), refusals.len(), "{names:?}");
     assert!(names.iter().all(|n| snake(n)), "{names:?}");
-    assert_eq!(refusal_name(Refusal::NoSession), "no_session");
+    assert_eq!(refusal_name(HandoffRefusal::NoSession), "no_session");
     let op_id = OpId(uuid::Uuid::nil());
     assert_eq!(
         reply_reason(&HandoffReply::Refused {
             op_id,
-            reason: Refusal::CapabilityMissing(Ineligible::DesktopNotCapable)
+            reason: HandoffRefusal::CapabilityMissing(Ineligible::DesktopNotCapable)
         }),
         Some("desktop_not_capable")
     );
@@ -556,17 +578,17 @@ fn refusals_and_turn_aways_have_stable_names_and_codes() {
 }
 
 /// HO-A4: a desktop's control activation at a retired machine takes no ticket (the gate is
-/// closed for good): `install_control` decides, as at a host with no machine.
+/// closed for good): `handle_install_control` decides, as at a host with no machine.
 #[test]
 fn ho_a4_begin_control_at_a_retired_machine_takes_no_ticket_and_counts_are_kept() {
     let (mut store, mut cell, auth, _) = registered();
     assert_eq!(cell.host_count(), 1);
-    let Ok(Some(work)) = cell.begin_control(HOST) else {
+    let Ok(Some(work)) = cell.handle_begin_control(HOST) else {
         panic!("live: a ticket")
     };
-    assert!(cell.release(&work).is_some());
+    assert!(cell.handle_release(&work).is_some());
     let req = request(auth);
-    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    assert!(matches!(cell.handle_request(NOW, &req), Begin::Started(_)));
     assert!(
         cell.pending_actions() > 0,
         "the transaction waits to be drained"
@@ -577,19 +599,23 @@ fn ho_a4_begin_control_at_a_retired_machine_takes_no_ticket_and_counts_are_kept(
     let _ =
         cell.handle_transaction_result(NOW, HOST, machine, attempt, DurableResult::Done(outcome));
     drain(&mut cell);
-    assert_eq!(cell.begin_control(HOST), Ok(None), "retired: no ticket");
+    assert_eq!(
+        cell.handle_begin_control(HOST),
+        Ok(None),
+        "retired: no ticket"
+    );
 }
 
 // ---- HO-A5: the drain fence's result is an input; the retries are the core's ----------------
 
-fn fence_actions(actions: &[CellAction]) -> Vec<Action> {
+fn fence_actions(actions: &[CellAction]) -> Vec<HandoffAction> {
     actions
         .iter()
         .filter_map(|a| match a {
             CellAction::Machine { action, .. }
                 if matches!(
                     action,
-                    Action::FenceAuthority { .. } | Action::FenceFailed { .. }
+                    HandoffAction::FenceAuthority { .. } | HandoffAction::FenceFailed { .. }
                 ) =>
             {
                 Some(*action)
@@ -608,11 +634,11 @@ fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
         alert_after: 3,
     };
     let mut cell = cell.with_fence_retry(retry);
-    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let _ = cell.handle_emergency_drain(NOW, HOST, DrainReason::Emergency);
     let reason = DrainReason::Emergency;
     assert_eq!(
         fence_actions(&drain(&mut cell)),
-        vec![Action::FenceAuthority {
+        vec![HandoffAction::FenceAuthority {
             authority: auth,
             reason
         }]
@@ -627,7 +653,7 @@ fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
         assert_eq!(machine, first.machine);
         assert_eq!(
             fence_actions(&drain(&mut cell)),
-            vec![Action::FenceFailed {
+            vec![HandoffAction::FenceFailed {
                 authority: auth,
                 failures,
                 retry_at: at,
@@ -635,7 +661,10 @@ fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
             }]
         );
         assert_eq!(cell.fences_unwritten(), 1);
-        assert_eq!(cell.undrain(HOST), Err(UndrainRefusal::FenceUnwritten));
+        assert_eq!(
+            cell.handle_undrain(HOST),
+            Err(UndrainRefusal::FenceUnwritten)
+        );
         // Early: nothing; due: the fence goes out again.
         assert!(matches!(
             cell.handle_timeout(MonoMs(at.as_ms() - 1), HOST, machine),
@@ -647,7 +676,7 @@ fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
         let _ = cell.handle_timeout(now, HOST, machine);
         assert_eq!(
             fence_actions(&drain(&mut cell)),
-            vec![Action::FenceAuthority {
+            vec![HandoffAction::FenceAuthority {
                 authority: auth,
                 reason
             }]
@@ -668,7 +697,7 @@ fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
         Fed::Applied(Disposition::Ignored(_))
     ));
     assert_eq!(cell.poll_timeout(HOST), None);
-    assert_eq!(cell.undrain(HOST), Ok(()));
+    assert_eq!(cell.handle_undrain(HOST), Ok(()));
     assert_eq!(
         cell.handle_fence_result(now, HOST, first.machine, FenceResult::Failed),
         Fed::Late
@@ -679,10 +708,10 @@ fn ho_a5_a_failed_fence_write_is_retried_with_capped_backoff_until_written() {
 fn ho_a5_the_fence_retry_and_the_attempt_deadline_share_the_host_timer() {
     let (_, mut cell, auth, _) = registered();
     let req = request(auth);
-    assert!(matches!(cell.begin_handoff(NOW, &req), Begin::Started(_)));
+    assert!(matches!(cell.handle_request(NOW, &req), Begin::Started(_)));
     let (machine, _) = txn_of(&drain(&mut cell));
     let (_, txn_deadline) = cell.poll_timeout(HOST).expect("the attempt's deadline");
-    let _ = cell.emergency_drain(NOW, HOST, DrainReason::Emergency);
+    let _ = cell.handle_emergency_drain(NOW, HOST, DrainReason::Emergency);
     let _ = drain(&mut cell);
     let _ = cell.handle_fence_result(NOW, HOST, machine, FenceResult::Failed);
     let _ = drain(&mut cell);

@@ -6,9 +6,8 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::*;
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
 use switchyard_core::MonoMs;
 
 const NOW: MonoMs = MonoMs(1_000_000);

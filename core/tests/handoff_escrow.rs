@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use switchyard_core::handoff::escrow::{
     exact_limits, fast_commit, load_split, rebalance, spend_commit, window_current, ShardRow,
 };
-use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::{LimitFacts, RateRow, StoreConfig};
+use switchyard_core::handoff::PolicyConfig;
 use switchyard_core::MonoMs;
 
 const CELLS: usize = 2;

@@ -5,11 +5,10 @@
 mod handoff_rig;
 
 use handoff_rig::{World, HOST, QUARANTINE_RETRY_MS, TGT};
-use switchyard_core::handoff::admission::GateState;
-use switchyard_core::handoff::attempt::*;
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::GateState;
+use switchyard_core::handoff::*;
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 const LEASE_MS: u64 = 15_000;
@@ -383,7 +382,7 @@ fn ho_l1_the_control_session_that_registered_still_closes_after_a_renewal() {
         w.begin(&pick),
         Begin::Answered(HandoffReply::Refused {
             op_id: pick.op_id,
-            reason: Refusal::NoSession
+            reason: HandoffRefusal::NoSession
         })
     );
 }
@@ -663,10 +662,10 @@ fn decide_reconcile_fences_a_stale_claim_without_touching_the_host() {
 /// attached clients still get in, and a client leaving frees a place.
 #[test]
 fn sec_1_a_full_host_refuses_clients_with_too_many_clients_not_wrong_cell() {
-    use switchyard_core::handoff::admission::{
+    use switchyard_core::handoff::{admission_refusal_name, client_close_code, close_code};
+    use switchyard_core::handoff::{
         AdmissionGate, AdmissionRefusal, WorkKind, MAX_CLIENTS_PER_HOST,
     };
-    use switchyard_core::handoff::cell::{admission_refusal_name, client_close_code, close_code};
     let mut gate = AdmissionGate::new(HOST, Generation(1));
     let mut tickets = Vec::new();
     for i in 0..MAX_CLIENTS_PER_HOST {
@@ -675,21 +674,21 @@ fn sec_1_a_full_host_refuses_clients_with_too_many_clients_not_wrong_cell() {
             1 => WorkKind::ClientConn,
             _ => WorkKind::PendingConn,
         };
-        tickets.push(gate.acquire(kind).expect("below the client bound"));
+        tickets.push(gate.handle_acquire(kind).expect("below the client bound"));
     }
     assert_eq!(
-        gate.acquire(WorkKind::Accept),
+        gate.handle_acquire(WorkKind::Accept),
         Err(AdmissionRefusal::HostFull)
     );
     let accept = tickets.remove(0);
     let converted = gate
-        .acquire(WorkKind::ClientConn)
+        .handle_acquire(WorkKind::ClientConn)
         .expect("a counted client converts");
-    gate.release(accept);
+    gate.handle_release(accept);
     tickets.push(converted);
     assert_eq!(gate.clients(), MAX_CLIENTS_PER_HOST);
     assert_eq!(
-        gate.acquire(WorkKind::Accept),
+        gate.handle_acquire(WorkKind::Accept),
         Err(AdmissionRefusal::HostFull)
     );
     assert_eq!(
@@ -703,8 +702,8 @@ fn sec_1_a_full_host_refuses_clients_with_too_many_clients_not_wrong_cell() {
         "too_many_clients"
     );
     // Work of clients already here is not client admission.
-    assert!(gate.acquire(WorkKind::Splice).is_ok());
-    assert!(gate.acquire(WorkKind::ControlOp).is_ok());
-    gate.release(tickets.pop().expect("one"));
-    assert!(gate.acquire(WorkKind::Accept).is_ok());
+    assert!(gate.handle_acquire(WorkKind::Splice).is_ok());
+    assert!(gate.handle_acquire(WorkKind::ControlOp).is_ok());
+    gate.handle_release(tickets.pop().expect("one"));
+    assert!(gate.handle_acquire(WorkKind::Accept).is_ok());
 }

@@ -3,12 +3,8 @@
 mod handoff_rig;
 
 use handoff_rig::*;
-use switchyard_core::handoff::admission::*;
-use switchyard_core::handoff::attempt::*;
-use switchyard_core::handoff::director::*;
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::*;
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
 use switchyard_core::MonoMs;
 
 fn director() -> DirectorPolicy {
@@ -42,7 +38,7 @@ fn eval(now: MonoMs, c: &CandidateView, t: &TargetView) -> Result<HandoffRequest
     evaluate(now, &director(), c, Some(t))
 }
 
-fn refused(w: &mut World, req: &HandoffRequest) -> Refusal {
+fn refused(w: &mut World, req: &HandoffRequest) -> HandoffRefusal {
     match w.begin(req) {
         Begin::Answered(HandoffReply::Refused { reason, .. }) => reason,
         other => panic!("expected a refusal, got {other:?}"),
@@ -54,7 +50,7 @@ fn refused(w: &mut World, req: &HandoffRequest) -> Refusal {
 #[test]
 fn ho_1_a_persistent_client_defers_the_move_forever() {
     let mut w = World::new();
-    let _client = w.src.acquire(WorkKind::ClientConn).expect("client");
+    let _client = w.src.handle_acquire(WorkKind::ClientConn).expect("client");
     for _ in 0..200 {
         w.advance(3_600_000);
         let req = w.request();
@@ -74,11 +70,11 @@ fn ho_1_a_persistent_client_defers_the_move_forever() {
 fn ho_1_retire_only_happens_over_zero_tickets() {
     // The only closing output follows a barrier, which only stands over zero tickets.
     let mut w = World::new();
-    let t = w.src.acquire(WorkKind::Splice).expect("splice");
+    let t = w.src.handle_acquire(WorkKind::Splice).expect("splice");
     let req = w.request();
     let _ = w.begin(&req);
     assert!(w.seen.retired.is_empty());
-    assert_eq!(w.src.release(t), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(t), ReleaseReport::Released);
     w.start();
     assert_eq!(w.src.gate().counters().total(), 0);
     w.run_txn();
@@ -91,9 +87,9 @@ fn ho_1_retire_only_happens_over_zero_tickets() {
 fn ho_2_open_desktop_control_is_no_reason_to_wait() {
     let mut w = World::new();
     assert!(w.src.session_open(), "desktop control stays open");
-    let last = w.src.acquire(WorkKind::ClientConn).expect("phone");
-    let _ = w.src.note_heartbeat(Heartbeat::Ping);
-    assert_eq!(w.src.release(last), ReleaseReport::Released);
+    let last = w.src.handle_acquire(WorkKind::ClientConn).expect("phone");
+    let _ = w.src.handle_heartbeat(Heartbeat::Ping);
+    assert_eq!(w.src.handle_release(last), ReleaseReport::Released);
     // 1 ms after the last client left (no 30 s background grace): the move may start.
     w.advance(1);
     assert!(matches!(w.begin(&w.request()), Begin::Started(_)));
@@ -102,9 +98,9 @@ fn ho_2_open_desktop_control_is_no_reason_to_wait() {
 #[test]
 fn ho_2_idleness_is_the_real_connection_state_at_the_same_instant() {
     let mut w = World::new();
-    let c = w.src.acquire(WorkKind::ClientConn).expect("client");
+    let c = w.src.handle_acquire(WorkKind::ClientConn).expect("client");
     assert!(!w.src.gate().is_idle());
-    assert_eq!(w.src.release(c), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(c), ReleaseReport::Released);
     assert!(
         w.src.gate().is_idle(),
         "no timer between release and idleness"
@@ -258,7 +254,7 @@ fn ho_3_store_transaction_rechecks_the_policy() {
 fn ho_7_each_of_the_five_counters_blocks_the_barrier() {
     for kind in WorkKind::ALL {
         let mut w = World::new();
-        let t = w.src.acquire(kind).expect("ticket");
+        let t = w.src.handle_acquire(kind).expect("ticket");
         let req = w.request();
         match w.begin(&req) {
             Begin::Answered(HandoffReply::Busy { counters, .. }) => {
@@ -267,7 +263,7 @@ fn ho_7_each_of_the_five_counters_blocks_the_barrier() {
             }
             other => panic!("{kind:?}: expected Busy, got {other:?}"),
         }
-        assert_eq!(w.src.release(t), ReleaseReport::Released);
+        assert_eq!(w.src.handle_release(t), ReleaseReport::Released);
         assert!(matches!(w.begin(&req), Begin::Started(_)), "{kind:?}");
     }
 }
@@ -275,33 +271,36 @@ fn ho_7_each_of_the_five_counters_blocks_the_barrier() {
 #[test]
 fn ho_7_double_unknown_and_stale_releases_are_reported_noops() {
     let mut w = World::new();
-    let a = w.src.acquire(WorkKind::Accept).expect("a");
-    let b = w.src.acquire(WorkKind::Accept).expect("b");
-    assert_eq!(w.src.release(a), ReleaseReport::Released);
-    assert_eq!(w.src.release(a), ReleaseReport::DoubleRelease);
+    let a = w.src.handle_acquire(WorkKind::Accept).expect("a");
+    let b = w.src.handle_acquire(WorkKind::Accept).expect("b");
+    assert_eq!(w.src.handle_release(a), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(a), ReleaseReport::DoubleRelease);
     let forged = Ticket {
         id: TicketId(999),
         ..b
     };
-    assert_eq!(w.src.release(forged), ReleaseReport::UnknownTicket);
+    assert_eq!(w.src.handle_release(forged), ReleaseReport::UnknownTicket);
     let stale = Ticket {
         generation: Generation(0),
         ..b
     };
-    assert_eq!(w.src.release(stale), ReleaseReport::StaleGeneration);
+    assert_eq!(w.src.handle_release(stale), ReleaseReport::StaleGeneration);
     let wrong_kind = Ticket {
         kind: WorkKind::Splice,
         ..b
     };
-    assert_eq!(w.src.release(wrong_kind), ReleaseReport::UnknownTicket);
+    assert_eq!(
+        w.src.handle_release(wrong_kind),
+        ReleaseReport::UnknownTicket
+    );
     // b is still owned and counted once.
     assert_eq!(w.src.gate().counters().accepts, 1);
-    assert_eq!(w.src.release(b), ReleaseReport::Released);
-    assert_eq!(w.src.gate().counters(), Counters::default());
-    assert_eq!(w.src.release(b), ReleaseReport::DoubleRelease);
+    assert_eq!(w.src.handle_release(b), ReleaseReport::Released);
+    assert_eq!(w.src.gate().counters(), QuiescenceCounters::default());
+    assert_eq!(w.src.handle_release(b), ReleaseReport::DoubleRelease);
     assert_eq!(
         w.src.gate().counters(),
-        Counters::default(),
+        QuiescenceCounters::default(),
         "never negative"
     );
 }
@@ -309,7 +308,7 @@ fn ho_7_double_unknown_and_stale_releases_are_reported_noops() {
 #[test]
 fn ho_7_old_generation_work_still_counts_until_released() {
     let mut w = World::new();
-    let old = w.src.acquire(WorkKind::Splice).expect("splice");
+    let old = w.src.handle_acquire(WorkKind::Splice).expect("splice");
     w.replace_control().expect("replacement");
     // A real splice of the old session is still work at this source.
     let req = w.request();
@@ -317,7 +316,7 @@ fn ho_7_old_generation_work_still_counts_until_released() {
         w.begin(&req),
         Begin::Answered(HandoffReply::Busy { .. })
     ));
-    assert_eq!(w.src.release(old), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(old), ReleaseReport::Released);
     assert!(matches!(w.begin(&req), Begin::Started(_)));
 }
 
@@ -328,21 +327,21 @@ fn ho_8_heartbeats_and_activity_renewals_never_count() {
     let mut w = World::new();
     for hb in [Heartbeat::Ping, Heartbeat::Pong, Heartbeat::ActivityRenewal] {
         for _ in 0..100 {
-            assert_eq!(w.src.note_heartbeat(hb), NotCounted::NotClientWork);
+            assert_eq!(w.src.handle_heartbeat(hb), NotCounted::NotClientWork);
         }
     }
-    assert_eq!(w.src.gate().counters(), Counters::default());
+    assert_eq!(w.src.gate().counters(), QuiescenceCounters::default());
     assert!(matches!(w.begin(&w.request()), Begin::Started(_)));
     // Under the barrier, heartbeats keep flowing and change nothing.
     let before = w.src.clone();
-    let _ = w.src.note_heartbeat(Heartbeat::Ping);
+    let _ = w.src.handle_heartbeat(Heartbeat::Ping);
     assert_eq!(w.src, before);
 }
 
 #[test]
 fn ho_10_db_activity_lease_never_proves_idleness() {
     let mut w = World::new();
-    let splice = w.src.acquire(WorkKind::Splice).expect("splice");
+    let splice = w.src.handle_acquire(WorkKind::Splice).expect("splice");
     for lease in [
         ActivityLease::Missing,
         ActivityLease::Expired {
@@ -350,7 +349,7 @@ fn ho_10_db_activity_lease_never_proves_idleness() {
         },
     ] {
         assert_eq!(
-            w.src.note_activity_lease(lease),
+            w.src.handle_activity_lease(lease),
             NotCounted::NotIdlenessEvidence
         );
         let req = w.request();
@@ -359,9 +358,9 @@ fn ho_10_db_activity_lease_never_proves_idleness() {
             Begin::Answered(HandoffReply::Busy { .. })
         ));
     }
-    assert_eq!(w.src.release(splice), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(splice), ReleaseReport::Released);
     // Nor does a live lease (a healthy control lease) make an idle source busy.
-    let _ = w.src.note_activity_lease(ActivityLease::Live {
+    let _ = w.src.handle_activity_lease(ActivityLease::Live {
         until: w.now.plus_ms(60_000),
     });
     assert!(matches!(w.begin(&w.request()), Begin::Started(_)));
@@ -463,7 +462,7 @@ fn ho_s1_older_epoch_is_superseded_not_a_duplicate() {
         good_measurement(w.now),
     );
     assert_eq!(
-        target_src.begin_handoff(w.now, &stale),
+        target_src.handle_request(w.now, &stale),
         Begin::Answered(HandoffReply::Superseded {
             op_id: stale.op_id,
             field: AuthorityField::Epoch
@@ -476,7 +475,7 @@ fn ho_s1_forged_op_id_is_refused() {
     let mut w = World::new();
     let mut req = w.request();
     req.op_id = OpId::derive(&req.source, OLD);
-    assert_eq!(refused(&mut w, &req), Refusal::InvalidOpId);
+    assert_eq!(refused(&mut w, &req), HandoffRefusal::InvalidOpId);
     assert_eq!(
         w.store.run_transaction(w.now, &req),
         TxnOutcome::RolledBack {
@@ -490,9 +489,9 @@ fn ho_s1_forged_op_id_is_refused() {
 #[test]
 fn ho_s2_busy_names_the_nonzero_counters_and_holds_nothing() {
     let mut w = World::new();
-    let _a = w.src.acquire(WorkKind::Accept).expect("a");
-    let _p = w.src.acquire(WorkKind::PendingConn).expect("p");
-    let _p2 = w.src.acquire(WorkKind::PendingConn).expect("p2");
+    let _a = w.src.handle_acquire(WorkKind::Accept).expect("a");
+    let _p = w.src.handle_acquire(WorkKind::PendingConn).expect("p");
+    let _p2 = w.src.handle_acquire(WorkKind::PendingConn).expect("p2");
     let req = w.request();
     let before = w.src.gate().clone();
     match w.begin(&req) {
@@ -523,7 +522,7 @@ fn ho_s2_begin_installs_the_barrier_in_one_step() {
         "the transaction is asked in the same step"
     );
     assert_eq!(
-        w.src.acquire(WorkKind::Accept),
+        w.src.handle_acquire(WorkKind::Accept),
         Err(AdmissionRefusal::WrongCell)
     );
 }
@@ -567,12 +566,12 @@ fn ho_s2_rotating_cursor_moves_past_busy_hosts() {
     let mut order = Vec::new();
     for _ in 0..5 {
         let mut p = SelectionPass::begin(cursor, limits).expect("limits");
-        let q = p.next_query().expect("query");
+        let q = p.poll_query().expect("query");
         assert_eq!(
             q.after, cursor.after,
             "each pass starts at the saved cursor"
         );
-        for d in p.take_page(now, &director(), &page_of(&rows, q)) {
+        for d in p.handle_page(now, &director(), &page_of(&rows, q)) {
             if d.verdict.is_ok() {
                 order.push(d.host.0);
             }
@@ -592,17 +591,17 @@ fn ho_s2_busy_is_a_deferral_not_a_dispatch_failure() {
     let op_id = OpId::derive(&new_store().1, TGT);
     let busy = DispatchOutcome::Answered(HandoffReply::Busy {
         op_id,
-        counters: Counters {
+        counters: QuiescenceCounters {
             splices: 1,
-            ..Counters::default()
+            ..QuiescenceCounters::default()
         },
     });
     for _ in 0..10 {
-        assert_eq!(budget.record(&busy), DispatchClass::Deferred);
+        assert_eq!(budget.handle_outcome(&busy), DispatchClass::Deferred);
     }
     assert_eq!(budget.failures_left(), 1);
     assert_eq!(
-        budget.record(&DispatchOutcome::TransportFailed),
+        budget.handle_outcome(&DispatchOutcome::TransportFailed),
         DispatchClass::Failed
     );
     assert!(budget.exhausted());
@@ -620,7 +619,7 @@ fn ho_s3_new_client_under_barrier_gets_wrong_cell() {
         WorkKind::Splice,
         WorkKind::PendingConn,
     ] {
-        let r = w.src.acquire(kind).expect_err("gated");
+        let r = w.src.handle_acquire(kind).expect_err("gated");
         assert_eq!(r, AdmissionRefusal::WrongCell);
         assert_eq!(r.close_code(), Some(WRONG_CELL_CLOSE_CODE));
     }
@@ -630,11 +629,11 @@ fn ho_s3_new_client_under_barrier_gets_wrong_cell() {
 #[test]
 fn ho_s3_control_activation_and_rebind_refused_under_barrier() {
     let mut w = World::new();
-    let held = w.src.acquire(WorkKind::ControlOp).expect("before");
-    assert_eq!(w.src.release(held), ReleaseReport::Released);
+    let held = w.src.handle_acquire(WorkKind::ControlOp).expect("before");
+    assert_eq!(w.src.handle_release(held), ReleaseReport::Released);
     w.start();
     assert_eq!(
-        w.src.acquire(WorkKind::ControlOp),
+        w.src.handle_acquire(WorkKind::ControlOp),
         Err(AdmissionRefusal::ControlGated)
     );
     let newer = SourceAuthority {
@@ -666,20 +665,23 @@ fn ho_s3_no_timer_reopens_admission() {
 #[test]
 fn ho_s3_late_continuation_rechecks_and_releases_what_it_abandons() {
     let mut w = World::new();
-    let pending = w.src.acquire(WorkKind::PendingConn).expect("pending");
-    assert_eq!(w.src.revalidate(pending), Revalidation::Continue);
+    let pending = w
+        .src
+        .handle_acquire(WorkKind::PendingConn)
+        .expect("pending");
+    assert_eq!(w.src.handle_revalidate(pending), Revalidation::Continue);
     w.replace_control().expect("replacement");
     assert_eq!(
-        w.src.revalidate(pending),
+        w.src.handle_revalidate(pending),
         Revalidation::Abandon {
             reason: AbandonReason::SessionReplaced,
             release: ReleaseReport::Released
         }
     );
-    assert_eq!(w.src.gate().counters(), Counters::default());
+    assert_eq!(w.src.gate().counters(), QuiescenceCounters::default());
     // Asking again is harmless.
     assert!(matches!(
-        w.src.revalidate(pending),
+        w.src.handle_revalidate(pending),
         Revalidation::Abandon {
             reason: AbandonReason::TicketNotLive,
             ..
@@ -845,7 +847,7 @@ fn ho_s5_commit_retires_the_source_and_replies_the_durable_result() {
         GateState::Closed(ClosedReason::Committed)
     );
     assert_eq!(
-        w.src.acquire(WorkKind::Accept),
+        w.src.handle_acquire(WorkKind::Accept),
         Err(AdmissionRefusal::WrongCell)
     );
     assert!(w.seen.reopened.is_empty());
@@ -861,7 +863,7 @@ fn ho_s6_explicit_abort_with_unchanged_authority_reopens() {
     assert!(w.open());
     assert!(w.seen.retired.is_empty());
     assert!(
-        w.src.acquire(WorkKind::Accept).is_ok(),
+        w.src.handle_acquire(WorkKind::Accept).is_ok(),
         "original control goes on"
     );
 }
@@ -1149,12 +1151,12 @@ fn ho_a4_commit_and_replacement_serialise_under_the_host_lock() {
 fn ho_a4_rebind_needs_a_live_control_ticket_and_a_newer_generation() {
     let mut w = World::new();
     let newer = w.register_at(SRC).expect("registered");
-    let accept = w.src.acquire(WorkKind::Accept).expect("accept");
+    let accept = w.src.handle_acquire(WorkKind::Accept).expect("accept");
     assert_eq!(
         w.src.handle_rebind(w.now, accept, newer, true),
         Err(RebindRefusal::NoControlTicket)
     );
-    let ctl = w.src.acquire(WorkKind::ControlOp).expect("ctl");
+    let ctl = w.src.handle_acquire(WorkKind::ControlOp).expect("ctl");
     let same = w.src.authority();
     assert_eq!(
         w.src.handle_rebind(w.now, ctl, same, true),
@@ -1225,7 +1227,7 @@ fn ho_a5_disabling_stops_new_attempts_in_flight_ones_still_reconcile() {
     assert!(w.open(), "in-flight attempt reconciled to its end");
     // New attempts are refused while disabled.
     let other = w.request_to(OLD);
-    assert_eq!(refused(&mut w, &other), Refusal::Disabled);
+    assert_eq!(refused(&mut w, &other), HandoffRefusal::Disabled);
     let director = DirectorPolicy {
         enabled: false,
         ..DirectorPolicy {
@@ -1268,13 +1270,13 @@ fn ho_a6_retire_is_queued_before_the_reply_and_needs_no_delivery() {
         .seen
         .log
         .iter()
-        .position(|a| matches!(a, Action::RetireSourceDraining { .. }))
+        .position(|a| matches!(a, HandoffAction::RetireSourceDraining { .. }))
         .expect("retire");
     let reply = w
         .seen
         .log
         .iter()
-        .position(|a| matches!(a, Action::Reply(_)))
+        .position(|a| matches!(a, HandoffAction::Reply(_)))
         .expect("reply");
     assert!(
         retire < reply,
@@ -1330,7 +1332,7 @@ fn ho_a6_target_registration_completes_the_migration() {
     ));
     // Clients attaching at the target are governed by the target's own machine.
     let mut target = SourceHandoff::new(source_config(), at_target, true);
-    assert!(target.acquire(WorkKind::ClientConn).is_ok());
+    assert!(target.handle_acquire(WorkKind::ClientConn).is_ok());
 }
 
 // ---- HO-C1 ------------------------------------------------------------------------------------
@@ -1365,10 +1367,10 @@ fn ho_c1_participant_without_the_capability_is_skipped() {
     let mut src = SourceHandoff::new(source_config(), auth, false);
     let req = HandoffRequest::new(auth, TGT, 100, good_measurement(now));
     assert_eq!(
-        src.begin_handoff(now, &req),
+        src.handle_request(now, &req),
         Begin::Answered(HandoffReply::Refused {
             op_id: req.op_id,
-            reason: Refusal::CapabilityMissing(Ineligible::DesktopNotCapable)
+            reason: HandoffRefusal::CapabilityMissing(Ineligible::DesktopNotCapable)
         })
     );
     let cfg = SourceConfig {
@@ -1377,9 +1379,9 @@ fn ho_c1_participant_without_the_capability_is_skipped() {
     };
     let mut src = SourceHandoff::new(cfg, auth, true);
     assert!(matches!(
-        src.begin_handoff(now, &req),
+        src.handle_request(now, &req),
         Begin::Answered(HandoffReply::Refused {
-            reason: Refusal::CapabilityMissing(Ineligible::SourceCellNotCapable),
+            reason: HandoffRefusal::CapabilityMissing(Ineligible::SourceCellNotCapable),
             ..
         })
     ));
@@ -1400,7 +1402,7 @@ fn ho_c1_participant_without_the_capability_is_skipped() {
 #[test]
 fn ho_s4_state_and_rows_round_trip_through_serde() {
     let mut w = World::new();
-    let _t = w.src.acquire(WorkKind::Splice).expect("splice");
+    let _t = w.src.handle_acquire(WorkKind::Splice).expect("splice");
     let req = w.request();
     let _ = w.begin(&req);
     let mut w2 = World::new();
@@ -1412,7 +1414,7 @@ fn ho_s4_state_and_rows_round_trip_through_serde() {
     let store: AssignmentStore =
         serde_json::from_str(&serde_json::to_string(&w2.store).expect("ser")).expect("de");
     assert_eq!(store, w2.store);
-    let log: Vec<Action> =
+    let log: Vec<HandoffAction> =
         serde_json::from_str(&serde_json::to_string(&w2.seen.log).expect("ser")).expect("de");
     assert_eq!(log, w2.seen.log);
 }
@@ -1449,7 +1451,7 @@ fn ho_a2_a_timer_fed_before_its_deadline_changes_nothing() {
 fn ho_a4_rebind_from_an_older_incarnation_is_refused_even_with_a_newer_generation() {
     let mut w = World::new();
     let current = w.src.authority();
-    let ctl = w.src.acquire(WorkKind::ControlOp).expect("ctl");
+    let ctl = w.src.handle_acquire(WorkKind::ControlOp).expect("ctl");
     let older_process = SourceAuthority {
         incarnation: Incarnation(current.incarnation.0 - 1),
         generation: current.generation.next(),
@@ -1576,7 +1578,7 @@ fn ho_s2_a_short_page_ends_the_pass_and_the_next_starts_from_the_top() {
         max_dispatch: 10,
     };
     let mut pass = SelectionPass::begin(PageCursor::default(), limits).expect("limits");
-    let query = pass.next_query().expect("a first page");
+    let query = pass.poll_query().expect("a first page");
     assert_eq!(
         query,
         PageQuery {
@@ -1585,8 +1587,8 @@ fn ho_s2_a_short_page_ends_the_pass_and_the_next_starts_from_the_top() {
             limit: 4
         }
     );
-    assert_eq!(pass.take_page(now, &director(), &rows).len(), 2);
-    assert_eq!(pass.next_query(), None, "the list has two hosts");
+    assert_eq!(pass.handle_page(now, &director(), &rows).len(), 2);
+    assert_eq!(pass.poll_query(), None, "the list has two hosts");
     assert_eq!(pass.sweeps_completed(), 1);
     assert_eq!(pass.cursor(), PageCursor { after: None });
     assert_eq!(pass.finish(), pass.cursor());

@@ -1,15 +1,14 @@
-//! HO-S4 / HO-A1 / HO-A2 / HO-A4 / HO-A5: the store's plans (`switchyard_core::handoff::store::plan`)
+//! HO-S4 / HO-A1 / HO-A2 / HO-A4 / HO-A5: the store's plans (`switchyard_core::handoff::store`)
 //! driven with arbitrary step results, including a failure at any step: a plan never writes
 //! after it decided an early answer, never commits twice, never answers with rows written and
 //! not committed, asks nothing after it ended, and ends within a bounded number of steps. And
 //! HO-A2's reading of a failed store call (`durable_result_of`), one test per mapping.
 
 use proptest::prelude::*;
-use switchyard_core::handoff::attempt::{Ambiguity, DurableResult};
 use switchyard_core::handoff::escrow::{ShardRow, Split};
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::*;
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
+use switchyard_core::handoff::{Ambiguity, DurableResult};
 use switchyard_core::MonoMs;
 
 const NOW: MonoMs = MonoMs(1_000_000);

@@ -1,10 +1,10 @@
 //! `SweepModel`: the director's real keyset [`SelectionPass`], its real [`DispatchBudget`] and
-//! (inside the pass) the real [`evaluate`](switchyard_core::handoff::director::evaluate), over a
+//! (inside the pass) the real [`evaluate`](switchyard_core::handoff::evaluate), over a
 //! small host list that changes under them (SCALE-3, HO-S2).
 //!
 //! The model plays the director's glue as the adapter runs it: a pass begins at the
 //! director's cursor with a new failure budget; it reads `next_query()`, hands the rows to
-//! `take_page`, dispatches each decision in order as `DispatchBudget::dispatch` says (send the
+//! `handle_page`, dispatches each decision in order as `DispatchBudget::dispatch` says (send the
 //! request; an ineligible host, or any once the failure budget is spent, is not sent: the
 //! decision is the core's, as in the adapter), records each answer in the budget
 //! (`DispatchBudget::record`: a `Busy` is a deferral, only a transport failure spends it),
@@ -89,17 +89,15 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
-use switchyard_core::handoff::admission::Counters;
-use switchyard_core::handoff::attempt::{HandoffReply, HandoffResult};
-use switchyard_core::handoff::director::{
+use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
+use switchyard_core::handoff::QuiescenceCounters;
+use switchyard_core::handoff::{
     CandidateRow, CandidateView, Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass,
     DispatchOutcome, PageCursor, PageQuery, ScanLimits, SelectionPass, TargetView,
 };
-use switchyard_core::handoff::ids::{
-    CellId, Epoch, Generation, HostId, Incarnation, SourceAuthority,
-};
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
-use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
+use switchyard_core::handoff::{CellId, Epoch, Generation, HostId, Incarnation, SourceAuthority};
+use switchyard_core::handoff::{HandoffReply, HandoffResult};
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 use crate::halt::Halt;
@@ -485,7 +483,7 @@ impl SweepState {
             director_cursor: state.position(),
             in_pass: pass.is_some(),
             next_query: pass
-                .and_then(|p| p.sel.next_query())
+                .and_then(|p| p.sel.poll_query())
                 .map(|q| (q.after.map(|h| h.0), q.through.map(|h| h.0), q.limit)),
             sweeps_completed: pass.map_or(0, |p| p.sel.sweeps_completed()),
             dispatched: pass.map_or(0, |p| p.sel.dispatched()),
@@ -546,7 +544,7 @@ pub enum SweepAction {
     /// The director begins a pass at its cursor (`SelectionPass::begin`), with a new
     /// `DispatchBudget`.
     NewPass,
-    /// The director reads `next_query()`; served: `take_page` and a request per eligible
+    /// The director reads `next_query()`; served: `handle_page` and a request per eligible
     /// decision (unless the failure budget is exhausted).
     ReadPage { read: PageRead },
     /// The cell answers the request in flight (`DispatchBudget::record`).
@@ -885,7 +883,7 @@ impl SweepModel {
         let Some(mut pass) = s.pass.take() else {
             return;
         };
-        let Some(query) = pass.sel.next_query() else {
+        let Some(query) = pass.sel.poll_query() else {
             s.pass = Some(pass);
             return;
         };
@@ -893,7 +891,7 @@ impl SweepModel {
         if read == PageRead::Fails {
             s.left.page_failures -= 1;
             s.left.faults -= 1;
-            pass.sel.page_failed();
+            pass.sel.handle_page_failed();
             s.rec.expected_start = query.after.map(|h| h.0);
             s.rec.failed_in_sweep = true;
             let cursor = match self.params.bug {
@@ -912,7 +910,7 @@ impl SweepModel {
         let before = pass.sel.sweeps_completed();
         let decisions = pass
             .sel
-            .take_page(SWEEP_NOW, &Self::director_policy(), &rows);
+            .handle_page(SWEEP_NOW, &Self::director_policy(), &rows);
         let counted = pass.sel.sweeps_completed().saturating_sub(before);
         // Served and decided: the rows the pass returned a decision for.
         let mut examined: Hosts = 0;
@@ -999,9 +997,9 @@ impl SweepModel {
         let outcome = match answer {
             Answer::Busy => DispatchOutcome::Answered(HandoffReply::Busy {
                 op_id,
-                counters: Counters {
+                counters: QuiescenceCounters {
                     client_conns: 1,
-                    ..Counters::default()
+                    ..QuiescenceCounters::default()
                 },
             }),
             Answer::Result => DispatchOutcome::Answered(HandoffReply::Result(HandoffResult {
@@ -1016,7 +1014,7 @@ impl SweepModel {
             (Answer::Busy, Some(SeededBug::BusySpendsBudget)) => DispatchOutcome::TransportFailed,
             _ => outcome,
         };
-        let class = pass.budget.record(&recorded);
+        let class = pass.budget.handle_outcome(&recorded);
         match answer {
             Answer::Busy => {
                 pass.busy_seen = self.params.bug == Some(SeededBug::BusyHoldsTheCursor);
@@ -1056,7 +1054,7 @@ impl SweepModel {
         s.rec.saved_examined = s.rec.sweep_examined;
         s.rec.saved_start = s.rec.sweep_start;
         pass.unsaved = false;
-        if pass.sel.next_query().is_none() {
+        if pass.sel.poll_query().is_none() {
             s.rec.expected_start = cursor;
             Self::end_pass(s, cursor);
         } else {
@@ -1154,7 +1152,7 @@ impl Model for SweepModel {
                     if fault && left.save_failures > 0 {
                         actions.push(SweepAction::SaveCursor { fails: true });
                     }
-                } else if pass.sel.next_query().is_some() {
+                } else if pass.sel.poll_query().is_some() {
                     actions.push(SweepAction::ReadPage {
                         read: PageRead::Served,
                     });

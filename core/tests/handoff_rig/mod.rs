@@ -2,11 +2,8 @@
 //! an adapter that routes the machine's actions to the store the way production would.
 #![allow(dead_code)]
 
-use switchyard_core::handoff::admission::*;
-use switchyard_core::handoff::attempt::*;
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::*;
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
 use switchyard_core::MonoMs;
 
 pub const SRC: CellId = CellId(1);
@@ -87,7 +84,7 @@ pub struct Seen {
     pub fences: Vec<(SourceAuthority, DrainReason)>,
     pub replies: Vec<HandoffReply>,
     /// Every action in order.
-    pub log: Vec<Action>,
+    pub log: Vec<HandoffAction>,
 }
 
 pub struct World {
@@ -138,29 +135,29 @@ impl World {
         while let Some(a) = self.src.poll_action() {
             self.seen.log.push(a);
             match a {
-                Action::RunTransaction { attempt, request } => {
+                HandoffAction::RunTransaction { attempt, request } => {
                     self.seen.txns.push((attempt, request));
                 }
-                Action::Reconcile { attempt, request } => {
+                HandoffAction::Reconcile { attempt, request } => {
                     self.seen.reconciles.push((attempt, request));
                 }
-                Action::Quarantined { attempt, cause } => {
+                HandoffAction::Quarantined { attempt, cause } => {
                     self.seen.quarantined.push((attempt, cause));
                 }
-                Action::RetireSourceDraining { reason } => self.seen.retired.push(reason),
-                Action::ReopenAdmission { attempt } => self.seen.reopened.push(attempt),
-                Action::FenceAuthority { authority, reason } => {
+                HandoffAction::RetireSourceDraining { reason } => self.seen.retired.push(reason),
+                HandoffAction::ReopenAdmission { attempt } => self.seen.reopened.push(attempt),
+                HandoffAction::FenceAuthority { authority, reason } => {
                     self.seen.fences.push((authority, reason));
                 }
-                Action::Reply(r) => self.seen.replies.push(r),
+                HandoffAction::Reply(r) => self.seen.replies.push(r),
                 // A failed fence write's retry is scheduled (the rig writes fences itself).
-                Action::FenceFailed { .. } => {}
+                HandoffAction::FenceFailed { .. } => {}
             }
         }
     }
 
     pub fn begin(&mut self, req: &HandoffRequest) -> Begin {
-        let b = self.src.begin_handoff(self.now, req);
+        let b = self.src.handle_request(self.now, req);
         self.drain();
         b
     }
@@ -264,11 +261,11 @@ impl World {
     pub fn replace_control(&mut self) -> Result<SourceAuthority, String> {
         let t = self
             .src
-            .acquire(WorkKind::ControlOp)
+            .handle_acquire(WorkKind::ControlOp)
             .map_err(|e| format!("{e:?}"))?;
         let auth = self.register_at(SRC).map_err(|e| format!("{e:?}"))?;
         let r = self.src.handle_rebind(self.now, t, auth, true);
-        assert_eq!(self.src.release(t), ReleaseReport::Released);
+        assert_eq!(self.src.handle_release(t), ReleaseReport::Released);
         r.map_err(|e| format!("{e:?}"))?;
         Ok(auth)
     }

@@ -29,7 +29,7 @@
 //!   (one older, one newer than its own), which must be `StaleGeneration` and change nothing;
 //! - two registrations of one host racing (the registrations [`Scenario`]): a second control
 //!   activation of the desktop begins (`control_refusal`, `begin_control`: without a ticket
-//!   where there is no machine yet) and registers (`register_control`, `install_control`)
+//!   where there is no machine yet) and registers (`register_control`, `handle_install_control`)
 //!   after the first was installed, after a barrier went up (it must be refused
 //!   `ControlGated`, the attempt's machine and barrier kept), or after the source retired
 //!   stale (a fresh machine over the retired one: `InstallKind::OverRetired`);
@@ -201,29 +201,27 @@ use crate::halt::Halt;
 use crate::share::SharedPart;
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
-use switchyard_core::handoff::admission::{
-    ActivityLease, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat, NotCounted,
-    ReleaseReport, Ticket, TicketId, WorkKind, WRONG_CELL_CLOSE_CODE,
-};
-use switchyard_core::handoff::attach::{Attach, AttachClose, AttachStep, PersistFailed};
-use switchyard_core::handoff::attempt::{
-    Action, Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult,
-    HandoffReply, PendingFence, Phase, QuarantineCause, Refusal, RetireReason, SourceConfig,
-    SourceHandoff,
-};
-use switchyard_core::handoff::cell::{
-    answer_from_record, client_close_code, needs_durable_record, CellAction, CloseReason, Fed,
-    InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell, UndrainRefusal, Work,
-};
-use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy, TargetView};
-use switchyard_core::handoff::ids::{
-    CellId, Generation, HostId, Incarnation, OpId, SourceAuthority,
-};
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
     fenced_authority, AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite,
     RegisterRefusal, StartRefusal, StoreConfig, TxnOutcome,
 };
+use switchyard_core::handoff::{
+    answer_from_record, client_close_code, needs_durable_record, CellAction, CellWork, CloseReason,
+    Fed, InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell, UndrainRefusal,
+};
+use switchyard_core::handoff::{evaluate, CandidateView, DirectorPolicy, TargetView};
+use switchyard_core::handoff::{
+    ActivityLease, AdmissionRefusal, ClosedReason, GateState, Heartbeat, NotCounted,
+    QuiescenceCounters, ReleaseReport, Ticket, TicketId, WorkKind, WRONG_CELL_CLOSE_CODE,
+};
+use switchyard_core::handoff::{
+    Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult,
+    HandoffAction, HandoffRefusal, HandoffReply, PendingFence, Phase, QuarantineCause,
+    RetireReason, SourceConfig, SourceHandoff,
+};
+use switchyard_core::handoff::{Attach, AttachClose, AttachStep, PersistFailed};
+use switchyard_core::handoff::{CellId, Generation, HostId, Incarnation, OpId, SourceAuthority};
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 use crate::store_calls::{StoreCall, StoreJournal};
@@ -504,7 +502,7 @@ pub enum HoAction {
     /// `install_control(.., None)` follow in the same step.
     DesktopReconnects,
     /// After the activation's await: the store's `register_control` (same incarnation), then
-    /// `install_control` with the activation's ticket.
+    /// `handle_install_control` with the activation's ticket.
     ControlRegisters,
     /// The desktop's control session closes: `control_closed` with its session.
     ControlCloses,
@@ -575,7 +573,7 @@ pub enum HoAction {
     /// sockets of one desktop racing): `control_refusal`, then `begin_control` (its ticket, or
     /// none where there is no live machine), held across the registration's await.
     SecondControlActivates,
-    /// After that activation's await: the store's `register_control`, then `install_control`
+    /// After that activation's await: the store's `register_control`, then `handle_install_control`
     /// with its ticket, whatever happened in between (a first registration installed, a
     /// barrier stands).
     SecondControlRegisters,
@@ -696,7 +694,7 @@ impl HandoffModel {
         let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
         // With concurrent registrations to race, the run starts before the desktop's first.
         if self.params.registrations == 0 {
-            let installed = cell.install_control(now, auth, true, None);
+            let installed = cell.handle_install_control(now, auth, true, None);
             debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
         }
         let p = &self.params;

@@ -98,7 +98,7 @@ pub struct SourceProjection {
     pub gate: GateKind,
     pub drained: bool,
     pub enabled: bool,
-    pub counters: Counters,
+    pub counters: QuiescenceCounters,
     pub phase: Option<PhaseKind>,
     pub last_outcome: Option<OutcomeKind>,
 }

@@ -866,7 +866,7 @@ impl HandoffModel {
     // ---- HO-7: late releases -------------------------------------------------------------------
 
     /// HO-7: a unit of work has ended (its ticket released, abandoned by `revalidate`, or
-    /// consumed by `install_control`); a late duplicate of its release (an old session's guard
+    /// consumed by `handle_install_control`); a late duplicate of its release (an old session's guard
     /// firing again) arrives. The core must answer it as a no-op, `StaleGeneration` if the
     /// ticket is of an older generation than the gate's (after a rebind), `DoubleRelease`
     /// otherwise (nothing for a replaced machine), and change no counter. The answer depends
@@ -880,7 +880,7 @@ impl HandoffModel {
             })
         };
         let before = view(state);
-        let report = state.cell.release(&held.work());
+        let report = state.cell.handle_release(&held.work());
         let expected = before
             .filter(|(id, ..)| *id == held.machine)
             .map(|(_, generation, ..)| {
@@ -910,7 +910,7 @@ impl HandoffModel {
                 continue;
             }
             for kind in WorkKind::ALL {
-                let work = Work {
+                let work = CellWork {
                     host: HOST,
                     machine,
                     ticket: Ticket {
@@ -919,7 +919,7 @@ impl HandoffModel {
                         kind,
                     },
                 };
-                let report = state.cell.release(&work);
+                let report = state.cell.handle_release(&work);
                 wrong |= !matches!(
                     report,
                     Some(ReleaseReport::StaleGeneration | ReleaseReport::UnknownTicket)
@@ -951,7 +951,7 @@ impl HandoffModel {
         let not_evidence = Some(NotCounted::NotIdlenessEvidence);
         let heartbeat_counted = [Heartbeat::Ping, Heartbeat::Pong, Heartbeat::ActivityRenewal]
             .into_iter()
-            .any(|h| cell.note_heartbeat(HOST, h) != not_client)
+            .any(|h| cell.handle_heartbeat(HOST, h) != not_client)
             || !unchanged();
         let lease_counted = [
             ActivityLease::Missing,
@@ -960,7 +960,7 @@ impl HandoffModel {
             },
         ]
         .into_iter()
-        .any(|l| cell.note_activity_lease(HOST, l) != not_evidence)
+        .any(|l| cell.handle_activity_lease(HOST, l) != not_evidence)
             || !unchanged();
         state.last.anomalies.heartbeat_counted = heartbeat_counted;
         state.last.anomalies.lease_counted = lease_counted;
@@ -994,12 +994,12 @@ impl HandoffModel {
                         events.busy = true;
                         anomalies.idleness_misjudged = live_work == 0;
                         anomalies.busy_counters_wrong =
-                            named != counters || named == Counters::default();
+                            named != counters || named == QuiescenceCounters::default();
                     }
                     HandoffReply::InProgress { .. } => events.answered_in_progress = !fresh_pick,
                     HandoffReply::Result(_) => events.answered_recorded_result = !fresh_pick,
                     HandoffReply::Refused {
-                        reason: Refusal::Disabled,
+                        reason: HandoffRefusal::Disabled,
                         ..
                     } => events.refused_disabled = true,
                     HandoffReply::Superseded { .. } | HandoffReply::Refused { .. } => {}
@@ -1177,7 +1177,7 @@ impl HandoffModel {
                     timer_applied |= cell.handle_timeout(now, HOST, MachineId(id)) != Fed::Late;
                 }
                 if Some(SessionId(id)) != session {
-                    close_taken |= cell.control_closed(now, HOST, SessionId(id));
+                    close_taken |= cell.handle_control_closed(now, HOST, SessionId(id));
                 }
             }
             // Ids at or past MAX_MODEL_ID fail the `HO-A4 bounded` property.
@@ -1190,7 +1190,7 @@ impl HandoffModel {
     /// (the moment it could be mistaken for the open one).
     pub(super) fn judge_replaced_session(state: &mut HoState, out: &Outputs) {
         if let Some(old) = out.replaced {
-            let taken = state.cell.control_closed(state.now, HOST, old);
+            let taken = state.cell.handle_control_closed(state.now, HOST, old);
             state.last.anomalies.late_close_changed_cell |= taken;
             state.last.events.late_close_ignored = !taken;
         }
@@ -1297,7 +1297,7 @@ impl HandoffModel {
         });
         state.last.anomalies.attach_misjudged |= still_live
             || close.name() != "activity_not_persisted"
-            || close.close_code() != switchyard_core::handoff::cell::close_code::TRY_AGAIN;
+            || close.close_code() != switchyard_core::handoff::close_code::TRY_AGAIN;
         state.last.events.persist_failed = true;
     }
 }
@@ -1343,7 +1343,7 @@ pub fn stranded(s: &HoState) -> bool {
     }
     let mut cell = s.cell.clone();
     !matches!(
-        cell.begin_handoff(s.now, &req),
+        cell.handle_request(s.now, &req),
         Begin::Started(_) | Begin::Answered(HandoffReply::Busy { .. })
     )
 }

@@ -23,7 +23,7 @@ impl HandoffModel {
         } else {
             ControlKind::Reconnect
         };
-        match state.cell.begin_control(HOST) {
+        match state.cell.handle_begin_control(HOST) {
             Ok(work) => {
                 state.control2 = Some(ControlOp {
                     kind,
@@ -38,7 +38,7 @@ impl HandoffModel {
         }
     }
 
-    /// The second activation registers (`register_control`) and `install_control` decides
+    /// The second activation registers (`register_control`) and `handle_install_control` decides
     /// with its ticket, whatever the first did meanwhile. Over a barrier (HO-S3 / HO-A4) the
     /// install must be refused `ControlGated` and leave the attempt's machine and barrier as
     /// they were (the registration renewed the generation, so the attempt in flight fails its
@@ -56,7 +56,7 @@ impl HandoffModel {
         match registered {
             Ok(auth) => {
                 state.last.anomalies.registered_over_move = moved;
-                let installed = state.cell.install_control(now, auth, true, work);
+                let installed = state.cell.handle_install_control(now, auth, true, work);
                 let gated = machine_before
                     .as_ref()
                     .and_then(|(id, m)| m.gate().barrier().map(|b| (*id, b)));
@@ -108,7 +108,7 @@ impl HandoffModel {
             let older = g.0.checked_sub(1).map(Generation);
             let newer = g.0.checked_add(1).map(Generation);
             for generation in older.into_iter().chain(newer) {
-                let work = Work {
+                let work = CellWork {
                     host: HOST,
                     machine,
                     ticket: Ticket {
@@ -116,7 +116,7 @@ impl HandoffModel {
                         ..*ticket
                     },
                 };
-                wrong |= state.cell.release(&work) != Some(ReleaseReport::StaleGeneration);
+                wrong |= state.cell.handle_release(&work) != Some(ReleaseReport::StaleGeneration);
             }
         }
         let after = state.cell.machine(HOST).map(|(_, m)| {
