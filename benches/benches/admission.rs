@@ -1,4 +1,4 @@
-//! Admission at the source cell: a ticket taken and released, and `begin_handoff` (the one
+//! Admission at the source cell: a ticket taken and released, and `handle_request` (the one
 //! synchronous check-and-install) with every counter at zero and with one client attached;
 //! the pure reference assignment transaction.
 

@@ -5,7 +5,7 @@
 //! 1. seeding: `SqlStore::seed_bulk` (generate_series), then `SqlStore::audit_limits` must
 //!    hold (every counter agrees with the rows);
 //! 2. a full director sweep: page after page of `MAX_PAGE_SIZE` hosts through
-//!    `SqlStore::candidate_page` and `SelectionPass::take_page`, the director's `pass()` minus
+//!    `SqlStore::candidate_page` and `SelectionPass::handle_page`, the director's `pass()` minus
 //!    the dispatch (the seed makes nobody eligible: no measurement, or a measured target that
 //!    is no better), passes chained by the persisted cursor until every host was examined;
 //!    every page's time at its position is written to a CSV;

@@ -3,13 +3,13 @@
 //! small host list that changes under them (SCALE-3, HO-S2).
 //!
 //! The model plays the director's glue as the adapter runs it: a pass begins at the
-//! director's cursor with a new failure budget; it reads `next_query()`, hands the rows to
+//! director's cursor with a new failure budget; it reads `poll_query()`, hands the rows to
 //! `handle_page`, dispatches each decision in order as `DispatchBudget::dispatch` says (send the
 //! request; an ineligible host, or any once the failure budget is spent, is not sent: the
 //! decision is the core's, as in the adapter), records each answer in the budget
-//! (`DispatchBudget::record`: a `Busy` is a deferral, only a transport failure spends it),
+//! (`DispatchBudget::handle_outcome`: a `Busy` is a deferral, only a transport failure spends it),
 //! then saves `cursor()`; the
-//! pass ends when `next_query()` is `None`, when a page read fails (`page_failed`) or when a
+//! pass ends when `poll_query()` is `None`, when a page read fails (`handle_page_failed`) or when a
 //! cursor save fails (a store error ends the adapter's pass); between passes the director
 //! keeps its cursor in memory, and a restart loses the pass and reloads the last cursor
 //! saved (which also stands for an adapter that reloads the cursor at every pass).
@@ -63,7 +63,7 @@
 //!   enrolment at that position), so "present throughout the sweep" is "present when it
 //!   began and now";
 //! - the clock does not move: no measurement goes stale and no cooldown ends (HO-3's
-//!   arithmetic, `core/tests/handoff_requirements.rs::ho_3_*`); one refusal
+//!   arithmetic, `core/tests/ho_when.rs::ho_3_*`); one refusal
 //!   (`NoMeasurement`) stands for every `Ineligible` reason, as the pass treats them alike.
 //!
 //! What the model leaves out, and why:
@@ -73,8 +73,8 @@
 //! - the handoff behind a request (the cell's machine, the store's transaction: the handoff
 //!   model), and the answers `InProgress` (classified as `Busy` is), `Superseded` and
 //!   `Refused` (skipped: neither spends the budget nor defers, as a result does), whose
-//!   classification `DispatchBudget::record` makes alike for the pass
-//!   (`core/tests/handoff_requirements.rs`); the adapter's re-sends of a lost answer with the
+//!   classification `DispatchBudget::handle_outcome` makes alike for the pass
+//!   (`core/tests/ho_request_and_barrier.rs`); the adapter's re-sends of a lost answer with the
 //!   same op id are inside one `TransportFailed`;
 //! - the adapter's other work in a pass (expiring migrations, looking up a cell's URL: a
 //!   missing URL is a transport failure) and several directors (each has its own cursor row).
@@ -521,7 +521,7 @@ impl SweepState {
 pub enum PageRead {
     /// The store answers the query from its host list.
     Served,
-    /// The read fails: `page_failed`, the pass ends.
+    /// The read fails: `handle_page_failed`, the pass ends.
     Fails,
 }
 
@@ -544,10 +544,10 @@ pub enum SweepAction {
     /// The director begins a pass at its cursor (`SelectionPass::begin`), with a new
     /// `DispatchBudget`.
     NewPass,
-    /// The director reads `next_query()`; served: `handle_page` and a request per eligible
+    /// The director reads `poll_query()`; served: `handle_page` and a request per eligible
     /// decision (unless the failure budget is exhausted).
     ReadPage { read: PageRead },
-    /// The cell answers the request in flight (`DispatchBudget::record`).
+    /// The cell answers the request in flight (`DispatchBudget::handle_outcome`).
     Answers { answer: Answer },
     /// The director saves `cursor()` after the page's requests; a failed save ends the pass
     /// (the adapter's store error), the director keeps its cursor in memory.
@@ -596,7 +596,7 @@ pub struct SweepProjection {
     /// The director's position: its pass's `cursor()`, or its cursor between passes.
     pub director_cursor: Option<u64>,
     pub in_pass: bool,
-    /// The pass's `next_query()`: (after, through, limit).
+    /// The pass's `poll_query()`: (after, through, limit).
     pub next_query: Option<(Option<u64>, Option<u64>, u32)>,
     pub sweeps_completed: u32,
     pub dispatched: u32,

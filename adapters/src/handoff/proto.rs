@@ -276,7 +276,7 @@ pub enum DrainState {
 }
 
 impl DrainAnswer {
-    /// From the core's `SourceCell::emergency_drain` answer.
+    /// From the core's `SourceCell::handle_emergency_drain` answer.
     #[must_use]
     pub fn new(applied: Option<bool>, clients: usize) -> DrainAnswer {
         let state = match applied {

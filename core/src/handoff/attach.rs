@@ -17,7 +17,7 @@
 //! ```
 //!
 //! The machine owns the ticket until it hands it out (`Attached`) or releases it; the adapter's
-//! guard calls [`Attach::cancel`] if its task ends in between (socket gone, cancellation).
+//! guard calls [`Attach::handle_cancel`] if its task ends in between (socket gone, cancellation).
 
 use serde::{Deserialize, Serialize};
 

@@ -158,7 +158,7 @@ pub struct Decision {
 
 /// HO-S1 / HO-S2 / SCALE-3: one read-only selection pass over keyset pages. Drive it with
 /// `poll_query` / `handle_page` until `poll_query` is `None`, persisting `cursor()` after every
-/// page; a page whose read failed is reported with `page_failed` (the pass ends, the cursor
+/// page; a page whose read failed is reported with `handle_page_failed` (the pass ends, the cursor
 /// stays, so the next pass starts with that very page).
 ///
 /// The pass reads from its starting cursor to the end of the list; a short page (fewer rows
@@ -220,7 +220,7 @@ impl SelectionPass {
         })
     }
 
-    /// Evaluate the rows of the page answered for `next_query()`, in order. Stops early when
+    /// Evaluate the rows of the page answered for `poll_query()`, in order. Stops early when
     /// the dispatch budget is spent (the rest of the page comes first next pass). Rows the
     /// store should not have returned (out of the query's range, not strictly increasing,
     /// beyond its limit) are external input gone wrong: skipped and counted
@@ -297,7 +297,7 @@ impl SelectionPass {
         decisions
     }
 
-    /// The page answered for `next_query()` could not be read: the pass ends here and the
+    /// The page answered for `poll_query()` could not be read: the pass ends here and the
     /// cursor stays where it is, so the next pass starts with this very page.
     pub fn handle_page_failed(&mut self) {
         self.over = true;
@@ -425,7 +425,7 @@ impl DispatchBudget {
 /// HO-S2: the director's decision for one examined host ([`DispatchBudget::dispatch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Dispatch {
-    /// Send this request, then [`DispatchBudget::record`] its outcome.
+    /// Send this request, then [`DispatchBudget::handle_outcome`] its outcome.
     Send(HandoffRequest),
     /// Not eligible: counted by reason, nothing sent.
     Ineligible(Ineligible),

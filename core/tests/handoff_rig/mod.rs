@@ -282,3 +282,108 @@ pub fn host_with_bucket(pred: impl Fn(u8) -> bool) -> HostId {
         .find(|h| pred(cohort_bucket(*h)))
         .expect("some host has such a bucket")
 }
+
+pub fn director() -> DirectorPolicy {
+    DirectorPolicy {
+        enabled: true,
+        cohort_percent: 100,
+        policy: policy_config(),
+    }
+}
+
+pub fn view(now: MonoMs) -> (CandidateView, TargetView) {
+    let (_, auth) = new_store();
+    (
+        CandidateView {
+            authority: auth,
+            source_cell_capable: true,
+            desktop_capable: true,
+            measurement: Some((TGT, good_measurement(now))),
+            cooldown_until: None,
+        },
+        TargetView {
+            cell: TGT,
+            capable: true,
+            load: 3,
+            capacity: 10,
+        },
+    )
+}
+
+pub fn eval(now: MonoMs, c: &CandidateView, t: &TargetView) -> Result<HandoffRequest, Ineligible> {
+    evaluate(now, &director(), c, Some(t))
+}
+
+pub fn refused(w: &mut World, req: &HandoffRequest) -> HandoffRefusal {
+    match w.begin(req) {
+        Begin::Answered(HandoffReply::Refused { reason, .. }) => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+// ---- store decisions shared by the reference and the SQL stores ----------------------------------
+
+pub fn row(cell: u32, epoch: u64, inc: u64, generation: u64) -> AssignmentRow {
+    AssignmentRow {
+        cell: CellId(cell),
+        epoch: Epoch(epoch),
+        incarnation: Incarnation(inc),
+        generation: Generation(generation),
+        desktop_capable: true,
+    }
+}
+
+/// The attempt-row bound the reconciliation decisions are judged at.
+pub const MAX_ROWS: u64 = 1 << 20;
+
+pub fn request_for(current: &AssignmentRow) -> HandoffRequest {
+    let m = Measurement {
+        measured_at: MonoMs(1_000),
+        current_rtt_ms: 120,
+        target_rtt_ms: 60,
+    };
+    HandoffRequest::new(authority_of(HOST, current), CellId(2), 100, m)
+}
+
+pub const NOW: MonoMs = MonoMs(1_000_000);
+
+pub fn cell() -> SourceCell {
+    SourceCell::new(source_config(), SRC, Incarnation(1))
+}
+
+pub fn drain(cell: &mut SourceCell) -> Vec<CellAction> {
+    std::iter::from_fn(|| cell.poll_action()).collect()
+}
+
+/// A store with the host registered at SRC, and a cell whose control for it is installed.
+pub fn registered() -> (AssignmentStore, SourceCell, SourceAuthority, Installed) {
+    let (mut store, _) = new_store();
+    let auth = store
+        .register_control(NOW, HOST, SRC, Incarnation(1), true)
+        .expect("register");
+    let mut cell = cell();
+    let installed = cell
+        .handle_install_control(NOW, auth, true, None)
+        .expect("install");
+    (store, cell, auth, installed)
+}
+
+pub fn request(auth: SourceAuthority) -> HandoffRequest {
+    HandoffRequest::new(auth, TGT, 100, good_measurement(NOW))
+}
+
+pub fn txn_of(actions: &[CellAction]) -> (MachineId, switchyard_core::handoff::AttemptRef) {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            CellAction::Machine {
+                machine,
+                action: HandoffAction::RunTransaction { attempt, .. },
+                ..
+            } => Some((*machine, *attempt)),
+            _ => None,
+        })
+        .expect("a transaction to run")
+}
+
+pub const OTHER_HOST: switchyard_core::handoff::HostId = switchyard_core::handoff::HostId(99);

@@ -6,7 +6,7 @@ use super::step::admission_kind;
 use super::*;
 
 impl HandoffModel {
-    /// HO-A4: a second control activation (`control_refusal`, `begin_control`), held across
+    /// HO-A4: a second control activation (`control_refusal`, `handle_begin_control`), held across
     /// its registration's await. Where there is no live machine it holds no ticket, so a
     /// first registration may install a machine, and a barrier may stand, before it registers.
     pub(super) fn second_control_activates(state: &mut HoState) {

@@ -82,12 +82,12 @@ pub enum ControlKind {
     Reconnect,
 }
 
-/// A control activation between `begin_control` and `handle_install_control` (the store
+/// A control activation between `handle_begin_control` and `handle_install_control` (the store
 /// registration is the await in between).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ControlOp {
     pub kind: ControlKind,
-    /// The counted `ControlOp` ticket `begin_control` took at a live machine; `None` where
+    /// The counted `ControlOp` ticket `handle_begin_control` took at a live machine; `None` where
     /// there was none (no machine, retired, drained): `handle_install_control` decides.
     pub held: Option<Held>,
 }
@@ -178,7 +178,7 @@ pub struct HoState {
     /// (`crate::caught`). Nothing is explored from such a state; `None` in a correct run.
     pub core_panic: Option<String>,
     /// HO-A4: a second control activation of the desktop racing the first (the registrations
-    /// scenario): between its `begin_control` and its registration.
+    /// scenario): between its `handle_begin_control` and its registration.
     pub control2: Option<ControlOp>,
     /// HO-S4: the SQL store's escrowed limit shards, kept beside the reference store as the
     /// SQL store would write them ([`EscrowShadow`]).

@@ -1,5 +1,5 @@
 //! HO-7: RAII ownership of one ticket of one machine. Taken in the caller's synchronous section
-//! (before its first await); released through the core `SourceCell::release` on drop, so on
+//! (before its first await); released through the core `SourceCell::handle_release` on drop, so on
 //! every exit path, errors and cancellation included. The core fences the ticket to its
 //! machine: releasing or revalidating a ticket of a replaced machine is a no-op there.
 
