@@ -115,7 +115,7 @@ fn ho_a2_a_full_store_cannot_fence_and_the_source_stays_quarantined() {
     w.deliver_txn(DurableResult::Ambiguous(Ambiguity::Timeout));
     w.deliver_reconcile(DurableResult::StoreUnavailable);
     assert!(matches!(
-        w.src.attempt().map(|a| a.phase),
+        w.src.attempt().map(|a| a.phase()),
         Some(Phase::Quarantined {
             cause: QuarantineCause::StoreUnavailable,
             ..
@@ -273,17 +273,17 @@ fn ho_a2_a_timer_fed_before_its_deadline_changes_nothing() {
         "in transaction, before the deadline"
     );
     let (attempt, _) = w.last_txn();
-    assert_eq!(w.src.attempt().map(|a| a.attempt), Some(attempt));
+    assert_eq!(w.src.attempt().map(|a| a.attempt()), Some(attempt));
     assert!(w.gated());
     // The same while the reconciliation of a lost result runs, and in quarantine.
     w.run_txn_lose_result();
     assert!(matches!(
-        w.src.attempt().map(|a| a.phase),
+        w.src.attempt().map(|a| a.phase()),
         Some(Phase::Reconciling { .. })
     ));
     assert_eq!(w.timeout(), Disposition::Ignored(Ignored::NotAwaited));
     assert!(matches!(
-        w.src.attempt().map(|a| a.phase),
+        w.src.attempt().map(|a| a.phase()),
         Some(Phase::Reconciling { .. })
     ));
 }

@@ -222,7 +222,7 @@ impl Sim {
     /// Deliver a result to the current machine; a result for another machine's or another
     /// attempt's work must change nothing (late callbacks never reopen a replacement).
     fn deliver(&mut self, from: u32, aref: AttemptRef, result: DurableResult, ch: Channel) {
-        let current = self.src.attempt().map(|a| a.attempt) == Some(aref) && from == self.machine;
+        let current = self.src.attempt().map(|a| a.attempt()) == Some(aref) && from == self.machine;
         let before = self.src.clone();
         let d = match ch {
             Channel::Txn => self.src.handle_transaction_result(self.now, aref, result),
@@ -576,7 +576,7 @@ impl Sim {
         }
         if let Some(a) = self.src.attempt() {
             let b = gate.barrier().expect("attempt without barrier");
-            assert_eq!((b.op_id, b.seq), (a.attempt.op_id, a.attempt.seq));
+            assert_eq!((b.op_id(), b.seq()), (a.attempt().op_id, a.attempt().seq));
         }
         // No barrier removal without a terminal outcome of that very attempt.
         if machine_before == self.machine {
@@ -590,11 +590,11 @@ impl Sim {
                     assert!(
                         actions.iter().any(|a| matches!(
                             a,
-                            HandoffAction::Reply(HandoffReply::Result(r)) if r.op_id == b.op_id
+                            HandoffAction::Reply(HandoffReply::Result(r)) if r.op_id == b.op_id()
                         )),
                         "barrier removed without a terminal result"
                     );
-                    assert_eq!(self.src.last_result().map(|r| r.op_id), Some(b.op_id));
+                    assert_eq!(self.src.last_result().map(|r| r.op_id), Some(b.op_id()));
                 }
             }
             // A drained source never reopens.

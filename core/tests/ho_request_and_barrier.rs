@@ -192,8 +192,8 @@ fn ho_s2_begin_installs_the_barrier_in_one_step() {
     let mut w = World::new();
     let a = w.start();
     let barrier = w.src.gate().barrier().expect("barrier");
-    assert_eq!((barrier.op_id, barrier.seq), (a.op_id, a.seq));
-    assert_eq!(barrier.generation, w.src.authority().generation);
+    assert_eq!((barrier.op_id(), barrier.seq()), (a.op_id, a.seq));
+    assert_eq!(barrier.generation(), w.src.authority().generation);
     assert_eq!(
         w.seen.txns.len(),
         1,

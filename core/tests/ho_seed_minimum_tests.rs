@@ -536,7 +536,7 @@ fn ho_t4_db_outage_and_recovery() {
     w.start();
     w.deliver_txn(DurableResult::StoreUnavailable);
     assert!(matches!(
-        w.src.attempt().map(|a| a.phase),
+        w.src.attempt().map(|a| a.phase()),
         Some(Phase::Quarantined { .. })
     ));
     assert_eq!(w.seen.quarantined.len(), 1);

@@ -219,11 +219,37 @@ pub enum NotCounted {
 /// HO-S2 / HO-S3: the barrier of one handoff attempt, carrying its generation token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Barrier {
-    pub op_id: OpId,
+    op_id: OpId,
     /// Attempt sequence number within this source machine (distinguishes re-tries of one op).
-    pub seq: u32,
-    pub generation: Generation,
-    pub installed_at: MonoMs,
+    seq: u32,
+    generation: Generation,
+    installed_at: MonoMs,
+}
+
+impl Barrier {
+    /// The op id of the attempt the barrier is for.
+    #[must_use]
+    pub fn op_id(&self) -> OpId {
+        self.op_id
+    }
+
+    /// Attempt sequence number within this source machine.
+    #[must_use]
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+
+    /// The generation the barrier was installed under.
+    #[must_use]
+    pub fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// When the barrier was installed.
+    #[must_use]
+    pub fn installed_at(&self) -> MonoMs {
+        self.installed_at
+    }
 }
 
 /// Why a gate is closed for good.

@@ -92,9 +92,29 @@ pub enum Phase {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Attempt {
-    pub attempt: AttemptRef,
-    pub request: HandoffRequest,
-    pub phase: Phase,
+    attempt: AttemptRef,
+    request: HandoffRequest,
+    phase: Phase,
+}
+
+impl Attempt {
+    /// The attempt (op id and sequence number).
+    #[must_use]
+    pub fn attempt(&self) -> AttemptRef {
+        self.attempt
+    }
+
+    /// The request the attempt serves.
+    #[must_use]
+    pub fn request(&self) -> HandoffRequest {
+        self.request
+    }
+
+    /// Where the attempt is.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
 }
 
 /// Why a handoff request is refused before any barrier (holds nothing, closes nothing).
@@ -277,12 +297,38 @@ impl FenceRetry {
 /// HO-A5: a drain fence not yet known to be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PendingFence {
-    pub authority: SourceAuthority,
-    pub reason: DrainReason,
+    authority: SourceAuthority,
+    reason: DrainReason,
     /// Failed writes in a row.
-    pub failures: u32,
+    failures: u32,
     /// `None`: a write is out (its result is awaited); `Some(at)`: written again at `at`.
-    pub retry_at: Option<MonoMs>,
+    retry_at: Option<MonoMs>,
+}
+
+impl PendingFence {
+    /// The authority the fence is written under.
+    #[must_use]
+    pub fn authority(&self) -> SourceAuthority {
+        self.authority
+    }
+
+    /// Why the source was drained.
+    #[must_use]
+    pub fn reason(&self) -> DrainReason {
+        self.reason
+    }
+
+    /// Failed writes in a row.
+    #[must_use]
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// `None`: a write is out (its result is awaited); `Some(at)`: written again at `at`.
+    #[must_use]
+    pub fn retry_at(&self) -> Option<MonoMs> {
+        self.retry_at
+    }
 }
 
 /// Whether an input changed anything.

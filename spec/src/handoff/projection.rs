@@ -110,7 +110,7 @@ impl SourceProjection {
             drained: m.gate().is_drained(),
             enabled: m.is_enabled(),
             counters: m.gate().counters(),
-            phase: m.attempt().map(|a| match a.phase {
+            phase: m.attempt().map(|a| match a.phase() {
                 Phase::InTransaction { .. } => PhaseKind::InTransaction,
                 Phase::Reconciling { .. } => PhaseKind::Reconciling,
                 Phase::Quarantined { .. } => PhaseKind::Quarantined,

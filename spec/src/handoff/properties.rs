@@ -380,7 +380,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
                 let barrier_held = s.machines().all(|(_, _, m)| match m.attempt() {
                     None => true,
                     Some(a) => m.gate().barrier().is_some_and(|b| {
-                        b.op_id == a.attempt.op_id && b.seq == a.attempt.seq
+                        b.op_id() == a.attempt().op_id && b.seq() == a.attempt().seq
                     }),
                 });
                 !s.last.anomalies.reopened_without_rollback && barrier_held
@@ -399,11 +399,11 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
                                 j.inst == inst
                                     && j.machine == id
                                     && j.kind == kind
-                                    && j.attempt == a.attempt
+                                    && j.attempt == a.attempt()
                             })
                         };
                         m.poll_timeout().is_some()
-                            && match a.phase {
+                            && match a.phase() {
                                 Phase::InTransaction { .. } => has_job(JobKind::Transaction),
                                 Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
                                 Phase::Quarantined { .. } => true,
@@ -536,7 +536,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
                 s.machines().any(|(_, _, m)| {
                     m.attempt().is_some_and(|a| {
                         matches!(
-                            a.phase,
+                            a.phase(),
                             Phase::Quarantined {
                                 cause: QuarantineCause::StoreUnavailable,
                                 ..
@@ -668,7 +668,7 @@ pub fn fences_held(s: &HoState) -> bool {
         c.machine(HOST)
             .is_none_or(|(id, m)| match m.pending_fence() {
                 None => true,
-                Some(f) => match f.retry_at {
+                Some(f) => match f.retry_at() {
                     None => s
                         .pending_fence
                         .is_some_and(|j| j.inst == inst && j.machine == id),
@@ -780,7 +780,7 @@ impl HandoffModel {
                 .and_then(|c| c.machine(HOST))
                 .is_some_and(|(id, m)| {
                     id == job.machine
-                        && m.gate().barrier().is_some_and(|b| b.op_id == req.op_id)
+                        && m.gate().barrier().is_some_and(|b| b.op_id() == req.op_id)
                         && m.gate().counters().is_zero()
                 });
         let exact = before == Some(req.source)
@@ -1281,12 +1281,13 @@ impl HandoffModel {
             FenceResult::Written(_) => after.is_some(),
             FenceResult::Failed => {
                 !after.is_some_and(|f| {
-                    f.failures == before.failures + 1 && f.retry_at.is_some_and(|t| t > state.now)
+                    f.failures() == before.failures() + 1
+                        && f.retry_at().is_some_and(|t| t > state.now)
                 }) || !out.fence_failed
             }
         };
         state.last.events.fence_retried_landed =
-            matches!(result, FenceResult::Written(_)) && before.failures > 0 && after.is_none();
+            matches!(result, FenceResult::Written(_)) && before.failures() > 0 && after.is_none();
     }
 
     /// HO-7: a failed persist closed its client by name; its accept must be released (no

@@ -277,7 +277,7 @@ impl HoState {
         self.cell_of(job.inst)
             .and_then(|c| c.machine(HOST))
             .is_some_and(|(id, m)| {
-                id == job.machine && m.attempt().is_some_and(|a| a.attempt == job.attempt)
+                id == job.machine && m.attempt().is_some_and(|a| a.attempt() == job.attempt)
             })
     }
 }

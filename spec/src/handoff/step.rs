@@ -783,7 +783,7 @@ impl HandoffModel {
                         .and_then(|(_, m)| m.attempt())
                         .is_some_and(|a| {
                             matches!(
-                                a.phase,
+                                a.phase(),
                                 Phase::Quarantined {
                                     cause: QuarantineCause::StoreUnavailable,
                                     ..

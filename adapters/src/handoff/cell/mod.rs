@@ -428,7 +428,7 @@ impl CellHandle {
             authority: m.authority(),
             gate: m.gate().state(),
             counters: m.gate().counters(),
-            phase: m.attempt().map(|a| a.phase),
+            phase: m.attempt().map(|a| a.phase()),
             control_connected: ep.cell.control(host).is_some(),
             clients: ep.clients(host),
             last_result: m.last_result(),
