@@ -338,7 +338,6 @@ fn decide_reconcile_fences_a_stale_claim_without_touching_the_host() {
     );
 }
 
-/// HO-S4 / HO-A2: the store operations as sans-IO plans (`CommitPlan` & co.) and HO-A2's reading of a store failure.
 mod plan {
     //! HO-S4 / HO-A1 / HO-A2 / HO-A4 / HO-A5: the store's plans (`switchyard_core::handoff::store`)
     //! driven with arbitrary step results, including a failure at any step: a plan never writes
@@ -1037,7 +1036,6 @@ mod plan {
     }
 }
 
-/// HO-S4: the commit decision over the rows a store read under its locks.
 mod commit_decision {
     //! HO-S4: the pure commit decision that the reference store and the SQL stores share
     //! (`commit_precheck`, `decide_commit`, `commit_writes`, `RateRow::effective`), over arbitrary
@@ -1394,7 +1392,6 @@ mod commit_decision {
     }
 }
 
-/// HO-S4 at scale: the escrowed limit shards against the exact limits.
 mod escrow {
     //! HO-S4: the escrowed limits (`switchyard_core::handoff::escrow`) against an oracle written
     //! from the requirement: "global rate/concurrency limits, capacity reservation" — a commit is
