@@ -31,7 +31,7 @@ use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use serde::{Deserialize, Serialize};
-use switchyard_core::limits::{
+use switchyard_core::peer_limits::{
     ConnectionBounds, ConnectionGate, ConnectionRefusal, ConnectionTicket, Pressure,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};

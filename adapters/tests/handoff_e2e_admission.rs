@@ -9,10 +9,10 @@ use handoff_rig::*;
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client::DesktopCmd;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig};
-use switchyard_core::handoff::admission::WorkKind;
-use switchyard_core::handoff::attempt::HandoffReply;
-use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
-use switchyard_core::handoff::ids::HostId;
+use switchyard_core::handoff::HandoffReply;
+use switchyard_core::handoff::HostId;
+use switchyard_core::handoff::WorkKind;
+use switchyard_core::handoff::{DirectorPolicy, ScanLimits};
 use switchyard_core::MonoMs;
 
 fn busy_kinds(a: &switchyard_adapters::handoff::proto::HandoffAnswer) -> Vec<WorkKind> {

@@ -9,11 +9,11 @@ use std::time::Duration;
 use handoff_rig::*;
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig, PassReport};
-use switchyard_core::handoff::admission::{ClosedReason, GateState};
-use switchyard_core::handoff::attempt::{HandoffReply, Phase};
-use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
-use switchyard_core::handoff::ids::{AuthorityField, HostId};
 use switchyard_core::handoff::store::{AbortReason, AttemptOutcome, Registration, TxnOutcome};
+use switchyard_core::handoff::{AuthorityField, HostId};
+use switchyard_core::handoff::{ClosedReason, GateState};
+use switchyard_core::handoff::{DirectorPolicy, ScanLimits};
+use switchyard_core::handoff::{HandoffReply, Phase};
 
 // ---- 4 ----------------------------------------------------------------------------------------
 
@@ -796,7 +796,7 @@ async fn internal_endpoint_refuses_unauthenticated_and_malformed(backend: Backen
     }
     // A forged op id is refused by the core (nothing held).
     let mut forged = req;
-    forged.op_id = switchyard_core::handoff::ids::OpId(uuid::Uuid::from_u128(7));
+    forged.op_id = switchyard_core::handoff::OpId(uuid::Uuid::from_u128(7));
     let ans = rig.send(SRC, &forged, WAIT).await.expect("answer");
     assert_eq!(ans.status, "refused");
     assert_eq!(

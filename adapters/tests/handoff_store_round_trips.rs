@@ -1,7 +1,7 @@
 //! HO-S4: the statements (round trips, on PostgreSQL) the assignment transaction sends per
 //! path, pinned: the early answers (read, decide, nothing written), the token path (one limit
 //! shard) and the exact path (every shard), committed or refused. The transaction is a plan
-//! decided in the core (`switchyard_core::handoff::store::plan`); the SQL store only executes
+//! decided in the core (`switchyard_core::handoff::store`); the SQL store only executes
 //! its steps, so a change of the plan that adds a round trip shows here. Counted by the
 //! store's statement counter (`SqlStore::statements`, live with the `test-hooks` feature).
 //! The implicit ROLLBACK of a dropped transaction is not counted.
@@ -9,9 +9,9 @@
 mod support_pg;
 
 use switchyard_adapters::handoff::store::{Dialect, SqlStore, StoreOptions};
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 const SRC: CellId = CellId(1);

@@ -19,12 +19,12 @@ use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig, PassReport};
 use switchyard_adapters::handoff::proto::{HandoffAnswer, HANDOFF_PATH};
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::admission::Counters;
-use switchyard_core::handoff::attempt::HandoffReply;
-use switchyard_core::handoff::director::{DirectorPolicy, PageCursor, ScanLimits};
-use switchyard_core::handoff::ids::{CellId, HostId};
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::StoreConfig;
+use switchyard_core::handoff::HandoffReply;
+use switchyard_core::handoff::QuiescenceCounters;
+use switchyard_core::handoff::{CellId, HostId};
+use switchyard_core::handoff::{DirectorPolicy, PageCursor, ScanLimits};
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 
 const SRC: CellId = CellId(1);
 const TGT: CellId = CellId(2);
@@ -66,9 +66,9 @@ async fn busy_cell() -> (String, Arc<Mutex<Vec<u64>>>) {
                 record.lock().expect("lock").push(req.source.host.0);
                 let reply = HandoffReply::Busy {
                     op_id: req.op_id,
-                    counters: Counters {
+                    counters: QuiescenceCounters {
                         client_conns: 1,
-                        ..Counters::default()
+                        ..QuiescenceCounters::default()
                     },
                 };
                 axum::Json(HandoffAnswer::of(reply))

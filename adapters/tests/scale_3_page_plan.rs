@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use sqlx::{Connection, Executor, PgConnection};
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::director::PageQuery;
-use switchyard_core::handoff::ids::HostId;
-use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::StoreConfig;
+use switchyard_core::handoff::HostId;
+use switchyard_core::handoff::PageQuery;
+use switchyard_core::handoff::PolicyConfig;
 
 const HOSTS: u64 = 20_000;
 const LIMIT: u32 = 100;

@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use sqlx::{Connection, Executor, PgConnection};
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
-use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::{
     CellRow, LimitSettings, StartRefusal, StoreBounds, StoreConfig, StoreError,
 };
+use switchyard_core::handoff::PolicyConfig;
+use switchyard_core::handoff::{CellId, HostId, Incarnation};
 use switchyard_core::MonoMs;
 
 const CELL: CellId = CellId(1);

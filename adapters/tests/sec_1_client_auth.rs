@@ -8,9 +8,9 @@ use handoff_rig::*;
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
-use switchyard_core::handoff::admission::{WorkKind, MAX_CLIENTS_PER_HOST};
-use switchyard_core::handoff::attempt::HandoffReply;
-use switchyard_core::handoff::cell::close_code;
+use switchyard_core::handoff::close_code;
+use switchyard_core::handoff::HandoffReply;
+use switchyard_core::handoff::{WorkKind, MAX_CLIENTS_PER_HOST};
 
 const HOST: u64 = 7;
 

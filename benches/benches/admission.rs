@@ -1,12 +1,12 @@
-//! Admission at the source cell: a ticket taken and released, and `begin_handoff` (the one
+//! Admission at the source cell: a ticket taken and released, and `handle_request` (the one
 //! synchronous check-and-install) with every counter at zero and with one client attached;
 //! the pure reference assignment transaction.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use std::hint::black_box;
 use switchyard_benches::handoff::{source, store_with_hosts};
-use switchyard_core::handoff::admission::WorkKind;
-use switchyard_core::limits::{PeerRateGate, RateBounds};
+use switchyard_core::handoff::WorkKind;
+use switchyard_core::peer_limits::{PeerRateGate, RateBounds};
 use switchyard_core::MonoMs;
 
 fn admission(c: &mut Criterion) {
@@ -15,23 +15,23 @@ fn admission(c: &mut Criterion) {
     group.bench_function("ticket_take_release", |b| {
         b.iter(|| {
             let ticket = open
-                .acquire(black_box(WorkKind::Accept))
+                .handle_acquire(black_box(WorkKind::Accept))
                 .expect("open gate");
-            open.release(black_box(ticket))
+            open.handle_release(black_box(ticket))
         });
     });
     let (idle, request) = source(false);
     group.bench_function("begin_handoff_idle", |b| {
         b.iter_batched_ref(
             || idle.clone(),
-            |s| s.begin_handoff(black_box(MonoMs(2_000)), black_box(&request)),
+            |s| s.handle_request(black_box(MonoMs(2_000)), black_box(&request)),
             BatchSize::SmallInput,
         );
     });
     let (mut busy, request) = source(true);
     group.bench_function("begin_handoff_busy", |b| {
         // Busy holds nothing, so the same machine answers every iteration.
-        b.iter(|| busy.begin_handoff(black_box(MonoMs(2_000)), black_box(&request)));
+        b.iter(|| busy.handle_request(black_box(MonoMs(2_000)), black_box(&request)));
     });
     group.finish();
 }

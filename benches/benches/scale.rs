@@ -5,7 +5,7 @@
 //! 1. seeding: `SqlStore::seed_bulk` (generate_series), then `SqlStore::audit_limits` must
 //!    hold (every counter agrees with the rows);
 //! 2. a full director sweep: page after page of `MAX_PAGE_SIZE` hosts through
-//!    `SqlStore::candidate_page` and `SelectionPass::take_page`, the director's `pass()` minus
+//!    `SqlStore::candidate_page` and `SelectionPass::handle_page`, the director's `pass()` minus
 //!    the dispatch (the seed makes nobody eligible: no measurement, or a measured target that
 //!    is no better), passes chained by the persisted cursor until every host was examined;
 //!    every page's time at its position is written to a CSV;
@@ -55,13 +55,13 @@ use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::proto::CLIENT_PATH;
 use switchyard_adapters::handoff::store::{BulkSeed, SqlStore, StoreOptions};
-use switchyard_core::handoff::director::{
+use switchyard_core::handoff::store::{RegisterRefusal, StoreError as SetupRefusal};
+use switchyard_core::handoff::PolicyConfig;
+use switchyard_core::handoff::{CellId, HostId, Incarnation};
+use switchyard_core::handoff::{
     DirectorPolicy, PageCursor, ScanLimits, SelectionPass, MAX_DISPATCH_PER_PASS,
     MAX_PAGES_PER_PASS, MAX_PAGE_SIZE,
 };
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
-use switchyard_core::handoff::policy::PolicyConfig;
-use switchyard_core::handoff::store::{RegisterRefusal, StoreError as SetupRefusal};
 use switchyard_core::MonoMs;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -362,7 +362,7 @@ async fn sweep(store: &SqlStore, n: u64, bound: Duration) -> Sweep {
             }
         };
         let mut pass = SelectionPass::begin(cursor, limits).expect("valid scan limits");
-        while let Some(q) = pass.next_query() {
+        while let Some(q) = pass.poll_query() {
             if Instant::now() >= deadline {
                 s.stopped = Some(format!(
                     "timed out after {:.0} s at page {} (position {}) with {}/{n} hosts examined",
@@ -388,7 +388,7 @@ async fn sweep(store: &SqlStore, n: u64, bound: Duration) -> Sweep {
                     break 'passes;
                 }
             };
-            let decisions = pass.take_page(NOW, &director, &rows);
+            let decisions = pass.handle_page(NOW, &director, &rows);
             let time = t.elapsed();
             for d in &decisions {
                 match d.verdict {

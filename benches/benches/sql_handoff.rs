@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 use sqlx::Row;
 use switchyard_adapters::handoff::store::{SqlStore, StoreFailure, StoreOptions};
 use switchyard_benches::handoff::{cell_row, measurement, store_config, SOURCE, TARGET};
-use switchyard_core::handoff::ids::HostId;
-use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::TxnOutcome;
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::HostId;
 use switchyard_core::MonoMs;
 
 const HOSTS: u64 = 1_000;

@@ -92,11 +92,11 @@ pub fn tick_and_drain(sup: &mut Supervisor, now: MonoMs) -> usize {
 pub mod handoff {
     //! A source cell's handoff machine and the reference store, ready for one attempt.
 
-    use switchyard_core::handoff::admission::WorkKind;
-    use switchyard_core::handoff::attempt::{SourceConfig, SourceHandoff};
-    use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
-    use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
     use switchyard_core::handoff::store::{AssignmentStore, CellRow, StoreConfig};
+    use switchyard_core::handoff::WorkKind;
+    use switchyard_core::handoff::{CellId, HostId, Incarnation};
+    use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
+    use switchyard_core::handoff::{SourceConfig, SourceHandoff};
     use switchyard_core::MonoMs;
 
     pub const SOURCE: CellId = CellId(1);
@@ -163,7 +163,9 @@ pub mod handoff {
         };
         let mut source = SourceHandoff::new(config, request.source, true);
         if busy {
-            source.acquire(WorkKind::ClientConn).expect("open gate");
+            source
+                .handle_acquire(WorkKind::ClientConn)
+                .expect("open gate");
         }
         (source, request)
     }

@@ -5,6 +5,7 @@
 //! quinn-proto: `handle_*(now, ..)` in, `poll_*` out).
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 /// A core invariant: checked in debug builds (every test) and, in a release build, when the
 /// `invariants` feature is on (the checker enables it, so the review check runs with every
@@ -35,7 +36,7 @@ macro_rules! invariant_eq {
 
 pub mod failover;
 pub mod handoff;
-pub mod limits;
+pub mod peer_limits;
 mod time;
 
 pub use time::MonoMs;

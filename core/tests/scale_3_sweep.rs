@@ -11,11 +11,10 @@ use std::collections::BTreeSet;
 use std::ops::Bound;
 
 use proptest::prelude::*;
-use switchyard_core::handoff::admission::Counters;
-use switchyard_core::handoff::attempt::HandoffReply;
-use switchyard_core::handoff::director::*;
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::{Measurement, PolicyConfig};
+use switchyard_core::handoff::HandoffReply;
+use switchyard_core::handoff::QuiescenceCounters;
+use switchyard_core::handoff::*;
+use switchyard_core::handoff::{Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 const SRC: CellId = CellId(1);
@@ -86,9 +85,9 @@ fn answer(hosts: &BTreeSet<u64>, q: PageQuery, cooling: &BTreeSet<u64>) -> Vec<C
 fn busy(op_id: OpId) -> DispatchOutcome {
     DispatchOutcome::Answered(HandoffReply::Busy {
         op_id,
-        counters: Counters {
+        counters: QuiescenceCounters {
             client_conns: 1,
-            ..Counters::default()
+            ..QuiescenceCounters::default()
         },
     })
 }
@@ -159,10 +158,10 @@ fn drive(initial: &BTreeSet<u64>, limits: ScanLimits, steps: &[Step]) -> Result<
             }
             Step::Restart => pass = None,
             Step::Page | Step::FailPage => {
-                if pass.as_ref().is_none_or(|p| p.next_query().is_none()) {
+                if pass.as_ref().is_none_or(|p| p.poll_query().is_none()) {
                     let fresh =
                         SelectionPass::begin(saved, limits).map_err(|e| format!("{e:?}"))?;
-                    let first = fresh.next_query().ok_or("a new pass reads a page")?;
+                    let first = fresh.poll_query().ok_or("a new pass reads a page")?;
                     if first.after != saved.after || first.through.is_some() {
                         return Err(format!("a pass began at {first:?}, saved {saved:?}"));
                     }
@@ -178,11 +177,11 @@ fn drive(initial: &BTreeSet<u64>, limits: ScanLimits, steps: &[Step]) -> Result<
                     in_pass.clear();
                 }
                 let p = pass.as_mut().ok_or("a pass")?;
-                let q = p.next_query().ok_or("a page to read")?;
+                let q = p.poll_query().ok_or("a page to read")?;
                 if matches!(step, Step::FailPage) {
-                    p.page_failed();
+                    p.handle_page_failed();
                     run.failures += 1;
-                    if p.cursor() != saved || p.next_query().is_some() {
+                    if p.cursor() != saved || p.poll_query().is_some() {
                         return Err("a failed page moved the cursor or let the pass go on".into());
                     }
                     failed_at = Some(saved);
@@ -190,7 +189,7 @@ fn drive(initial: &BTreeSet<u64>, limits: ScanLimits, steps: &[Step]) -> Result<
                 }
                 let before = p.sweeps_completed();
                 let rows = answer(&hosts, q, &nobody_cooling);
-                for d in p.take_page(NOW, &director, &rows) {
+                for d in p.handle_page(NOW, &director, &rows) {
                     if !q.contains(d.host) {
                         return Err(format!("{:?} examined outside {q:?}", d.host));
                     }
@@ -200,7 +199,7 @@ fn drive(initial: &BTreeSet<u64>, limits: ScanLimits, steps: &[Step]) -> Result<
                     examined_in_sweep.insert(d.host.0);
                     if let Ok(req) = d.verdict {
                         // HO-S2: busy is a deferral and never spends the failure budget.
-                        if budget.record(&busy(req.op_id)) != DispatchClass::Deferred {
+                        if budget.handle_outcome(&busy(req.op_id)) != DispatchClass::Deferred {
                             return Err("busy was not a deferral".into());
                         }
                     }
@@ -278,19 +277,19 @@ proptest! {
         'passes: for pass_no in 0..bound {
             let mut pass = SelectionPass::begin(saved, limits).expect("limits");
             let mut page_no = 0;
-            while let Some(q) = pass.next_query() {
+            while let Some(q) = pass.poll_query() {
                 if failing_passes.contains(&pass_no) && page_no == 1 {
-                    pass.page_failed();
+                    pass.handle_page_failed();
                     break;
                 }
                 page_no += 1;
-                for d in pass.take_page(NOW, &director, &answer(&hosts, q, &none)) {
+                for d in pass.handle_page(NOW, &director, &answer(&hosts, q, &none)) {
                     let Ok(req) = d.verdict else { continue };
                     if d.host.0 == idle {
                         reached_at = Some(pass_no);
                         break 'passes;
                     }
-                    prop_assert_eq!(budget.record(&busy(req.op_id)), DispatchClass::Deferred);
+                    prop_assert_eq!(budget.handle_outcome(&busy(req.op_id)), DispatchClass::Deferred);
                 }
                 saved = pass.cursor();
             }
@@ -317,12 +316,12 @@ proptest! {
         if wrap && start.is_some() {
             // An empty first page is the end of the list: on to the wrapped segment, whose
             // query has both bounds.
-            pass.take_page(NOW, &director, &[]);
+            pass.handle_page(NOW, &director, &[]);
         }
-        if let Some(q) = pass.next_query() {
+        if let Some(q) = pass.poll_query() {
             let mut again = pass;
-            let decisions = pass.take_page(NOW, &director, &rows);
-            prop_assert_eq!(&decisions, &again.take_page(NOW, &director, &rows), "deterministic");
+            let decisions = pass.handle_page(NOW, &director, &rows);
+            prop_assert_eq!(&decisions, &again.handle_page(NOW, &director, &rows), "deterministic");
             prop_assert_eq!(pass, again);
             let hosts: Vec<HostId> = decisions.iter().map(|d| d.host).collect();
             prop_assert!(hosts.windows(2).all(|w| w[0] < w[1]), "strictly increasing: {:?}", hosts);
@@ -356,9 +355,9 @@ fn scale_3_a_pass_from_the_middle_wraps_through_its_start_and_examines_each_host
     let mut queries = Vec::new();
     let mut examined = Vec::new();
     let none = BTreeSet::new();
-    while let Some(q) = pass.next_query() {
+    while let Some(q) = pass.poll_query() {
         queries.push((q.after.map(|h| h.0), q.through.map(|h| h.0)));
-        for d in pass.take_page(NOW, &director(), &answer(&hosts, q, &none)) {
+        for d in pass.handle_page(NOW, &director(), &answer(&hosts, q, &none)) {
             examined.push(d.host.0);
         }
     }
@@ -395,18 +394,18 @@ fn scale_3_the_cursor_moves_after_every_page_and_a_failed_page_leaves_it() {
     };
     let none = BTreeSet::new();
     let mut pass = SelectionPass::begin(PageCursor::default(), limits).expect("limits");
-    let q = pass.next_query().expect("page 1");
-    pass.take_page(NOW, &director(), &answer(&hosts, q, &none));
+    let q = pass.poll_query().expect("page 1");
+    pass.handle_page(NOW, &director(), &answer(&hosts, q, &none));
     assert_eq!(
         pass.cursor(),
         PageCursor {
             after: Some(HostId(3))
         }
     );
-    let q = pass.next_query().expect("page 2");
+    let q = pass.poll_query().expect("page 2");
     assert_eq!(q.after, Some(HostId(3)));
-    pass.page_failed();
-    assert_eq!(pass.next_query(), None, "a failed page ends the pass");
+    pass.handle_page_failed();
+    assert_eq!(pass.poll_query(), None, "a failed page ends the pass");
     assert_eq!(
         pass.cursor(),
         PageCursor {
@@ -415,7 +414,7 @@ fn scale_3_the_cursor_moves_after_every_page_and_a_failed_page_leaves_it() {
     );
     let next = SelectionPass::begin(pass.cursor(), limits).expect("limits");
     assert_eq!(
-        next.next_query().map(|q| q.after),
+        next.poll_query().map(|q| q.after),
         Some(Some(HostId(3))),
         "the next pass starts with the page that failed"
     );
@@ -433,13 +432,13 @@ fn scale_3_a_spent_dispatch_budget_leaves_the_rest_of_the_page_for_the_next_pass
     };
     let none = BTreeSet::new();
     let mut pass = SelectionPass::begin(PageCursor::default(), limits).expect("limits");
-    let q = pass.next_query().expect("page");
-    let decisions = pass.take_page(NOW, &director(), &answer(&hosts, q, &none));
+    let q = pass.poll_query().expect("page");
+    let decisions = pass.handle_page(NOW, &director(), &answer(&hosts, q, &none));
     assert_eq!(
         decisions.iter().map(|d| d.host.0).collect::<Vec<_>>(),
         vec![1, 2]
     );
-    assert_eq!(pass.next_query(), None);
+    assert_eq!(pass.poll_query(), None);
     assert_eq!(
         pass.cursor(),
         PageCursor {
@@ -469,14 +468,14 @@ fn scale_3_saving_only_at_the_end_of_a_pass_would_restart_the_failed_pass() {
         let mut seen = Vec::new();
         let mut saved = saved;
         let mut n = 0;
-        while let Some(q) = pass.next_query() {
+        while let Some(q) = pass.poll_query() {
             if Some(n) == fail_page {
-                pass.page_failed();
+                pass.handle_page_failed();
                 return (seen, saved);
             }
             n += 1;
             seen.extend(
-                pass.take_page(NOW, &director(), &answer(&hosts, q, &none))
+                pass.handle_page(NOW, &director(), &answer(&hosts, q, &none))
                     .iter()
                     .map(|d| d.host.0),
             );
@@ -518,16 +517,16 @@ fn scale_3_rows_past_the_pass_start_in_the_wrapped_segment_are_rejected() {
         limits,
     )
     .expect("limits");
-    let q = pass.next_query().expect("to the end");
+    let q = pass.poll_query().expect("to the end");
     assert_eq!(
-        pass.take_page(NOW, &director(), &answer(&hosts, q, &none))
+        pass.handle_page(NOW, &director(), &answer(&hosts, q, &none))
             .len(),
         3
     );
-    let q = pass.next_query().expect("wrapped");
+    let q = pass.poll_query().expect("wrapped");
     assert_eq!(q.through, Some(HostId(3)));
     let unbounded = PageQuery { through: None, ..q };
-    let decisions = pass.take_page(NOW, &director(), &answer(&hosts, unbounded, &none));
+    let decisions = pass.handle_page(NOW, &director(), &answer(&hosts, unbounded, &none));
     assert_eq!(
         decisions.iter().map(|d| d.host.0).collect::<Vec<_>>(),
         vec![1, 2, 3]

@@ -25,13 +25,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
-use switchyard_core::handoff::enrol::{
-    after_insert, after_register, EnrolRefusal, EnrolStep, RegisterTry, Registered,
-};
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
 use switchyard_core::handoff::store::{
     AssignmentStore, LimitSettings, RegisterRefusal, StoreBounds, StoreError,
 };
+use switchyard_core::handoff::{
+    after_insert, after_register, EnrolRefusal, RegisterTry, Registered, RegistrationStep,
+};
+use switchyard_core::handoff::{CellId, HostId, Incarnation};
 use switchyard_core::MonoMs;
 
 use crate::halt::Halt;
@@ -295,11 +295,11 @@ impl EnrolModel {
         };
         let desk = &mut s.desktops[usize::from(i)];
         match next {
-            EnrolStep::InsertHost => desk.next = Some(Call::InsertHost),
-            EnrolStep::RegisterAgain => {
+            RegistrationStep::InsertHost => desk.next = Some(Call::InsertHost),
+            RegistrationStep::RegisterAgain => {
                 desk.next = Some(Call::Register(RegisterTry::AfterEnrolment));
             }
-            EnrolStep::Done(end) => {
+            RegistrationStep::Done(end) => {
                 desk.next = None;
                 desk.end = Some(end);
                 facts.ended = Some(end);
@@ -313,7 +313,7 @@ impl EnrolModel {
 fn crate_config() -> switchyard_core::handoff::store::StoreConfig {
     switchyard_core::handoff::store::StoreConfig {
         enabled: true,
-        policy: switchyard_core::handoff::policy::PolicyConfig {
+        policy: switchyard_core::handoff::PolicyConfig {
             freshness_window_ms: 600_000,
             host_cooldown_ms: 3_600_000,
         },

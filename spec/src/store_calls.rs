@@ -7,12 +7,12 @@
 //! model checker steps with `()`, which records nothing and costs nothing.
 
 use serde::{Deserialize, Serialize};
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
-use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::{
     CellRow, DrainWrite, LeaseLost, RegisterRefusal, StartRefusal, StoreConfig, StoreError,
     TxnOutcome,
 };
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::MonoMs;
 
 /// One call into `AssignmentStore` (method of the same name) and the reference's answer.

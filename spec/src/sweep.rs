@@ -1,15 +1,15 @@
 //! `SweepModel`: the director's real keyset [`SelectionPass`], its real [`DispatchBudget`] and
-//! (inside the pass) the real [`evaluate`](switchyard_core::handoff::director::evaluate), over a
+//! (inside the pass) the real [`evaluate`](switchyard_core::handoff::evaluate), over a
 //! small host list that changes under them (SCALE-3, HO-S2).
 //!
 //! The model plays the director's glue as the adapter runs it: a pass begins at the
-//! director's cursor with a new failure budget; it reads `next_query()`, hands the rows to
-//! `take_page`, dispatches each decision in order as `DispatchBudget::dispatch` says (send the
+//! director's cursor with a new failure budget; it reads `poll_query()`, hands the rows to
+//! `handle_page`, dispatches each decision in order as `DispatchBudget::dispatch` says (send the
 //! request; an ineligible host, or any once the failure budget is spent, is not sent: the
 //! decision is the core's, as in the adapter), records each answer in the budget
-//! (`DispatchBudget::record`: a `Busy` is a deferral, only a transport failure spends it),
+//! (`DispatchBudget::handle_outcome`: a `Busy` is a deferral, only a transport failure spends it),
 //! then saves `cursor()`; the
-//! pass ends when `next_query()` is `None`, when a page read fails (`page_failed`) or when a
+//! pass ends when `poll_query()` is `None`, when a page read fails (`handle_page_failed`) or when a
 //! cursor save fails (a store error ends the adapter's pass); between passes the director
 //! keeps its cursor in memory, and a restart loses the pass and reloads the last cursor
 //! saved (which also stands for an adapter that reloads the cursor at every pass).
@@ -63,7 +63,7 @@
 //!   enrolment at that position), so "present throughout the sweep" is "present when it
 //!   began and now";
 //! - the clock does not move: no measurement goes stale and no cooldown ends (HO-3's
-//!   arithmetic, `core/tests/handoff_requirements.rs::ho_3_*`); one refusal
+//!   arithmetic, `core/tests/ho_when.rs::ho_3_*`); one refusal
 //!   (`NoMeasurement`) stands for every `Ineligible` reason, as the pass treats them alike.
 //!
 //! What the model leaves out, and why:
@@ -73,8 +73,8 @@
 //! - the handoff behind a request (the cell's machine, the store's transaction: the handoff
 //!   model), and the answers `InProgress` (classified as `Busy` is), `Superseded` and
 //!   `Refused` (skipped: neither spends the budget nor defers, as a result does), whose
-//!   classification `DispatchBudget::record` makes alike for the pass
-//!   (`core/tests/handoff_requirements.rs`); the adapter's re-sends of a lost answer with the
+//!   classification `DispatchBudget::handle_outcome` makes alike for the pass
+//!   (`core/tests/ho_request_and_barrier.rs`); the adapter's re-sends of a lost answer with the
 //!   same op id are inside one `TransportFailed`;
 //! - the adapter's other work in a pass (expiring migrations, looking up a cell's URL: a
 //!   missing URL is a transport failure) and several directors (each has its own cursor row).
@@ -89,17 +89,15 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
-use switchyard_core::handoff::admission::Counters;
-use switchyard_core::handoff::attempt::{HandoffReply, HandoffResult};
-use switchyard_core::handoff::director::{
+use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
+use switchyard_core::handoff::QuiescenceCounters;
+use switchyard_core::handoff::{
     CandidateRow, CandidateView, Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass,
     DispatchOutcome, PageCursor, PageQuery, ScanLimits, SelectionPass, TargetView,
 };
-use switchyard_core::handoff::ids::{
-    CellId, Epoch, Generation, HostId, Incarnation, SourceAuthority,
-};
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
-use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
+use switchyard_core::handoff::{CellId, Epoch, Generation, HostId, Incarnation, SourceAuthority};
+use switchyard_core::handoff::{HandoffReply, HandoffResult};
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 use crate::halt::Halt;
@@ -485,7 +483,7 @@ impl SweepState {
             director_cursor: state.position(),
             in_pass: pass.is_some(),
             next_query: pass
-                .and_then(|p| p.sel.next_query())
+                .and_then(|p| p.sel.poll_query())
                 .map(|q| (q.after.map(|h| h.0), q.through.map(|h| h.0), q.limit)),
             sweeps_completed: pass.map_or(0, |p| p.sel.sweeps_completed()),
             dispatched: pass.map_or(0, |p| p.sel.dispatched()),
@@ -523,7 +521,7 @@ impl SweepState {
 pub enum PageRead {
     /// The store answers the query from its host list.
     Served,
-    /// The read fails: `page_failed`, the pass ends.
+    /// The read fails: `handle_page_failed`, the pass ends.
     Fails,
 }
 
@@ -546,10 +544,10 @@ pub enum SweepAction {
     /// The director begins a pass at its cursor (`SelectionPass::begin`), with a new
     /// `DispatchBudget`.
     NewPass,
-    /// The director reads `next_query()`; served: `take_page` and a request per eligible
+    /// The director reads `poll_query()`; served: `handle_page` and a request per eligible
     /// decision (unless the failure budget is exhausted).
     ReadPage { read: PageRead },
-    /// The cell answers the request in flight (`DispatchBudget::record`).
+    /// The cell answers the request in flight (`DispatchBudget::handle_outcome`).
     Answers { answer: Answer },
     /// The director saves `cursor()` after the page's requests; a failed save ends the pass
     /// (the adapter's store error), the director keeps its cursor in memory.
@@ -598,7 +596,7 @@ pub struct SweepProjection {
     /// The director's position: its pass's `cursor()`, or its cursor between passes.
     pub director_cursor: Option<u64>,
     pub in_pass: bool,
-    /// The pass's `next_query()`: (after, through, limit).
+    /// The pass's `poll_query()`: (after, through, limit).
     pub next_query: Option<(Option<u64>, Option<u64>, u32)>,
     pub sweeps_completed: u32,
     pub dispatched: u32,
@@ -876,7 +874,7 @@ impl SweepModel {
         let Some(mut pass) = s.pass.take() else {
             return;
         };
-        let Some(query) = pass.sel.next_query() else {
+        let Some(query) = pass.sel.poll_query() else {
             s.pass = Some(pass);
             return;
         };
@@ -884,7 +882,7 @@ impl SweepModel {
         if read == PageRead::Fails {
             s.left.page_failures -= 1;
             s.left.faults -= 1;
-            pass.sel.page_failed();
+            pass.sel.handle_page_failed();
             s.rec.expected_start = query.after.map(|h| h.0);
             s.rec.failed_in_sweep = true;
             let cursor = match self.params.bug {
@@ -903,7 +901,7 @@ impl SweepModel {
         let before = pass.sel.sweeps_completed();
         let decisions = pass
             .sel
-            .take_page(SWEEP_NOW, &Self::director_policy(), &rows);
+            .handle_page(SWEEP_NOW, &Self::director_policy(), &rows);
         let counted = pass.sel.sweeps_completed().saturating_sub(before);
         // Served and decided: the rows the pass returned a decision for.
         let mut examined: Hosts = 0;
@@ -990,9 +988,9 @@ impl SweepModel {
         let outcome = match answer {
             Answer::Busy => DispatchOutcome::Answered(HandoffReply::Busy {
                 op_id,
-                counters: Counters {
+                counters: QuiescenceCounters {
                     client_conns: 1,
-                    ..Counters::default()
+                    ..QuiescenceCounters::default()
                 },
             }),
             Answer::Result => DispatchOutcome::Answered(HandoffReply::Result(HandoffResult {
@@ -1007,7 +1005,7 @@ impl SweepModel {
             (Answer::Busy, Some(SeededBug::BusySpendsBudget)) => DispatchOutcome::TransportFailed,
             _ => outcome,
         };
-        let class = pass.budget.record(&recorded);
+        let class = pass.budget.handle_outcome(&recorded);
         match answer {
             Answer::Busy => {
                 pass.busy_seen = self.params.bug == Some(SeededBug::BusyHoldsTheCursor);
@@ -1047,7 +1045,7 @@ impl SweepModel {
         s.rec.saved_examined = s.rec.sweep_examined;
         s.rec.saved_start = s.rec.sweep_start;
         pass.unsaved = false;
-        if pass.sel.next_query().is_none() {
+        if pass.sel.poll_query().is_none() {
             s.rec.expected_start = cursor;
             Self::end_pass(s, cursor);
         } else {
@@ -1145,7 +1143,7 @@ impl Model for SweepModel {
                     if fault && left.save_failures > 0 {
                         actions.push(SweepAction::SaveCursor { fails: true });
                     }
-                } else if pass.sel.next_query().is_some() {
+                } else if pass.sel.poll_query().is_some() {
                     actions.push(SweepAction::ReadPage {
                         read: PageRead::Served,
                     });

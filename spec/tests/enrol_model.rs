@@ -2,7 +2,7 @@
 //! witness is reached, the state count is pinned; the seeded glue bugs are reported.
 
 use stateright::{Checker, Expectation, Model};
-use switchyard_core::handoff::enrol::{EnrolRefusal, Registered};
+use switchyard_core::handoff::{EnrolRefusal, Registered};
 use switchyard_spec::enrol::*;
 
 /// Unique states over the 12 initial worlds: a change is a change in the model or in the

@@ -436,10 +436,10 @@ fn ho_a5_model_a_failed_fence_write_is_retried_and_lands() {
     let failed = states.last().expect("a state");
     assert!(failed.pending_fence.is_none(), "no write is out");
     let fence = *failed.src().and_then(|m| m.pending_fence()).expect("kept");
-    assert_eq!(fence.failures, 1);
-    assert!(fence.retry_at.is_some());
+    assert_eq!(fence.failures(), 1);
+    assert!(fence.retry_at().is_some());
     assert!(
-        failed.next_deadline() <= fence.retry_at,
+        failed.next_deadline() <= fence.retry_at(),
         "a deadline of TimeAdvances"
     );
     let generation = failed.store.authority(HOST).expect("row").generation;

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use stateright::{Checker, Expectation, Model};
-use switchyard_core::handoff::director::{DispatchClass, PageQuery};
-use switchyard_core::handoff::ids::HostId;
+use switchyard_core::handoff::HostId;
+use switchyard_core::handoff::{DispatchClass, PageQuery};
 use switchyard_spec::sweep::*;
 
 /// Unique states at the review bound: a change is a change in the model or in the core's
@@ -173,7 +173,7 @@ fn query(state: &SweepState) -> Option<(Option<u64>, Option<u64>, u32)> {
     state
         .pass
         .as_ref()
-        .and_then(|p| p.sel.next_query())
+        .and_then(|p| p.sel.poll_query())
         .map(|q| (q.after.map(|h| h.0), q.through.map(|h| h.0), q.limit))
 }
 

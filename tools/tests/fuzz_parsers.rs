@@ -21,9 +21,9 @@ use switchyard_adapters::handoff::client_auth::{mint_client_token, verify_client
 use switchyard_adapters::handoff::proto::*;
 use switchyard_adapters::serve::LimitArgs;
 use switchyard_core::failover as fo_config;
-use switchyard_core::handoff::ids::{CellId, Incarnation};
-use switchyard_core::handoff::internal_auth::Identity;
-use switchyard_core::handoff::policy::HandoffRequest;
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::Identity;
+use switchyard_core::handoff::{CellId, Incarnation};
 use switchyard_tools::failover::cli::{thresholds_from_env_and_flags, FailoverCommand};
 use switchyard_tools::handoff::cli::HandoffCommand;
 

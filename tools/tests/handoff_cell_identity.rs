@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::CellId;
 use tokio::process::{Child, Command};
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef";

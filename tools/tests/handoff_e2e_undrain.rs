@@ -9,8 +9,8 @@ mod handoff_rig;
 use std::time::Duration;
 
 use handoff_rig::*;
-use switchyard_core::handoff::admission::{ClosedReason, GateState};
-use switchyard_core::handoff::attempt::HandoffReply;
+use switchyard_core::handoff::HandoffReply;
+use switchyard_core::handoff::{ClosedReason, GateState};
 
 const UNDRAIN: &str = "/internal/v1/undrain";
 

@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use sqlx::{Connection, Executor, PgConnection};
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation};
-use switchyard_core::handoff::policy::{HandoffRequest, Ineligible, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
     AbortReason, AssignmentStore, CellRow, StoreConfig, TxnOutcome,
 };
+use switchyard_core::handoff::{CellId, HostId, Incarnation};
+use switchyard_core::handoff::{HandoffRequest, Ineligible, Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 const SOURCE: CellId = CellId(1);

@@ -15,7 +15,7 @@ use support_bin::{cell_args, Process, SECRET, WAIT};
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::ids::{CellId, HostId};
+use switchyard_core::handoff::{CellId, HostId};
 
 fn desktop(url: &str, host: u64) -> DesktopHandle {
     let desktop_secret = Secret::new(SECRET.as_bytes(), "desktop").expect("secret");

@@ -8,7 +8,7 @@ mod support_bin;
 use support_bin::{cell_args, Process, WAIT};
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::CellId;
 
 /// The exit status documented for a lost lease (docs/OPERATIONS.md, docs/HANDOFF.md).
 const LEASE_LOST_EXIT: i32 = 3;

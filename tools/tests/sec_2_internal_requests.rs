@@ -19,9 +19,9 @@ use switchyard_adapters::handoff::http::HttpResponse;
 use switchyard_adapters::handoff::proto::{
     DrainAnswer, DrainRequest, DrainState, RefusedAnswer, DRAIN_PATH, UNDRAIN_PATH,
 };
-use switchyard_core::handoff::admission::{ClosedReason, GateState};
-use switchyard_core::handoff::attempt::DrainReason;
-use switchyard_core::handoff::ids::CellId;
+use switchyard_core::handoff::CellId;
+use switchyard_core::handoff::DrainReason;
+use switchyard_core::handoff::{ClosedReason, GateState};
 
 /// Host 8 at cell 2 (TGT), host 7 at cell 1 (SRC).
 async fn two_cells(backend: Backend, tag: &str) -> (Rig, DesktopHandle, DesktopHandle) {

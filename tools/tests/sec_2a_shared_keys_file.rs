@@ -16,7 +16,7 @@ use support_wire::{free_port, operator_drain, replay, Recorder};
 use switchyard_adapters::handoff::auth::{fresh_nonce, CellKey, SignedParts};
 use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::DRAIN_PATH;
-use switchyard_core::handoff::ids::{CellId, Incarnation};
+use switchyard_core::handoff::{CellId, Incarnation};
 
 fn cell_key_file(cell: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_switchyard"))

@@ -37,11 +37,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
-use switchyard_core::handoff::ids::{CellId, Incarnation};
-pub use switchyard_core::handoff::internal_auth::ReplayCache;
-use switchyard_core::handoff::internal_auth::{
-    check_claim, Claim, ClaimRefusal, Identity, NonceRefusal,
-};
+pub use switchyard_core::handoff::ReplayCache;
+use switchyard_core::handoff::{check_claim, Claim, ClaimRefusal, Identity, NonceRefusal};
+use switchyard_core::handoff::{CellId, Incarnation};
 
 type HmacSha256 = Hmac<Sha256>;
 

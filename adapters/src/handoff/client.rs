@@ -9,7 +9,7 @@
 //!   same-address retries are never tighter than the minimum pacing.
 //! - OPS-2: what follows a close or a refused upgrade (resolve, retry, or stop because no
 //!   retry can help: a refused credential, a drained host) is the core's
-//!   [`switchyard_core::handoff::reconnect`]; each client names the close it stopped on.
+//!   `switchyard_core::handoff` (`core/src/handoff/reconnect.rs`); each client names the close it stopped on.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,10 +18,8 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
-use switchyard_core::handoff::cell::close_code;
-use switchyard_core::handoff::reconnect::{
-    after_close, after_refused_upgrade, AfterClose, StopWhy,
-};
+use switchyard_core::handoff::close_code;
+use switchyard_core::handoff::{after_close, after_refused_upgrade, AfterClose, StopWhy};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;

@@ -14,14 +14,14 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
-use switchyard_core::handoff::attempt::HandoffReply;
-use switchyard_core::handoff::director::{
+use switchyard_core::handoff::HandoffReply;
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::{CellId, Incarnation, OpId};
+use switchyard_core::handoff::{
     Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
     SelectionPass,
 };
-use switchyard_core::handoff::ids::{CellId, Incarnation, OpId};
-use switchyard_core::handoff::lifecycle::{RetryStep, StartAttempts, StartFailure, StartRetry};
-use switchyard_core::handoff::policy::HandoffRequest;
+use switchyard_core::handoff::{RetryStep, StartAttempts, StartFailure, StartRetry};
 use tracing::{debug, info, warn};
 
 use super::auth::{self, Secret};
@@ -99,7 +99,7 @@ where
             }
             Err(e) => e,
         };
-        let step = attempts.failure(failure);
+        let step = attempts.handle_failure(failure);
         status.failed.store(attempts.failed(), Ordering::SeqCst);
         match step {
             RetryStep::GiveUp { attempts: 1 } => return Err(cause),
@@ -297,15 +297,15 @@ impl Director {
         };
         let mut budget = DispatchBudget::new(self.cfg.max_failures);
         let mut urls: BTreeMap<CellId, Option<(String, Incarnation)>> = BTreeMap::new();
-        while let Some(q) = pass.next_query() {
+        while let Some(q) = pass.poll_query() {
             let rows = match self.store.candidate_page(q).await {
                 Ok(rows) => rows,
                 Err(e) => {
-                    pass.page_failed();
+                    pass.handle_page_failed();
                     return Err(e);
                 }
             };
-            let decisions = pass.take_page(self.clock.now(), &self.cfg.policy, &rows);
+            let decisions = pass.handle_page(self.clock.now(), &self.cfg.policy, &rows);
             for d in decisions {
                 self.dispatch(d, &mut budget, &mut urls, &mut report)
                     .await?;
@@ -382,7 +382,7 @@ impl Director {
                 }
             }
         }
-        match budget.record(&outcome) {
+        match budget.handle_outcome(&outcome) {
             DispatchClass::Deferred => report.deferred += 1,
             DispatchClass::Finished => report.finished += 1,
             DispatchClass::Skipped => report.skipped += 1,

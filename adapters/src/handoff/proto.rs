@@ -2,9 +2,9 @@
 //! Every inbound frame is external input: parsed with serde, size-bounded, never trusted.
 
 use serde::{Deserialize, Serialize};
-use switchyard_core::handoff::admission::AdmissionRefusal;
-use switchyard_core::handoff::attempt::{DrainReason, HandoffReply};
-use switchyard_core::handoff::cell::{admission_refusal_name, reply_reason};
+use switchyard_core::handoff::AdmissionRefusal;
+use switchyard_core::handoff::{admission_refusal_name, reply_reason};
+use switchyard_core::handoff::{DrainReason, HandoffReply};
 
 /// HO-C1: the idle-handoff capability token (cells advertise it, desktops send it).
 pub const IDLE_HANDOFF_CAPABILITY: &str = "idle-handoff-v1";
@@ -25,11 +25,11 @@ pub const STATS_PATH: &str = "/internal/v1/stats";
 
 /// Close codes. The cell's own decisions use the core's `cell::close_code`; these name the
 /// same numbers for clients and tests.
-pub const CLOSE_NORMAL: u16 = switchyard_core::handoff::cell::close_code::NORMAL;
+pub const CLOSE_NORMAL: u16 = switchyard_core::handoff::close_code::NORMAL;
 /// Hard drain of a client (service restart: reconnect elsewhere).
-pub const CLOSE_DRAINING: u16 = switchyard_core::handoff::cell::close_code::DRAINING;
+pub const CLOSE_DRAINING: u16 = switchyard_core::handoff::close_code::DRAINING;
 /// Ordinary retryable error (try again later).
-pub const CLOSE_TRY_AGAIN: u16 = switchyard_core::handoff::cell::close_code::TRY_AGAIN;
+pub const CLOSE_TRY_AGAIN: u16 = switchyard_core::handoff::close_code::TRY_AGAIN;
 pub const CLOSE_INTERNAL: u16 = 1011;
 /// OPS-1: the cell stops on purpose (close code 1001 "going away", and the reason below).
 pub const CLOSE_GOING_AWAY: u16 = 1001;
@@ -276,7 +276,7 @@ pub enum DrainState {
 }
 
 impl DrainAnswer {
-    /// From the core's `SourceCell::emergency_drain` answer.
+    /// From the core's `SourceCell::handle_emergency_drain` answer.
     #[must_use]
     pub fn new(applied: Option<bool>, clients: usize) -> DrainAnswer {
         let state = match applied {
@@ -333,9 +333,9 @@ impl RefusedAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_core::handoff::attempt::{Refusal, RetireReason};
-    use switchyard_core::handoff::cell::{CloseReason, UndrainRefusal};
-    use switchyard_core::handoff::ids::{CellId, OpId};
+    use switchyard_core::handoff::{CellId, OpId};
+    use switchyard_core::handoff::{CloseReason, UndrainRefusal};
+    use switchyard_core::handoff::{HandoffRefusal, RetireReason};
 
     fn json<T: Serialize>(v: &T) -> String {
         serde_json::to_string(v).expect("json")
@@ -398,7 +398,7 @@ mod tests {
         }
         let refused = HandoffAnswer::of(HandoffReply::Refused {
             op_id,
-            reason: Refusal::NoSession,
+            reason: HandoffRefusal::NoSession,
         });
         assert_eq!(refused.status, "refused");
         assert_eq!(refused.reason.as_deref(), Some("no_session"));

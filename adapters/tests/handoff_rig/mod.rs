@@ -17,11 +17,11 @@ use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::*;
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::admission::GateState;
-use switchyard_core::handoff::attempt::HandoffReply;
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId};
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{StoreConfig, TxnOutcome};
+use switchyard_core::handoff::GateState;
+use switchyard_core::handoff::HandoffReply;
+use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId};
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 use tokio_tungstenite::tungstenite::Message;
 
 #[path = "../support_pg/mod.rs"]
@@ -339,7 +339,7 @@ impl Rig {
     pub async fn drain(&self, cell: CellId, host: u64) -> DrainAnswer {
         let body = serde_json::to_vec(&DrainRequest::new(
             host,
-            switchyard_core::handoff::attempt::DrainReason::Emergency,
+            switchyard_core::handoff::DrainReason::Emergency,
         ))
         .expect("json");
         let resp = self

@@ -60,7 +60,7 @@ impl WorkKind {
 
 /// HO-7: the quiescence counters. Derived from live tickets, so they cannot go negative.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub struct Counters {
+pub struct QuiescenceCounters {
     pub accepts: u32,
     pub client_conns: u32,
     pub splices: u32,
@@ -68,7 +68,7 @@ pub struct Counters {
     pub control_ops: u32,
 }
 
-impl Counters {
+impl QuiescenceCounters {
     #[must_use]
     pub fn get(&self, kind: WorkKind) -> u32 {
         match kind {
@@ -158,7 +158,7 @@ impl AdmissionRefusal {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReleaseReport {
     Released,
-    /// The ticket was already released (or abandoned by [`AdmissionGate::revalidate`]).
+    /// The ticket was already released (or abandoned by [`AdmissionGate::handle_revalidate`]).
     DoubleRelease,
     /// This gate never issued the ticket.
     UnknownTicket,
@@ -219,11 +219,37 @@ pub enum NotCounted {
 /// HO-S2 / HO-S3: the barrier of one handoff attempt, carrying its generation token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Barrier {
-    pub op_id: OpId,
+    op_id: OpId,
     /// Attempt sequence number within this source machine (distinguishes re-tries of one op).
-    pub seq: u32,
-    pub generation: Generation,
-    pub installed_at: MonoMs,
+    seq: u32,
+    generation: Generation,
+    installed_at: MonoMs,
+}
+
+impl Barrier {
+    /// The op id of the attempt the barrier is for.
+    #[must_use]
+    pub fn op_id(&self) -> OpId {
+        self.op_id
+    }
+
+    /// Attempt sequence number within this source machine.
+    #[must_use]
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+
+    /// The generation the barrier was installed under.
+    #[must_use]
+    pub fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// When the barrier was installed.
+    #[must_use]
+    pub fn installed_at(&self) -> MonoMs {
+        self.installed_at
+    }
 }
 
 /// Why a gate is closed for good.
@@ -261,7 +287,7 @@ pub struct AdmissionGate {
     generation: Generation,
     next_ticket: u64,
     live: BTreeMap<TicketId, TicketRecord>,
-    counters: Counters,
+    counters: QuiescenceCounters,
     state: GateState,
     /// HO-A5: set by an emergency drain; a drained gate never reopens.
     drained: bool,
@@ -275,7 +301,7 @@ impl AdmissionGate {
             generation,
             next_ticket: 0,
             live: BTreeMap::new(),
-            counters: Counters::default(),
+            counters: QuiescenceCounters::default(),
             state: GateState::Open,
             drained: false,
         }
@@ -311,7 +337,7 @@ impl AdmissionGate {
 
     /// HO-7: the quiescence counters (live tickets by kind).
     #[must_use]
-    pub fn counters(&self) -> Counters {
+    pub fn counters(&self) -> QuiescenceCounters {
         self.counters
     }
 
@@ -357,7 +383,7 @@ impl AdmissionGate {
 
     /// HO-7 / HO-S3: take a ticket for new work under the current generation. Refused while a
     /// barrier stands (clients get `WrongCell`, control activations `ControlGated`).
-    pub fn acquire(&mut self, kind: WorkKind) -> Result<Ticket, AdmissionRefusal> {
+    pub fn handle_acquire(&mut self, kind: WorkKind) -> Result<Ticket, AdmissionRefusal> {
         if let Some(refusal) = self.refusal_for(kind) {
             return Err(refusal);
         }
@@ -391,7 +417,7 @@ impl AdmissionGate {
 
     /// HO-7: release a ticket exactly once. A double release, an unknown ticket or a stale
     /// generation is a reported no-op; a counter never goes negative.
-    pub fn release(&mut self, ticket: Ticket) -> ReleaseReport {
+    pub fn handle_release(&mut self, ticket: Ticket) -> ReleaseReport {
         if ticket.id.0 >= self.next_ticket {
             return ReleaseReport::UnknownTicket;
         }
@@ -415,7 +441,7 @@ impl AdmissionGate {
     /// HO-S3 / HO-A4: called by a continuation after each await. `Continue` only if the ticket
     /// is live, belongs to the current generation and the source still admits; otherwise the
     /// gate releases the ticket itself and answers `Abandon`.
-    pub fn revalidate(&mut self, ticket: Ticket) -> Revalidation {
+    pub fn handle_revalidate(&mut self, ticket: Ticket) -> Revalidation {
         let live = self
             .live
             .get(&ticket.id)
@@ -423,7 +449,7 @@ impl AdmissionGate {
         if !live {
             return Revalidation::Abandon {
                 reason: AbandonReason::TicketNotLive,
-                release: self.release(ticket),
+                release: self.handle_release(ticket),
             };
         }
         // A live ticket under a barrier is impossible: the barrier needs zero tickets and
@@ -442,7 +468,7 @@ impl AdmissionGate {
             None => Revalidation::Continue,
             Some(reason) => Revalidation::Abandon {
                 reason,
-                release: self.release(ticket),
+                release: self.handle_release(ticket),
             },
         }
     }
@@ -450,14 +476,14 @@ impl AdmissionGate {
     /// HO-8: ping/pong and activity renewals of the open desktop control socket. `&self`: this
     /// provably cannot touch a counter or the barrier.
     #[must_use]
-    pub fn note_heartbeat(&self, _heartbeat: Heartbeat) -> NotCounted {
+    pub fn handle_heartbeat(&self, _heartbeat: Heartbeat) -> NotCounted {
         NotCounted::NotClientWork
     }
 
     /// HO-10: a missing or expired DB activity lease never proves idleness (nor does a live
     /// one prove activity). `&self`: it cannot change the quiescence predicate.
     #[must_use]
-    pub fn note_activity_lease(&self, _lease: ActivityLease) -> NotCounted {
+    pub fn handle_activity_lease(&self, _lease: ActivityLease) -> NotCounted {
         NotCounted::NotIdlenessEvidence
     }
 
@@ -470,7 +496,7 @@ impl AdmissionGate {
         now: MonoMs,
         op_id: OpId,
         seq: u32,
-    ) -> Result<Barrier, Counters> {
+    ) -> Result<Barrier, QuiescenceCounters> {
         crate::invariant!(matches!(self.state, GateState::Open) && !self.drained);
         if !self.counters.is_zero() {
             return Err(self.counters);
@@ -515,7 +541,7 @@ impl AdmissionGate {
     }
 
     /// HO-A4: a replacement control registered; new work belongs to `generation`. Old tickets
-    /// stay counted until released (their connections are real) but fail `revalidate`.
+    /// stay counted until released (their connections are real) but fail `handle_revalidate`.
     pub(crate) fn set_generation(&mut self, generation: Generation) {
         crate::invariant!(generation > self.generation);
         crate::invariant!(matches!(self.state, GateState::Open));

@@ -2,7 +2,7 @@
 //! the cell adapter (`cell/clients.rs`) and the model checker (`switchyard-spec`) both drive.
 //!
 //! Order, and why: the client's `Accept` ticket is taken before the first await
-//! ([`SourceCell::acquire`]) and stays counted until the client is attached as a `ClientConn`
+//! ([`SourceCell::handle_acquire`]) and stays counted until the client is attached as a `ClientConn`
 //! ([`SourceCell::convert`], one synchronous swap) or closed. In between, the host's activity
 //! is persisted (the store's `renew_activity`) while the accept still counts, so the barrier can
 //! never install over a client that is half attached (HO-7: "attaches waiting for durable
@@ -17,12 +17,12 @@
 //! ```
 //!
 //! The machine owns the ticket until it hands it out (`Attached`) or releases it; the adapter's
-//! guard calls [`Attach::cancel`] if its task ends in between (socket gone, cancellation).
+//! guard calls [`Attach::handle_cancel`] if its task ends in between (socket gone, cancellation).
 
 use serde::{Deserialize, Serialize};
 
 use super::admission::{AdmissionRefusal, ReleaseReport, WorkKind};
-use super::cell::{admission_refusal_name, client_close_code, close_code, SourceCell, Work};
+use super::cell::{admission_refusal_name, client_close_code, close_code, CellWork, SourceCell};
 use super::ids::SourceAuthority;
 
 /// Where the attach is.
@@ -87,7 +87,7 @@ pub enum AttachStep {
     Close(AttachClose),
     /// Attached: the client connection's ticket, the caller's from now on (released when the
     /// client leaves).
-    Attached(Work),
+    Attached(CellWork),
 }
 
 /// The persist of the activity did not happen (or its result is unknown).
@@ -98,14 +98,14 @@ pub struct PersistFailed;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Attach {
     /// The accept ticket while held.
-    work: Option<Work>,
+    work: Option<CellWork>,
     phase: AttachPhase,
 }
 
 impl Attach {
-    /// Own the `Accept` ticket [`SourceCell::acquire`] just handed out.
+    /// Own the `Accept` ticket [`SourceCell::handle_acquire`] just handed out.
     #[must_use]
-    pub fn new(accept: Work) -> Attach {
+    pub fn new(accept: CellWork) -> Attach {
         crate::invariant_eq!(accept.ticket.kind, WorkKind::Accept);
         Attach {
             work: Some(accept),
@@ -120,7 +120,7 @@ impl Attach {
 
     /// The accept ticket, while the machine holds it.
     #[must_use]
-    pub fn ticket(&self) -> Option<Work> {
+    pub fn ticket(&self) -> Option<CellWork> {
         self.work
     }
 
@@ -132,7 +132,7 @@ impl Attach {
         };
         let step = match self.phase {
             AttachPhase::Accepted => match cell.authority(work.host) {
-                Some(authority) if cell.revalidate(&work) => {
+                Some(authority) if cell.handle_revalidate(&work) => {
                     self.phase = AttachPhase::Persisting;
                     return AttachStep::Persist { authority };
                 }
@@ -140,17 +140,17 @@ impl Attach {
             },
             AttachPhase::Persisting | AttachPhase::Done => return AttachStep::Wait,
             AttachPhase::PersistFailed => {
-                let _ = cell.release(&work);
+                let _ = cell.handle_release(&work);
                 AttachStep::Close(AttachClose::ActivityNotPersisted)
             }
             AttachPhase::Persisted => {
-                if !cell.revalidate(&work) {
+                if !cell.handle_revalidate(&work) {
                     self.abandoned()
                 } else {
-                    match cell.convert(&work, WorkKind::ClientConn) {
+                    match cell.handle_convert(&work, WorkKind::ClientConn) {
                         Ok(conn) => AttachStep::Attached(conn),
                         Err(refusal) => {
-                            let _ = cell.release(&work);
+                            let _ = cell.handle_release(&work);
                             AttachStep::Close(AttachClose::Refused(refusal))
                         }
                     }
@@ -181,9 +181,9 @@ impl Attach {
 
     /// HO-7: the driver's task ended before the attach did (socket gone, cancelled): release
     /// the ticket still held. `None`: nothing was held.
-    pub fn cancel(&mut self, cell: &mut SourceCell) -> Option<ReleaseReport> {
+    pub fn handle_cancel(&mut self, cell: &mut SourceCell) -> Option<ReleaseReport> {
         let work = self.work.take()?;
         self.phase = AttachPhase::Done;
-        cell.release(&work)
+        cell.handle_release(&work)
     }
 }

@@ -1,11 +1,11 @@
 //! The source-led handoff attempt of one host at its source cell (HO-S2..S6, HO-A1..A6).
 //!
-//! Quinn-style: `begin_handoff` / `handle_*(now, ..)` in, [`Action`]s out via `poll_action`,
+//! Quinn-style: `handle_request` / `handle_*(now, ..)` in, [`HandoffAction`]s out via `poll_action`,
 //! deadlines via `poll_timeout` / `handle_timeout`. The adapter (or a model checker) runs
 //! `RunTransaction` / `Reconcile` against the assignment store and feeds the result back with
 //! the same [`AttemptRef`].
 //!
-//! Life of an attempt: `begin_handoff` (barrier installed in one synchronous step) ->
+//! Life of an attempt: `handle_request` (barrier installed in one synchronous step) ->
 //! `InTransaction` -> terminal (committed: retire; rolled back with authority unchanged:
 //! reopen; authority changed: retire stale) | ambiguous -> `Reconciling` | store unavailable
 //! -> `Quarantined` (gated; reconciliation retried later). Only a terminal outcome of *this*
@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::admission::{
-    ActivityLease, AdmissionGate, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat,
-    NotCounted, ReleaseReport, Revalidation, Ticket, WorkKind,
+    ActivityLease, AdmissionGate, AdmissionRefusal, ClosedReason, GateState, Heartbeat, NotCounted,
+    QuiescenceCounters, ReleaseReport, Revalidation, Ticket, WorkKind,
 };
 use super::ids::Generation;
 use super::ids::{AuthorityCheck, AuthorityField, CellId, OpId, SourceAuthority};
@@ -25,9 +25,9 @@ use super::policy::{HandoffRequest, Ineligible};
 use super::store::{fenced_authority, AbortReason, DrainWrite, TxnOutcome};
 use crate::MonoMs;
 
-/// Bound on queued actions. The adapter drains after every input; `begin_handoff` refuses
+/// Bound on queued actions. The adapter drains after every input; `handle_request` refuses
 /// (`Backlogged`) rather than let an undrained queue grow.
-pub const MAX_PENDING_ACTIONS: usize = 32;
+pub(crate) const MAX_PENDING_ACTIONS: usize = 32;
 /// Upper bound of actions one attempt can queue without being drained.
 const ACTIONS_PER_ATTEMPT: usize = 8;
 
@@ -92,14 +92,34 @@ pub enum Phase {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Attempt {
-    pub attempt: AttemptRef,
-    pub request: HandoffRequest,
-    pub phase: Phase,
+    attempt: AttemptRef,
+    request: HandoffRequest,
+    phase: Phase,
+}
+
+impl Attempt {
+    /// The attempt (op id and sequence number).
+    #[must_use]
+    pub fn attempt(&self) -> AttemptRef {
+        self.attempt
+    }
+
+    /// The request the attempt serves.
+    #[must_use]
+    pub fn request(&self) -> HandoffRequest {
+        self.request
+    }
+
+    /// Where the attempt is.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
 }
 
 /// Why a handoff request is refused before any barrier (holds nothing, closes nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Refusal {
+pub enum HandoffRefusal {
     /// The op id is not the UUIDv5 of the request's authority and target.
     InvalidOpId,
     /// The request names another host/cell or an authority newer than ours.
@@ -134,7 +154,7 @@ pub enum HandoffReply {
     /// HO-S2: deferral (not a dispatch failure); names the non-zero counters.
     Busy {
         op_id: OpId,
-        counters: Counters,
+        counters: QuiescenceCounters,
     },
     /// HO-A1 / HO-A3: a duplicate of the attempt in flight.
     InProgress {
@@ -147,16 +167,16 @@ pub enum HandoffReply {
     },
     Refused {
         op_id: OpId,
-        reason: Refusal,
+        reason: HandoffRefusal,
     },
     /// HO-S5 / HO-A1: the durable result (also the answer to a duplicate after the end).
     Result(HandoffResult),
 }
 
-/// Immediate answer of `begin_handoff`.
+/// Immediate answer of `handle_request`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Begin {
-    /// HO-S2: barrier installed; the result comes later as `Action::Reply`.
+    /// HO-S2: barrier installed; the result comes later as `HandoffAction::Reply`.
     Started(AttemptRef),
     /// Answered at once (busy, duplicate, superseded, refused); nothing held.
     Answered(HandoffReply),
@@ -178,7 +198,7 @@ pub enum DrainReason {
 
 /// Decisions, drained by the adapter with `poll_action`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Action {
+pub enum HandoffAction {
     /// HO-S4: run the bounded assignment transaction (`AssignmentStore::run_transaction`).
     RunTransaction {
         attempt: AttemptRef,
@@ -250,7 +270,7 @@ pub const FENCE_RETRY_MIN_MS: u64 = 500;
 /// each one short transaction on one row.
 pub const FENCE_RETRY_MAX_MS: u64 = 30_000;
 /// HO-A5: failures in a row (≈ 15 s after the first, at the defaults) before each is an alert.
-pub const FENCE_ALERT_AFTER: u32 = 6;
+pub(crate) const FENCE_ALERT_AFTER: u32 = 6;
 
 impl Default for FenceRetry {
     fn default() -> Self {
@@ -277,12 +297,38 @@ impl FenceRetry {
 /// HO-A5: a drain fence not yet known to be written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PendingFence {
-    pub authority: SourceAuthority,
-    pub reason: DrainReason,
+    authority: SourceAuthority,
+    reason: DrainReason,
     /// Failed writes in a row.
-    pub failures: u32,
+    failures: u32,
     /// `None`: a write is out (its result is awaited); `Some(at)`: written again at `at`.
-    pub retry_at: Option<MonoMs>,
+    retry_at: Option<MonoMs>,
+}
+
+impl PendingFence {
+    /// The authority the fence is written under.
+    #[must_use]
+    pub fn authority(&self) -> SourceAuthority {
+        self.authority
+    }
+
+    /// Why the source was drained.
+    #[must_use]
+    pub fn reason(&self) -> DrainReason {
+        self.reason
+    }
+
+    /// Failed writes in a row.
+    #[must_use]
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// `None`: a write is out (its result is awaited); `Some(at)`: written again at `at`.
+    #[must_use]
+    pub fn retry_at(&self) -> Option<MonoMs> {
+        self.retry_at
+    }
 }
 
 /// Whether an input changed anything.
@@ -347,7 +393,7 @@ pub struct SourceHandoff {
     last_result: Option<HandoffResult>,
     /// HO-A5: the drain fence until its write is known to have happened.
     fence: Option<PendingFence>,
-    actions: VecDeque<Action>,
+    actions: VecDeque<HandoffAction>,
 }
 
 impl SourceHandoff {
@@ -426,7 +472,7 @@ impl SourceHandoff {
     }
 
     /// Next action for the adapter.
-    pub fn poll_action(&mut self) -> Option<Action> {
+    pub fn poll_action(&mut self) -> Option<HandoffAction> {
         self.actions.pop_front()
     }
 
@@ -448,38 +494,38 @@ impl SourceHandoff {
     // ----- admission (HO-7, HO-8, HO-10, HO-S3) -----
 
     /// HO-7 / HO-S3: take a ticket before the first await of new work.
-    pub fn acquire(&mut self, kind: WorkKind) -> Result<Ticket, AdmissionRefusal> {
-        self.gate.acquire(kind)
+    pub fn handle_acquire(&mut self, kind: WorkKind) -> Result<Ticket, AdmissionRefusal> {
+        self.gate.handle_acquire(kind)
     }
 
     /// HO-7: release exactly once (anything else is a reported no-op).
-    pub fn release(&mut self, ticket: Ticket) -> ReleaseReport {
-        self.gate.release(ticket)
+    pub fn handle_release(&mut self, ticket: Ticket) -> ReleaseReport {
+        self.gate.handle_release(ticket)
     }
 
     /// HO-S3 / HO-A4: re-check after an await; `Abandon` means already released.
-    pub fn revalidate(&mut self, ticket: Ticket) -> Revalidation {
-        self.gate.revalidate(ticket)
+    pub fn handle_revalidate(&mut self, ticket: Ticket) -> Revalidation {
+        self.gate.handle_revalidate(ticket)
     }
 
     /// HO-8: heartbeats never count (`&self`).
     #[must_use]
-    pub fn note_heartbeat(&self, heartbeat: Heartbeat) -> NotCounted {
-        self.gate.note_heartbeat(heartbeat)
+    pub fn handle_heartbeat(&self, heartbeat: Heartbeat) -> NotCounted {
+        self.gate.handle_heartbeat(heartbeat)
     }
 
     /// HO-10: DB activity leases never prove idleness (`&self`).
     #[must_use]
-    pub fn note_activity_lease(&self, lease: ActivityLease) -> NotCounted {
-        self.gate.note_activity_lease(lease)
+    pub fn handle_activity_lease(&self, lease: ActivityLease) -> NotCounted {
+        self.gate.handle_activity_lease(lease)
     }
 
     // ----- the attempt -----
 
-    fn push(&mut self, action: Action) {
+    fn push(&mut self, action: HandoffAction) {
         let coalesce = matches!(
             action,
-            Action::Reconcile { .. } | Action::Quarantined { .. }
+            HandoffAction::Reconcile { .. } | HandoffAction::Quarantined { .. }
         );
         if coalesce && self.actions.contains(&action) {
             return;
@@ -493,11 +539,11 @@ impl SourceHandoff {
     /// HO-A1: a duplicate of the attempt in flight answers `InProgress`; a duplicate of the
     /// last finished one answers its recorded result. HO-S1: an older authority answers
     /// `Superseded`. HO-A5: refused while disabled or drained.
-    pub fn begin_handoff(&mut self, now: MonoMs, request: &HandoffRequest) -> Begin {
+    pub fn handle_request(&mut self, now: MonoMs, request: &HandoffRequest) -> Begin {
         let op_id = request.op_id;
         let refuse = |reason| Begin::Answered(HandoffReply::Refused { op_id, reason });
         if !request.op_id_is_consistent() {
-            return refuse(Refusal::InvalidOpId);
+            return refuse(HandoffRefusal::InvalidOpId);
         }
         if let Some(a) = &self.attempt {
             if a.attempt.op_id == op_id {
@@ -510,38 +556,42 @@ impl SourceHandoff {
             }
         }
         if self.gate.is_drained() {
-            return refuse(Refusal::SourceDraining);
+            return refuse(HandoffRefusal::SourceDraining);
         }
         if matches!(self.gate.state(), GateState::Closed(_)) {
-            return refuse(Refusal::SourceRetired);
+            return refuse(HandoffRefusal::SourceRetired);
         }
         match request.source.check_against(&self.authority) {
             AuthorityCheck::Exact => {}
             AuthorityCheck::Superseded(field) => {
                 return Begin::Answered(HandoffReply::Superseded { op_id, field });
             }
-            AuthorityCheck::Mismatch(field) => return refuse(Refusal::NotOwner(field)),
+            AuthorityCheck::Mismatch(field) => return refuse(HandoffRefusal::NotOwner(field)),
         }
         if !self.enabled {
-            return refuse(Refusal::Disabled);
+            return refuse(HandoffRefusal::Disabled);
         }
         if !self.session_open {
-            return refuse(Refusal::NoSession);
+            return refuse(HandoffRefusal::NoSession);
         }
         if !self.config.cell_capable {
-            return refuse(Refusal::CapabilityMissing(Ineligible::SourceCellNotCapable));
+            return refuse(HandoffRefusal::CapabilityMissing(
+                Ineligible::SourceCellNotCapable,
+            ));
         }
         if !self.desktop_capable {
-            return refuse(Refusal::CapabilityMissing(Ineligible::DesktopNotCapable));
+            return refuse(HandoffRefusal::CapabilityMissing(
+                Ineligible::DesktopNotCapable,
+            ));
         }
         if request.target == self.authority.cell {
-            return refuse(Refusal::SameCell);
+            return refuse(HandoffRefusal::SameCell);
         }
         if self.attempt.is_some() {
-            return refuse(Refusal::AttemptInFlight);
+            return refuse(HandoffRefusal::AttemptInFlight);
         }
         if self.actions.len() + ACTIONS_PER_ATTEMPT > MAX_PENDING_ACTIONS {
-            return refuse(Refusal::Backlogged);
+            return refuse(HandoffRefusal::Backlogged);
         }
         let seq = self.next_seq;
         match self.gate.try_install_barrier(now, op_id, seq) {
@@ -556,7 +606,7 @@ impl SourceHandoff {
                         deadline: now.plus_ms(self.config.request_timeout_ms),
                     },
                 });
-                self.push(Action::RunTransaction {
+                self.push(HandoffAction::RunTransaction {
                     attempt,
                     request: *request,
                 });
@@ -647,7 +697,7 @@ impl SourceHandoff {
         let deadline = now.plus_ms(self.config.reconcile_timeout_ms);
         if let Some(a) = &mut self.attempt {
             a.phase = Phase::Reconciling { deadline };
-            let action = Action::Reconcile {
+            let action = HandoffAction::Reconcile {
                 attempt: a.attempt,
                 request: a.request,
             };
@@ -659,7 +709,7 @@ impl SourceHandoff {
         let retry_at = now.plus_ms(self.config.quarantine_retry_ms);
         if let Some(a) = &mut self.attempt {
             a.phase = Phase::Quarantined { retry_at, cause };
-            let action = Action::Quarantined {
+            let action = HandoffAction::Quarantined {
                 attempt: a.attempt,
                 cause,
             };
@@ -699,7 +749,7 @@ impl SourceHandoff {
         match fence.retry_at {
             Some(at) if now >= at => {
                 fence.retry_at = None;
-                let action = Action::FenceAuthority {
+                let action = HandoffAction::FenceAuthority {
                     authority: fence.authority,
                     reason: fence.reason,
                 };
@@ -732,7 +782,7 @@ impl SourceHandoff {
                 fence.failures = fence.failures.saturating_add(1);
                 let retry_at = now.plus_ms(retry.delay_ms(fence.failures));
                 fence.retry_at = Some(retry_at);
-                let action = Action::FenceFailed {
+                let action = HandoffAction::FenceFailed {
                     authority: fence.authority,
                     failures: fence.failures,
                     retry_at,
@@ -756,7 +806,7 @@ impl SourceHandoff {
             TxnOutcome::Committed { target, .. } => {
                 // HO-S5 / HO-A5: a committed handoff follows its result, drained or not.
                 self.gate.close(ClosedReason::Committed);
-                self.push(Action::RetireSourceDraining {
+                self.push(HandoffAction::RetireSourceDraining {
                     reason: RetireReason::Committed { op_id, target },
                 });
             }
@@ -766,7 +816,7 @@ impl SourceHandoff {
                     if reason == AbortReason::Fenced {
                         self.adopt_fenced_authority(&a.request);
                     }
-                    self.push(Action::ReopenAdmission { attempt: a.attempt });
+                    self.push(HandoffAction::ReopenAdmission { attempt: a.attempt });
                 } else {
                     crate::invariant!(drained);
                     self.gate.close(ClosedReason::Drained);
@@ -778,7 +828,7 @@ impl SourceHandoff {
                     self.gate.close(ClosedReason::Drained);
                 } else {
                     self.gate.close(ClosedReason::StaleAuthority);
-                    self.push(Action::RetireSourceDraining {
+                    self.push(HandoffAction::RetireSourceDraining {
                         reason: RetireReason::StaleAuthority { op_id },
                     });
                 }
@@ -788,7 +838,7 @@ impl SourceHandoff {
         let result = HandoffResult { op_id, outcome };
         self.last_result = Some(result);
         // HO-A6: the reply goes last; retirement never depends on delivering it.
-        self.push(Action::Reply(HandoffReply::Result(result)));
+        self.push(HandoffAction::Reply(HandoffReply::Result(result)));
     }
 
     /// HO-L1: the store answered `RolledBack { Fenced }` for this source's own attempt: the
@@ -826,7 +876,7 @@ impl SourceHandoff {
             failures: 0,
             retry_at: None,
         });
-        self.push(Action::FenceAuthority {
+        self.push(HandoffAction::FenceAuthority {
             authority: self.authority,
             reason,
         });
@@ -842,7 +892,7 @@ impl SourceHandoff {
 
     /// HO-A4: a replacement control registered (store `register_control`) while the caller
     /// holds a live control-operation ticket. Refused while gated; old-generation tickets then
-    /// fail `revalidate`.
+    /// fail `handle_revalidate`.
     pub fn handle_rebind(
         &mut self,
         now: MonoMs,

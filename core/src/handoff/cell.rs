@@ -10,25 +10,39 @@
 //!   to, and anything for a replaced machine is ignored ([`Fed::Late`]);
 //! - what a refused client or control is told (WrongCell / SourceRetired, and the close code);
 //! - which control sessions to close and when (retire, drain, replacement), and the hard drain;
-//! - the emergency drain and its recovery path, [`SourceCell::undrain`] (HO-L1);
+//! - the emergency drain and its recovery path, [`SourceCell::handle_undrain`] (HO-L1);
 //! - how a duplicate that reaches a source no longer holding the attempt is answered from the
 //!   durable record ([`answer_from_record`], HO-A1).
 //!
-//! Inputs are `handle_*` / `begin_*` / `acquire` calls (time as an argument), outputs are
-//! [`CellAction`]s drained with [`SourceCell::poll_action`] after every input, and
-//! [`SourceCell::poll_timeout`] gives a host's next deadline.
+//! The face (see `super`'s "One face per machine"): every input is a `handle_*` call, the
+//! time first where the decision reads it:
+//! - work (HO-7, HO-S3): [`SourceCell::handle_acquire`], [`SourceCell::handle_revalidate`],
+//!   [`SourceCell::handle_convert`], [`SourceCell::handle_release`], and the traffic that is no
+//!   work, [`SourceCell::handle_heartbeat`] and [`SourceCell::handle_activity_lease`];
+//! - control sessions (HO-A4): [`SourceCell::handle_begin_control`],
+//!   [`SourceCell::handle_install_control`], [`SourceCell::handle_control_closed`];
+//! - the director and the store (HO-S2, HO-A2): [`SourceCell::handle_request`],
+//!   [`SourceCell::handle_transaction_result`], [`SourceCell::handle_reconcile_result`],
+//!   [`SourceCell::handle_fence_result`], [`SourceCell::handle_timeout`];
+//! - the operator (HO-A5, HO-L1): [`SourceCell::handle_set_enabled`],
+//!   [`SourceCell::handle_emergency_drain`], [`SourceCell::handle_undrain`].
+//!
+//! Outputs are [`CellAction`]s drained with [`SourceCell::poll_action`] after every input, and
+//! [`SourceCell::poll_timeout`] gives a host's next deadline. Everything else is a read-only
+//! accessor.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use super::admission::{
-    ActivityLease, AdmissionRefusal, Counters, GateState, Heartbeat, NotCounted, ReleaseReport,
-    Revalidation, Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
+    ActivityLease, AdmissionRefusal, GateState, Heartbeat, NotCounted, QuiescenceCounters,
+    ReleaseReport, Revalidation, Ticket, WorkKind, WRONG_CELL_CLOSE_CODE,
 };
 use super::attempt::{
-    Action, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult, FenceRetry,
-    HandoffReply, HandoffResult, RebindRefusal, Refusal, RetireReason, SourceConfig, SourceHandoff,
+    AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult, FenceRetry,
+    HandoffAction, HandoffRefusal, HandoffReply, HandoffResult, RebindRefusal, RetireReason,
+    SourceConfig, SourceHandoff,
 };
 use super::ids::{AuthorityField, HostId, SourceAuthority};
 use super::policy::HandoffRequest;
@@ -36,10 +50,10 @@ use super::store::{AttemptOutcome, AttemptRow, RegisterRefusal, StoreError, TxnO
 use crate::MonoMs;
 
 /// Hosts one cell process serves at once; a registration beyond it is refused.
-pub const MAX_CELL_HOSTS: usize = 65_536;
+pub(crate) const MAX_CELL_HOSTS: usize = 65_536;
 /// Bound on undrained endpoint actions: the adapter drains after every input, and one input
 /// queues at most one machine's actions plus two session commands.
-pub const MAX_CELL_ACTIONS: usize = super::attempt::MAX_PENDING_ACTIONS + 4;
+pub(crate) const MAX_CELL_ACTIONS: usize = super::attempt::MAX_PENDING_ACTIONS + 4;
 
 /// WebSocket close codes the cell's decisions use.
 pub mod close_code {
@@ -72,7 +86,7 @@ pub struct SessionId(pub u64);
 /// One unit of work's ownership of a ticket of one machine (the adapter wraps it in a guard
 /// that releases it on every exit path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Work {
+pub struct CellWork {
     pub host: HostId,
     pub machine: MachineId,
     pub ticket: Ticket,
@@ -151,7 +165,7 @@ pub enum CellAction {
     Machine {
         host: HostId,
         machine: MachineId,
-        action: Action,
+        action: HandoffAction,
     },
     /// Send the DRAINING frame on this control session, then close it. Sent before the
     /// machine's own `RetireSourceDraining`.
@@ -243,28 +257,28 @@ pub fn client_close_code(refusal: AdmissionRefusal) -> u16 {
 /// A missing capability is named by the capability (HO-C1), an ownership mismatch by its
 /// field.
 #[must_use]
-pub fn refusal_name(refusal: Refusal) -> &'static str {
+pub fn refusal_name(refusal: HandoffRefusal) -> &'static str {
     match refusal {
-        Refusal::InvalidOpId => "invalid_op_id",
-        Refusal::NotOwner(AuthorityField::Host) => "not_owner_host",
-        Refusal::NotOwner(AuthorityField::Cell) => "not_owner_cell",
-        Refusal::NotOwner(AuthorityField::Epoch) => "not_owner_epoch",
-        Refusal::NotOwner(AuthorityField::Incarnation) => "not_owner_incarnation",
-        Refusal::NotOwner(AuthorityField::Generation) => "not_owner_generation",
-        Refusal::Disabled => "disabled",
-        Refusal::NoSession => "no_session",
-        Refusal::CapabilityMissing(missing) => missing.name(),
-        Refusal::SameCell => "same_cell",
-        Refusal::AttemptInFlight => "attempt_in_flight",
-        Refusal::SourceRetired => "source_retired",
-        Refusal::SourceDraining => "source_draining",
-        Refusal::Backlogged => "backlogged",
+        HandoffRefusal::InvalidOpId => "invalid_op_id",
+        HandoffRefusal::NotOwner(AuthorityField::Host) => "not_owner_host",
+        HandoffRefusal::NotOwner(AuthorityField::Cell) => "not_owner_cell",
+        HandoffRefusal::NotOwner(AuthorityField::Epoch) => "not_owner_epoch",
+        HandoffRefusal::NotOwner(AuthorityField::Incarnation) => "not_owner_incarnation",
+        HandoffRefusal::NotOwner(AuthorityField::Generation) => "not_owner_generation",
+        HandoffRefusal::Disabled => "disabled",
+        HandoffRefusal::NoSession => "no_session",
+        HandoffRefusal::CapabilityMissing(missing) => missing.name(),
+        HandoffRefusal::SameCell => "same_cell",
+        HandoffRefusal::AttemptInFlight => "attempt_in_flight",
+        HandoffRefusal::SourceRetired => "source_retired",
+        HandoffRefusal::SourceDraining => "source_draining",
+        HandoffRefusal::Backlogged => "backlogged",
     }
 }
 
 /// Stable name of an authority field (what a superseded request was older in).
 #[must_use]
-pub fn authority_field_name(field: AuthorityField) -> &'static str {
+pub(crate) fn authority_field_name(field: AuthorityField) -> &'static str {
     match field {
         AuthorityField::Host => "host",
         AuthorityField::Cell => "cell",
@@ -289,7 +303,7 @@ pub fn reply_reason(reply: &HandoffReply) -> Option<&'static str> {
 
 /// Stable name of a refused control registration.
 #[must_use]
-pub fn register_refusal_name(refusal: RegisterRefusal) -> &'static str {
+pub(crate) fn register_refusal_name(refusal: RegisterRefusal) -> &'static str {
     match refusal {
         RegisterRefusal::UnknownHost => "unknown_host",
         RegisterRefusal::UnknownCell => "unknown_cell",
@@ -336,7 +350,7 @@ pub fn register_turn_away(refusal: RegisterRefusal) -> TurnAway {
     }
 }
 
-/// HO-A4 / HO-A5: a registered control [`SourceCell::install_control`] refused (barrier,
+/// HO-A4 / HO-A5: a registered control [`SourceCell::handle_install_control`] refused (barrier,
 /// drain, not newer): retryable where it is.
 #[must_use]
 pub fn install_turn_away(refusal: InstallRefusal) -> TurnAway {
@@ -353,7 +367,7 @@ pub fn install_turn_away(refusal: InstallRefusal) -> TurnAway {
 /// A host that exists already (another registration enrolled it first) is not a refusal: the
 /// caller registers it.
 #[must_use]
-pub fn enrol_turn_away(refusal: StoreError) -> TurnAway {
+pub(crate) fn enrol_turn_away(refusal: StoreError) -> TurnAway {
     TurnAway {
         name: match refusal {
             StoreError::TooManyHosts => "too_many_hosts",
@@ -381,7 +395,9 @@ pub fn needs_durable_record(reply: &HandoffReply) -> bool {
         reply,
         HandoffReply::Superseded { .. }
             | HandoffReply::Refused {
-                reason: Refusal::NoSession | Refusal::SourceRetired | Refusal::NotOwner(_),
+                reason: HandoffRefusal::NoSession
+                    | HandoffRefusal::SourceRetired
+                    | HandoffRefusal::NotOwner(_),
                 ..
             }
     )
@@ -544,8 +560,8 @@ impl SourceCell {
 
     /// HO-7: the live work of every host here, by kind (a gauge: what keeps hosts busy).
     #[must_use]
-    pub fn live_work(&self) -> Counters {
-        let mut sum = Counters::default();
+    pub fn live_work(&self) -> QuiescenceCounters {
+        let mut sum = QuiescenceCounters::default();
         for slot in self.hosts.values() {
             let c = slot.machine.gate().counters();
             sum.client_conns += c.client_conns;
@@ -590,7 +606,11 @@ impl SourceCell {
 
     /// HO-7: a ticket for new work, taken before the work's first await. A host without a
     /// machine here refuses client work as the wrong cell and control work as retired.
-    pub fn acquire(&mut self, host: HostId, kind: WorkKind) -> Result<Work, AdmissionRefusal> {
+    pub fn handle_acquire(
+        &mut self,
+        host: HostId,
+        kind: WorkKind,
+    ) -> Result<CellWork, AdmissionRefusal> {
         let Some(slot) = self.hosts.get_mut(&host) else {
             return Err(if kind.is_client_work() {
                 AdmissionRefusal::WrongCell
@@ -598,8 +618,8 @@ impl SourceCell {
                 AdmissionRefusal::SourceRetired
             });
         };
-        let ticket = slot.machine.acquire(kind)?;
-        Ok(Work {
+        let ticket = slot.machine.handle_acquire(kind)?;
+        Ok(CellWork {
             host,
             machine: slot.machine_id,
             ticket,
@@ -608,45 +628,53 @@ impl SourceCell {
 
     /// HO-S3: re-check after an await. `false`: abandon (the ticket is already released, or
     /// its machine is gone).
-    pub fn revalidate(&mut self, work: &Work) -> bool {
+    pub fn handle_revalidate(&mut self, work: &CellWork) -> bool {
         match self.slot_of(work) {
-            Some(slot) => matches!(slot.machine.revalidate(work.ticket), Revalidation::Continue),
+            Some(slot) => matches!(
+                slot.machine.handle_revalidate(work.ticket),
+                Revalidation::Continue
+            ),
             None => false,
         }
     }
 
     /// Swap `work`'s ticket for one of `kind` in one step (no idle instant in between).
-    pub fn convert(&mut self, work: &Work, kind: WorkKind) -> Result<Work, AdmissionRefusal> {
+    pub fn handle_convert(
+        &mut self,
+        work: &CellWork,
+        kind: WorkKind,
+    ) -> Result<CellWork, AdmissionRefusal> {
         let Some(slot) = self.slot_of(work) else {
             return Err(AdmissionRefusal::SourceRetired);
         };
-        let ticket = slot.machine.acquire(kind)?;
-        let _ = slot.machine.release(work.ticket);
-        Ok(Work { ticket, ..*work })
+        let ticket = slot.machine.handle_acquire(kind)?;
+        let _ = slot.machine.handle_release(work.ticket);
+        Ok(CellWork { ticket, ..*work })
     }
 
     /// HO-7: release exactly once. `None`: the machine is gone (nothing to release).
-    pub fn release(&mut self, work: &Work) -> Option<ReleaseReport> {
-        self.slot_of(work).map(|s| s.machine.release(work.ticket))
+    pub fn handle_release(&mut self, work: &CellWork) -> Option<ReleaseReport> {
+        self.slot_of(work)
+            .map(|s| s.machine.handle_release(work.ticket))
     }
 
     /// HO-8: control traffic that is not client work.
     #[must_use]
-    pub fn note_heartbeat(&self, host: HostId, heartbeat: Heartbeat) -> Option<NotCounted> {
+    pub fn handle_heartbeat(&self, host: HostId, heartbeat: Heartbeat) -> Option<NotCounted> {
         self.hosts
             .get(&host)
-            .map(|s| s.machine.note_heartbeat(heartbeat))
+            .map(|s| s.machine.handle_heartbeat(heartbeat))
     }
 
     /// HO-10: a missing or expired DB activity lease is no idleness evidence.
     #[must_use]
-    pub fn note_activity_lease(&self, host: HostId, lease: ActivityLease) -> Option<NotCounted> {
+    pub fn handle_activity_lease(&self, host: HostId, lease: ActivityLease) -> Option<NotCounted> {
         self.hosts
             .get(&host)
-            .map(|s| s.machine.note_activity_lease(lease))
+            .map(|s| s.machine.handle_activity_lease(lease))
     }
 
-    fn slot_of(&mut self, work: &Work) -> Option<&mut HostSlot> {
+    fn slot_of(&mut self, work: &CellWork) -> Option<&mut HostSlot> {
         self.hosts
             .get_mut(&work.host)
             .map(|s| &mut **s)
@@ -663,23 +691,26 @@ impl SourceCell {
 
     /// HO-S3 / HO-A4: a desktop's control activation, before its first await. At a live
     /// machine it is a counted control operation (refused, retryable, under a barrier); where
-    /// there is no live machine (none, retired, drained) [`Self::install_control`] decides.
-    pub fn begin_control(&mut self, host: HostId) -> Result<Option<Work>, AdmissionRefusal> {
+    /// there is no live machine (none, retired, drained) [`Self::handle_install_control`] decides.
+    pub fn handle_begin_control(
+        &mut self,
+        host: HostId,
+    ) -> Result<Option<CellWork>, AdmissionRefusal> {
         let live = self.hosts.get(&host).is_some_and(|s| {
             !s.machine.gate().is_drained()
                 && !matches!(s.machine.gate().state(), GateState::Closed(_))
         });
         if live {
-            self.acquire(host, WorkKind::ControlOp).map(Some)
+            self.handle_acquire(host, WorkKind::ControlOp).map(Some)
         } else {
             Ok(None)
         }
     }
 
-    /// HO-A5: a control registration [`Self::install_control`] would refuse whatever the
+    /// HO-A5: a control registration [`Self::handle_install_control`] would refuse whatever the
     /// store answers (the host is drained here until an operator undrains it). Asked before
     /// the registration is written, so a drained host's retrying desktop spends no store
-    /// writes (each registration renews the generation). `install_control` still decides: a
+    /// writes (each registration renews the generation). `handle_install_control` still decides: a
     /// drain may come between the two.
     #[must_use]
     pub fn control_refusal(&self, host: HostId) -> Option<InstallRefusal> {
@@ -692,18 +723,18 @@ impl SourceCell {
     /// HO-A4: install a control the store registered (`authority` from `register_control`),
     /// consuming the activation's ticket `op` (released whatever happens). The old control of
     /// the host, if any, is closed as replaced.
-    pub fn install_control(
+    pub fn handle_install_control(
         &mut self,
         now: MonoMs,
         authority: SourceAuthority,
         desktop_capable: bool,
-        op: Option<Work>,
+        op: Option<CellWork>,
     ) -> Result<Installed, InstallRefusal> {
         let host = authority.host;
         let result = self.install(now, authority, desktop_capable, op);
         if let Some(op) = op {
             // Released here on every path; a ticket of a replaced machine is a no-op.
-            let _ = self.release(&op);
+            let _ = self.handle_release(&op);
         }
         crate::invariant!(self.actions.len() <= MAX_CELL_ACTIONS);
         crate::invariant!(result.is_err() || self.control(host).is_some());
@@ -715,7 +746,7 @@ impl SourceCell {
         now: MonoMs,
         authority: SourceAuthority,
         desktop_capable: bool,
-        op: Option<Work>,
+        op: Option<CellWork>,
     ) -> Result<Installed, InstallRefusal> {
         let host = authority.host;
         if authority.cell != self.authority_cell || authority.incarnation != self.incarnation {
@@ -767,7 +798,7 @@ impl SourceCell {
                 Some(t) => (t, false),
                 None => (
                     slot.machine
-                        .acquire(WorkKind::ControlOp)
+                        .handle_acquire(WorkKind::ControlOp)
                         .map_err(InstallRefusal::Admission)?,
                     true,
                 ),
@@ -776,7 +807,7 @@ impl SourceCell {
                 .machine
                 .handle_rebind(now, ticket, authority, desktop_capable);
             if temporary {
-                let _ = slot.machine.release(ticket);
+                let _ = slot.machine.handle_release(ticket);
             }
             rebound.map_err(InstallRefusal::Rebind)?;
             (slot.machine_id, InstallKind::Rebound)
@@ -815,7 +846,7 @@ impl SourceCell {
     /// The control session `session` of `host` ended. A session already replaced or closed by
     /// a decision is ignored; otherwise the machine learns it (an attempt in flight still
     /// completes, HO-A3). `true`: the machine was told.
-    pub fn control_closed(&mut self, now: MonoMs, host: HostId, session: SessionId) -> bool {
+    pub fn handle_control_closed(&mut self, now: MonoMs, host: HostId, session: SessionId) -> bool {
         let Some(slot) = self.hosts.get_mut(&host) else {
             return false;
         };
@@ -832,15 +863,15 @@ impl SourceCell {
     // ----- the director's requests (HO-S1, HO-S2, HO-A1) -----
 
     /// HO-S2: a handoff request. A host without a machine here has no session.
-    pub fn begin_handoff(&mut self, now: MonoMs, request: &HandoffRequest) -> Begin {
+    pub fn handle_request(&mut self, now: MonoMs, request: &HandoffRequest) -> Begin {
         let host = request.source.host;
         let Some(slot) = self.hosts.get_mut(&host) else {
             return Begin::Answered(HandoffReply::Refused {
                 op_id: request.op_id,
-                reason: Refusal::NoSession,
+                reason: HandoffRefusal::NoSession,
             });
         };
-        let begin = slot.machine.begin_handoff(now, request);
+        let begin = slot.machine.handle_request(now, request);
         self.collect(host);
         begin
     }
@@ -912,7 +943,7 @@ impl SourceCell {
     }
 
     /// HO-A5: the disable switch, for every machine now and every machine made later.
-    pub fn set_enabled(&mut self, now: MonoMs, enabled: bool) {
+    pub fn handle_set_enabled(&mut self, now: MonoMs, enabled: bool) {
         self.enabled = enabled;
         for slot in self.hosts.values_mut() {
             let _ = slot.machine.handle_set_enabled(now, enabled);
@@ -924,7 +955,7 @@ impl SourceCell {
     /// HO-A5: emergency drain / auth enforcement of one host. The hard drain runs unchanged
     /// (every client and the control close), whether or not the machine was already drained.
     /// `None`: no such host here.
-    pub fn emergency_drain(
+    pub fn handle_emergency_drain(
         &mut self,
         now: MonoMs,
         host: HostId,
@@ -951,7 +982,7 @@ impl SourceCell {
     /// HO-L1: the drain's recovery path. A drained host whose attempt has ended, whose work
     /// has closed and whose fence is written (HO-A5) is forgotten here, so the desktop's next registration gets a fresh machine
     /// (its store fence already bumped the generation: nothing old can commit).
-    pub fn undrain(&mut self, host: HostId) -> Result<(), UndrainRefusal> {
+    pub fn handle_undrain(&mut self, host: HostId) -> Result<(), UndrainRefusal> {
         let Some(slot) = self.hosts.get(&host) else {
             // HO-L1: undrained already (its desktop has not registered again): not drained.
             return Err(if self.undrained.contains(&host) {
@@ -989,7 +1020,7 @@ impl SourceCell {
             return;
         };
         while let Some(action) = slot.machine.poll_action() {
-            if let Action::RetireSourceDraining { reason } = action {
+            if let HandoffAction::RetireSourceDraining { reason } = action {
                 if let Some(session) = slot.control.take() {
                     self.actions.push_back(CellAction::CloseControl {
                         host,

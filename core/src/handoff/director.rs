@@ -157,8 +157,8 @@ pub struct Decision {
 }
 
 /// HO-S1 / HO-S2 / SCALE-3: one read-only selection pass over keyset pages. Drive it with
-/// `next_query` / `take_page` until `next_query` is `None`, persisting `cursor()` after every
-/// page; a page whose read failed is reported with `page_failed` (the pass ends, the cursor
+/// `poll_query` / `handle_page` until `poll_query` is `None`, persisting `cursor()` after every
+/// page; a page whose read failed is reported with `handle_page_failed` (the pass ends, the cursor
 /// stays, so the next pass starts with that very page).
 ///
 /// The pass reads from its starting cursor to the end of the list; a short page (fewer rows
@@ -206,7 +206,7 @@ impl SelectionPass {
     /// The next page to read, or `None` when the pass is over (the sweep came back to where
     /// the pass began, a page read failed, the page budget or the dispatch budget is spent).
     #[must_use]
-    pub fn next_query(&self) -> Option<PageQuery> {
+    pub fn poll_query(&self) -> Option<PageQuery> {
         if self.over
             || self.pages_read >= self.limits.max_pages
             || self.dispatched >= self.limits.max_dispatch
@@ -220,18 +220,18 @@ impl SelectionPass {
         })
     }
 
-    /// Evaluate the rows of the page answered for `next_query()`, in order. Stops early when
+    /// Evaluate the rows of the page answered for `poll_query()`, in order. Stops early when
     /// the dispatch budget is spent (the rest of the page comes first next pass). Rows the
     /// store should not have returned (out of the query's range, not strictly increasing,
     /// beyond its limit) are external input gone wrong: skipped and counted
     /// (`rejected_rows`), never examined.
-    pub fn take_page(
+    pub fn handle_page(
         &mut self,
         now: MonoMs,
         director: &DirectorPolicy,
         rows: &[CandidateRow],
     ) -> Vec<Decision> {
-        let Some(query) = self.next_query() else {
+        let Some(query) = self.poll_query() else {
             return Vec::new();
         };
         self.pages_read += 1;
@@ -297,9 +297,9 @@ impl SelectionPass {
         decisions
     }
 
-    /// The page answered for `next_query()` could not be read: the pass ends here and the
+    /// The page answered for `poll_query()` could not be read: the pass ends here and the
     /// cursor stays where it is, so the next pass starts with this very page.
-    pub fn page_failed(&mut self) {
+    pub fn handle_page_failed(&mut self) {
         self.over = true;
     }
 
@@ -402,7 +402,7 @@ impl DispatchBudget {
     }
 
     /// Record one dispatch outcome; only a transport failure spends budget.
-    pub fn record(&mut self, outcome: &DispatchOutcome) -> DispatchClass {
+    pub fn handle_outcome(&mut self, outcome: &DispatchOutcome) -> DispatchClass {
         let class = match outcome {
             DispatchOutcome::TransportFailed => DispatchClass::Failed,
             DispatchOutcome::Answered(reply) => match reply {
@@ -425,7 +425,7 @@ impl DispatchBudget {
 /// HO-S2: the director's decision for one examined host ([`DispatchBudget::dispatch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Dispatch {
-    /// Send this request, then [`DispatchBudget::record`] its outcome.
+    /// Send this request, then [`DispatchBudget::handle_outcome`] its outcome.
     Send(HandoffRequest),
     /// Not eligible: counted by reason, nothing sent.
     Ineligible(Ineligible),
@@ -436,7 +436,7 @@ pub enum Dispatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handoff::admission::Counters;
+    use crate::handoff::admission::QuiescenceCounters;
     use crate::handoff::ids::{Epoch, Generation, Incarnation};
 
     fn decision(verdict: Result<HandoffRequest, Ineligible>) -> Decision {
@@ -474,17 +474,17 @@ mod tests {
         );
         let busy = DispatchOutcome::Answered(HandoffReply::Busy {
             op_id: req.op_id,
-            counters: Counters {
+            counters: QuiescenceCounters {
                 client_conns: 1,
-                ..Counters::default()
+                ..QuiescenceCounters::default()
             },
         });
         for _ in 0..3 {
-            assert_eq!(budget.record(&busy), DispatchClass::Deferred);
+            assert_eq!(budget.handle_outcome(&busy), DispatchClass::Deferred);
             assert_eq!(budget.dispatch(&eligible), Dispatch::Send(req));
         }
         assert_eq!(
-            budget.record(&DispatchOutcome::TransportFailed),
+            budget.handle_outcome(&DispatchOutcome::TransportFailed),
             DispatchClass::Failed
         );
         assert_eq!(budget.dispatch(&eligible), Dispatch::Held);

@@ -82,7 +82,7 @@ impl Registered {
 
 /// The store call the cell runs next, or the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum EnrolStep {
+pub enum RegistrationStep {
     /// Insert the host at this cell (`insert_host`), then feed the answer to [`after_insert`].
     InsertHost,
     /// Register again (`register_control`), then feed the answer to [`after_register`] with
@@ -99,26 +99,28 @@ pub fn after_register(
     enrol_unknown_hosts: bool,
     attempt: RegisterTry,
     answer: Result<SourceAuthority, RegisterRefusal>,
-) -> EnrolStep {
+) -> RegistrationStep {
     match (answer, attempt) {
-        (Ok(authority), _) => EnrolStep::Done(Registered::Yes(authority)),
+        (Ok(authority), _) => RegistrationStep::Done(Registered::Yes(authority)),
         (Err(RegisterRefusal::UnknownHost), RegisterTry::First) if enrol_unknown_hosts => {
-            EnrolStep::InsertHost
+            RegistrationStep::InsertHost
         }
         (Err(RegisterRefusal::UnknownHost), RegisterTry::First) => {
-            EnrolStep::Done(Registered::NotEnrolled(EnrolRefusal::Disabled))
+            RegistrationStep::Done(Registered::NotEnrolled(EnrolRefusal::Disabled))
         }
-        (Err(refusal), _) => EnrolStep::Done(Registered::Refused(refusal)),
+        (Err(refusal), _) => RegistrationStep::Done(Registered::Refused(refusal)),
     }
 }
 
 /// SCALE-1: the insert's answer. Inserted, or inserted first by another registration of the
 /// host (`HostExists`): register again. Any other refusal (a bound) ends the registration.
 #[must_use]
-pub fn after_insert(answer: Result<SourceAuthority, StoreError>) -> EnrolStep {
+pub fn after_insert(answer: Result<SourceAuthority, StoreError>) -> RegistrationStep {
     match answer {
-        Ok(_) | Err(StoreError::HostExists) => EnrolStep::RegisterAgain,
-        Err(refusal) => EnrolStep::Done(Registered::NotEnrolled(EnrolRefusal::Store(refusal))),
+        Ok(_) | Err(StoreError::HostExists) => RegistrationStep::RegisterAgain,
+        Err(refusal) => {
+            RegistrationStep::Done(Registered::NotEnrolled(EnrolRefusal::Store(refusal)))
+        }
     }
 }
 
@@ -142,14 +144,14 @@ mod tests {
         let unknown = Err(RegisterRefusal::UnknownHost);
         assert_eq!(
             after_register(true, RegisterTry::First, unknown),
-            EnrolStep::InsertHost
+            RegistrationStep::InsertHost
         );
         let off = after_register(false, RegisterTry::First, unknown);
         assert_eq!(
             off,
-            EnrolStep::Done(Registered::NotEnrolled(EnrolRefusal::Disabled))
+            RegistrationStep::Done(Registered::NotEnrolled(EnrolRefusal::Disabled))
         );
-        let EnrolStep::Done(off) = off else {
+        let RegistrationStep::Done(off) = off else {
             unreachable!()
         };
         let t = off.turn_away().expect("turned away");
@@ -164,25 +166,28 @@ mod tests {
         // After an enrolment, an unknown host again is a refusal, never a second enrolment.
         assert_eq!(
             after_register(true, RegisterTry::AfterEnrolment, unknown),
-            EnrolStep::Done(Registered::Refused(RegisterRefusal::UnknownHost))
+            RegistrationStep::Done(Registered::Refused(RegisterRefusal::UnknownHost))
         );
         assert_eq!(
             after_register(false, RegisterTry::First, Ok(authority())),
-            EnrolStep::Done(Registered::Yes(authority()))
+            RegistrationStep::Done(Registered::Yes(authority()))
         );
     }
 
     #[test]
     fn scale_1_an_insert_that_finds_the_host_registers_again_and_a_bound_is_named() {
-        assert_eq!(after_insert(Ok(authority())), EnrolStep::RegisterAgain);
+        assert_eq!(
+            after_insert(Ok(authority())),
+            RegistrationStep::RegisterAgain
+        );
         assert_eq!(
             after_insert(Err(StoreError::HostExists)),
-            EnrolStep::RegisterAgain
+            RegistrationStep::RegisterAgain
         );
         let full = after_insert(Err(StoreError::TooManyHosts));
         assert_eq!(
             full,
-            EnrolStep::Done(Registered::NotEnrolled(EnrolRefusal::Store(
+            RegistrationStep::Done(Registered::NotEnrolled(EnrolRefusal::Store(
                 StoreError::TooManyHosts
             )))
         );

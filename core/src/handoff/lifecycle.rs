@@ -53,7 +53,7 @@ impl LeaseKeeper {
         (lease_ms / 3).max(1)
     }
 
-    pub fn renewed(&mut self, renewal: Renewal) -> LeaseStep {
+    pub fn handle_renewal(&mut self, renewal: Renewal) -> LeaseStep {
         if let Some(lost) = self.lost {
             return LeaseStep::Stop(lost);
         }
@@ -147,7 +147,7 @@ impl StartAttempts {
         self.failed
     }
 
-    pub fn failure(&mut self, failure: StartFailure) -> RetryStep {
+    pub fn handle_failure(&mut self, failure: StartFailure) -> RetryStep {
         self.failed = self.failed.saturating_add(1);
         let attempts = self.failed;
         let spent = self.schedule.max_attempts.is_some_and(|n| attempts >= n);
@@ -175,27 +175,27 @@ mod tests {
     fn ho_l2_a_lost_lease_stops_the_cell_and_stays_lost() {
         let mut k = LeaseKeeper::new();
         assert_eq!(
-            k.renewed(Renewal::Renewed),
+            k.handle_renewal(Renewal::Renewed),
             LeaseStep::Keep { recovered: false }
         );
         assert_eq!(
-            k.renewed(Renewal::Unreachable),
+            k.handle_renewal(Renewal::Unreachable),
             LeaseStep::Failing { first: true }
         );
         assert_eq!(
-            k.renewed(Renewal::Unreachable),
+            k.handle_renewal(Renewal::Unreachable),
             LeaseStep::Failing { first: false }
         );
         assert!(k.failing());
         assert_eq!(
-            k.renewed(Renewal::Renewed),
+            k.handle_renewal(Renewal::Renewed),
             LeaseStep::Keep { recovered: true }
         );
         let lost = LeaseLost {
             holder: Some(Incarnation(4)),
         };
-        assert_eq!(k.renewed(Renewal::Lost(lost)), LeaseStep::Stop(lost));
-        assert_eq!(k.renewed(Renewal::Renewed), LeaseStep::Stop(lost));
+        assert_eq!(k.handle_renewal(Renewal::Lost(lost)), LeaseStep::Stop(lost));
+        assert_eq!(k.handle_renewal(Renewal::Renewed), LeaseStep::Stop(lost));
         assert_eq!(k.lost(), Some(Some(Incarnation(4))));
         assert_eq!(LeaseKeeper::period_ms(900), 300);
         assert_eq!(LeaseKeeper::period_ms(1), 1);
@@ -205,7 +205,7 @@ mod tests {
     fn ops_1_start_retries_double_to_the_cap_and_give_up_only_when_told() {
         let mut a = StartAttempts::new(DIRECTOR_START_RETRY);
         let delays: Vec<u64> = (0..7)
-            .map(|_| match a.failure(StartFailure::Unreachable) {
+            .map(|_| match a.handle_failure(StartFailure::Unreachable) {
                 RetryStep::RetryIn { delay_ms, .. } => delay_ms,
                 RetryStep::GiveUp { .. } => 0,
             })
@@ -213,7 +213,7 @@ mod tests {
         assert_eq!(delays, vec![250, 500, 1_000, 2_000, 4_000, 5_000, 5_000]);
         for _ in 0..100 {
             assert!(matches!(
-                a.failure(StartFailure::Unreachable),
+                a.handle_failure(StartFailure::Unreachable),
                 RetryStep::RetryIn {
                     delay_ms: 5_000,
                     ..
@@ -225,19 +225,19 @@ mod tests {
             ..DIRECTOR_START_RETRY
         });
         assert_eq!(
-            bounded.failure(StartFailure::Unreachable),
+            bounded.handle_failure(StartFailure::Unreachable),
             RetryStep::RetryIn {
                 attempt: 1,
                 delay_ms: 250
             }
         );
         assert_eq!(
-            bounded.failure(StartFailure::Unreachable),
+            bounded.handle_failure(StartFailure::Unreachable),
             RetryStep::GiveUp { attempts: 2 }
         );
         let mut refused = StartAttempts::new(DIRECTOR_START_RETRY);
         assert_eq!(
-            refused.failure(StartFailure::Refused),
+            refused.handle_failure(StartFailure::Refused),
             RetryStep::GiveUp { attempts: 1 }
         );
     }

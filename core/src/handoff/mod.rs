@@ -1,51 +1,105 @@
 //! Idle handoff (HO). See `../shared/REQUIREMENTS.md` part HO and
-//! `docs/REQUIREMENTS-MAP-HO.md` for where each requirement lives.
+//! `docs/REQUIREMENTS-MAP.md` for where each requirement lives.
 //!
-//! - [`admission`]: per-host quiescence tickets and the barrier at the source (HO-7, HO-8,
-//!   HO-10, HO-S2, HO-S3).
-//! - [`attach`]: a client's accept -> persist -> attach (HO-7, HO-S3).
-//! - [`attempt`]: the source-led attempt machine (HO-S2..S6, HO-A1..A6).
-//! - [`cell`]: the source cell as a sans-IO endpoint: the per-host machine table, machine and
-//!   session identities, control installation, drain and undrain (HO-A4, HO-A5, HO-L1).
+//! The modules are private; what callers use is re-exported here (and in [`store`] and
+//! [`escrow`], the two namespaces that stay):
+//!
+//! - `admission`: per-host quiescence tickets and the barrier at the source (HO-7, HO-8,
+//!   HO-10, HO-S2, HO-S3): [`AdmissionGate`].
+//! - `attach`: a client's accept -> persist -> attach (HO-7, HO-S3): [`Attach`].
+//! - `attempt`: the source-led attempt machine (HO-S2..S6, HO-A1..A6): [`SourceHandoff`].
+//! - `cell`: the source cell as a sans-IO endpoint: the per-host machine table, machine and
+//!   session identities, control installation, drain and undrain (HO-A4, HO-A5, HO-L1):
+//!   [`SourceCell`].
 //! - [`store`]: the reference assignment transaction, locked reconciliation, registration and
-//!   drain fence (HO-S4, HO-A1, HO-A2, HO-A4..A6).
-//! - [`director`] and [`policy`]: eligibility, cohort, read-only paged selection, dispatch
-//!   budget (HO-3, HO-S1, HO-S2, HO-C1).
-//! - [`internal_auth`]: whether a signed internal request is for this cell process, timely,
+//!   drain fence (HO-S4, HO-A1, HO-A2, HO-A4..A6), as sans-IO plans (`CommitPlan` & co.).
+//! - `director` and `policy`: eligibility, cohort, read-only paged selection, dispatch
+//!   budget (HO-3, HO-S1, HO-S2, HO-C1): [`SelectionPass`], [`DispatchBudget`], [`evaluate`].
+//! - [`escrow`]: the escrowed limit shards of the SQL stores (HO-S4 at scale), pure functions.
+//! - `enrol` and `lifecycle`: a desktop's enrolment (SCALE-1) and the cell's identity lease and
+//!   the director's start (HO-L2, OPS-1): [`LeaseKeeper`], [`StartAttempts`].
+//! - `internal_auth`: whether a signed internal request is for this cell process, timely,
 //!   and not a replay (SEC-2, SEC-2a).
-//! - [`reconnect`]: what a client does after a cell closed or refused it: resolve, retry or
+//! - `reconnect`: what a client does after a cell closed or refused it: resolve, retry or
 //!   stop (OPS-2).
-//! - [`ids`]: exact source authority and the UUIDv5 operation id (HO-S1).
+//! - `ids`: exact source authority and the UUIDv5 operation id (HO-S1).
+//!
+//! # One face per machine
+//!
+//! Every machine here ([`SourceCell`], [`SourceHandoff`], [`AdmissionGate`], [`Attach`],
+//! [`LeaseKeeper`], [`StartAttempts`], [`SelectionPass`], [`DispatchBudget`], the store plans)
+//! has the same face, in the style of quinn-proto:
+//!
+//! - **inputs** are `handle_*` calls (`handle_request`, `handle_acquire`,
+//!   `handle_transaction_result`, `handle_timeout`, ...), the time first where the decision
+//!   reads it: `handle_x(now, ..)`. A store plan takes one input enum, `handle(input)`, its time
+//!   given at `new`;
+//! - **outputs** are drained with `poll*` (`poll_action`, `poll_query`, `poll`) after every
+//!   input, in order;
+//! - **the next deadline** is `poll_timeout()`: the caller feeds `handle_timeout(now, ..)` when
+//!   it passes;
+//! - **state** is read through accessors named like the field they read (`gate()`,
+//!   `counters()`, `attempt()`); nothing on a machine is a public field.
+//!
+//! Pure decisions (`evaluate`, the `check_*` of `policy`, [`escrow`], `store`'s `decide`) stay
+//! functions over their inputs.
 //!
 //! HO-1 / HO-2: nothing here can close an established client: the only closing output is
-//! [`attempt::Action::RetireSourceDraining`], emitted only for a source whose barrier stood
+//! [`HandoffAction::RetireSourceDraining`], emitted only for a source whose barrier stood
 //! over zero tickets. Idleness is the real ticket count at the source, never a grace timer.
 
-pub mod admission;
-pub mod attach;
-pub mod attempt;
-pub mod cell;
-pub mod director;
-pub mod enrol;
+mod admission;
+mod attach;
+mod attempt;
+mod cell;
+mod director;
+mod enrol;
 pub mod escrow;
-pub mod ids;
-pub mod internal_auth;
-pub mod lifecycle;
-pub mod policy;
-pub mod reconnect;
+mod ids;
+mod internal_auth;
+mod lifecycle;
+mod policy;
+mod reconnect;
 pub mod store;
 
 pub use admission::{
-    AdmissionGate, AdmissionRefusal, Counters, ReleaseReport, Revalidation, Ticket, WorkKind,
-    MAX_TICKETS_PER_HOST, WRONG_CELL_CLOSE_CODE,
+    AbandonReason, ActivityLease, AdmissionGate, AdmissionRefusal, Barrier, ClosedReason,
+    GateState, Heartbeat, NotCounted, QuiescenceCounters, ReleaseReport, Revalidation, Ticket,
+    TicketId, WorkKind, MAX_CLIENTS_PER_HOST, MAX_TICKETS_PER_HOST, WRONG_CELL_CLOSE_CODE,
 };
+pub use attach::{Attach, AttachClose, AttachPhase, AttachStep, PersistFailed};
 pub use attempt::{
-    Action, AttemptRef, Begin, DurableResult, HandoffReply, HandoffResult, SourceConfig,
-    SourceHandoff,
+    Ambiguity, Attempt, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult,
+    FenceRetry, HandoffAction, HandoffRefusal, HandoffReply, HandoffResult, Ignored, PendingFence,
+    Phase, QuarantineCause, RebindRefusal, RetireReason, SourceConfig, SourceHandoff,
+    FENCE_RETRY_MAX_MS, FENCE_RETRY_MIN_MS,
 };
-pub use cell::{CellAction, Fed, MachineId, SessionId, SourceCell, Work};
+pub use cell::{
+    admission_refusal_name, answer_from_record, client_close_code, close_code, install_turn_away,
+    needs_durable_record, refusal_name, register_turn_away, reply_reason, CellAction, CellWork,
+    CloseReason, Fed, InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell,
+    TurnAway, TurnAwayFrame, UndrainRefusal, STORE_UNAVAILABLE_TURN_AWAY,
+};
+pub use director::{
+    evaluate, CandidateRow, CandidateView, Decision, DirectorPolicy, Dispatch, DispatchBudget,
+    DispatchClass, DispatchOutcome, PageCursor, PageQuery, ScanLimits, ScanLimitsError,
+    SelectionPass, TargetView, MAX_DISPATCH_PER_PASS, MAX_PAGES_PER_PASS, MAX_PAGE_SIZE,
+};
+pub use enrol::{
+    after_insert, after_register, EnrolRefusal, RegisterTry, Registered, RegistrationStep,
+};
 pub use ids::{
-    CellId, Epoch, Generation, HostId, Incarnation, OpId, SourceAuthority, OP_ID_NAMESPACE,
+    AuthorityCheck, AuthorityField, CellId, Epoch, Generation, HostId, Incarnation, OpId,
+    SourceAuthority, OP_ID_NAMESPACE,
 };
-pub use policy::{HandoffRequest, Ineligible, Measurement, PolicyConfig};
+pub use internal_auth::{check_claim, Claim, ClaimRefusal, Identity, NonceRefusal, ReplayCache};
+pub use lifecycle::{
+    LeaseKeeper, LeaseStep, Renewal, RetryStep, StartAttempts, StartFailure, StartRetry,
+    DIRECTOR_START_RETRY,
+};
+pub use policy::{
+    check_cohort, check_freshness, check_improvement, cohort_bucket, HandoffRequest, Ineligible,
+    Measurement, PolicyConfig,
+};
+pub use reconnect::{after_close, after_refused_upgrade, AfterClose, StopWhy};
 pub use store::{AssignmentStore, StoreConfig, TxnOutcome};

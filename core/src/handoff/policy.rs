@@ -7,13 +7,13 @@ use super::ids::{CellId, HostId, OpId, SourceAuthority};
 use crate::MonoMs;
 
 /// HO-3: minimum absolute improvement of the desktop's measured RTT.
-pub const MIN_IMPROVEMENT_MS: u32 = 25;
+pub(crate) const MIN_IMPROVEMENT_MS: u32 = 25;
 /// HO-3: minimum relative improvement, in percent of the current region's RTT.
-pub const MIN_IMPROVEMENT_PERCENT: u32 = 20;
+pub(crate) const MIN_IMPROVEMENT_PERCENT: u32 = 20;
 /// Cohort percentages are `0..=100`.
-pub const MAX_COHORT_PERCENT: u8 = 100;
+pub(crate) const MAX_COHORT_PERCENT: u8 = 100;
 /// Number of cohort buckets (one per percent).
-pub const COHORT_BUCKETS: u64 = 100;
+pub(crate) const COHORT_BUCKETS: u64 = 100;
 
 /// Tunables that both the director and the store transaction apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -203,7 +203,10 @@ pub fn check_improvement(current_rtt_ms: u32, target_rtt_ms: u32) -> Result<(), 
 }
 
 /// HO-3: a host in cooldown (`now < until`) is not moved.
-pub fn check_cooldown(now: MonoMs, cooldown_until: Option<MonoMs>) -> Result<(), Ineligible> {
+pub(crate) fn check_cooldown(
+    now: MonoMs,
+    cooldown_until: Option<MonoMs>,
+) -> Result<(), Ineligible> {
     match cooldown_until {
         Some(until) if now < until => Err(Ineligible::CoolingDown),
         _ => Ok(()),
@@ -211,7 +214,7 @@ pub fn check_cooldown(now: MonoMs, cooldown_until: Option<MonoMs>) -> Result<(),
 }
 
 /// HO-3: capacity: the target must have room for one more host.
-pub fn check_capacity(load: u32, capacity: u32) -> Result<(), Ineligible> {
+pub(crate) fn check_capacity(load: u32, capacity: u32) -> Result<(), Ineligible> {
     if load < capacity {
         Ok(())
     } else {
@@ -220,7 +223,7 @@ pub fn check_capacity(load: u32, capacity: u32) -> Result<(), Ineligible> {
 }
 
 /// HO-C1: both cells and the desktop must advertise the idle-handoff capability.
-pub fn check_capabilities(
+pub(crate) fn check_capabilities(
     source_cell_capable: bool,
     target_cell_capable: bool,
     desktop_capable: bool,

@@ -11,7 +11,7 @@ use super::cell::close_code;
 
 /// The reason word of a client refused at a drained source (HO-A5: the operator's drain
 /// stands until an undrain).
-pub const SOURCE_DRAINING: &str = "source_draining";
+pub(crate) const SOURCE_DRAINING: &str = "source_draining";
 
 /// Why a client stops instead of retrying.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -2,11 +2,8 @@
 //! an adapter that routes the machine's actions to the store the way production would.
 #![allow(dead_code)]
 
-use switchyard_core::handoff::admission::*;
-use switchyard_core::handoff::attempt::*;
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::*;
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
 use switchyard_core::MonoMs;
 
 pub const SRC: CellId = CellId(1);
@@ -87,7 +84,7 @@ pub struct Seen {
     pub fences: Vec<(SourceAuthority, DrainReason)>,
     pub replies: Vec<HandoffReply>,
     /// Every action in order.
-    pub log: Vec<Action>,
+    pub log: Vec<HandoffAction>,
 }
 
 pub struct World {
@@ -138,29 +135,29 @@ impl World {
         while let Some(a) = self.src.poll_action() {
             self.seen.log.push(a);
             match a {
-                Action::RunTransaction { attempt, request } => {
+                HandoffAction::RunTransaction { attempt, request } => {
                     self.seen.txns.push((attempt, request));
                 }
-                Action::Reconcile { attempt, request } => {
+                HandoffAction::Reconcile { attempt, request } => {
                     self.seen.reconciles.push((attempt, request));
                 }
-                Action::Quarantined { attempt, cause } => {
+                HandoffAction::Quarantined { attempt, cause } => {
                     self.seen.quarantined.push((attempt, cause));
                 }
-                Action::RetireSourceDraining { reason } => self.seen.retired.push(reason),
-                Action::ReopenAdmission { attempt } => self.seen.reopened.push(attempt),
-                Action::FenceAuthority { authority, reason } => {
+                HandoffAction::RetireSourceDraining { reason } => self.seen.retired.push(reason),
+                HandoffAction::ReopenAdmission { attempt } => self.seen.reopened.push(attempt),
+                HandoffAction::FenceAuthority { authority, reason } => {
                     self.seen.fences.push((authority, reason));
                 }
-                Action::Reply(r) => self.seen.replies.push(r),
+                HandoffAction::Reply(r) => self.seen.replies.push(r),
                 // A failed fence write's retry is scheduled (the rig writes fences itself).
-                Action::FenceFailed { .. } => {}
+                HandoffAction::FenceFailed { .. } => {}
             }
         }
     }
 
     pub fn begin(&mut self, req: &HandoffRequest) -> Begin {
-        let b = self.src.begin_handoff(self.now, req);
+        let b = self.src.handle_request(self.now, req);
         self.drain();
         b
     }
@@ -264,11 +261,11 @@ impl World {
     pub fn replace_control(&mut self) -> Result<SourceAuthority, String> {
         let t = self
             .src
-            .acquire(WorkKind::ControlOp)
+            .handle_acquire(WorkKind::ControlOp)
             .map_err(|e| format!("{e:?}"))?;
         let auth = self.register_at(SRC).map_err(|e| format!("{e:?}"))?;
         let r = self.src.handle_rebind(self.now, t, auth, true);
-        assert_eq!(self.src.release(t), ReleaseReport::Released);
+        assert_eq!(self.src.handle_release(t), ReleaseReport::Released);
         r.map_err(|e| format!("{e:?}"))?;
         Ok(auth)
     }
@@ -285,3 +282,108 @@ pub fn host_with_bucket(pred: impl Fn(u8) -> bool) -> HostId {
         .find(|h| pred(cohort_bucket(*h)))
         .expect("some host has such a bucket")
 }
+
+pub fn director() -> DirectorPolicy {
+    DirectorPolicy {
+        enabled: true,
+        cohort_percent: 100,
+        policy: policy_config(),
+    }
+}
+
+pub fn view(now: MonoMs) -> (CandidateView, TargetView) {
+    let (_, auth) = new_store();
+    (
+        CandidateView {
+            authority: auth,
+            source_cell_capable: true,
+            desktop_capable: true,
+            measurement: Some((TGT, good_measurement(now))),
+            cooldown_until: None,
+        },
+        TargetView {
+            cell: TGT,
+            capable: true,
+            load: 3,
+            capacity: 10,
+        },
+    )
+}
+
+pub fn eval(now: MonoMs, c: &CandidateView, t: &TargetView) -> Result<HandoffRequest, Ineligible> {
+    evaluate(now, &director(), c, Some(t))
+}
+
+pub fn refused(w: &mut World, req: &HandoffRequest) -> HandoffRefusal {
+    match w.begin(req) {
+        Begin::Answered(HandoffReply::Refused { reason, .. }) => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+// ---- store decisions shared by the reference and the SQL stores ----------------------------------
+
+pub fn row(cell: u32, epoch: u64, inc: u64, generation: u64) -> AssignmentRow {
+    AssignmentRow {
+        cell: CellId(cell),
+        epoch: Epoch(epoch),
+        incarnation: Incarnation(inc),
+        generation: Generation(generation),
+        desktop_capable: true,
+    }
+}
+
+/// The attempt-row bound the reconciliation decisions are judged at.
+pub const MAX_ROWS: u64 = 1 << 20;
+
+pub fn request_for(current: &AssignmentRow) -> HandoffRequest {
+    let m = Measurement {
+        measured_at: MonoMs(1_000),
+        current_rtt_ms: 120,
+        target_rtt_ms: 60,
+    };
+    HandoffRequest::new(authority_of(HOST, current), CellId(2), 100, m)
+}
+
+pub const NOW: MonoMs = MonoMs(1_000_000);
+
+pub fn cell() -> SourceCell {
+    SourceCell::new(source_config(), SRC, Incarnation(1))
+}
+
+pub fn drain(cell: &mut SourceCell) -> Vec<CellAction> {
+    std::iter::from_fn(|| cell.poll_action()).collect()
+}
+
+/// A store with the host registered at SRC, and a cell whose control for it is installed.
+pub fn registered() -> (AssignmentStore, SourceCell, SourceAuthority, Installed) {
+    let (mut store, _) = new_store();
+    let auth = store
+        .register_control(NOW, HOST, SRC, Incarnation(1), true)
+        .expect("register");
+    let mut cell = cell();
+    let installed = cell
+        .handle_install_control(NOW, auth, true, None)
+        .expect("install");
+    (store, cell, auth, installed)
+}
+
+pub fn request(auth: SourceAuthority) -> HandoffRequest {
+    HandoffRequest::new(auth, TGT, 100, good_measurement(NOW))
+}
+
+pub fn txn_of(actions: &[CellAction]) -> (MachineId, switchyard_core::handoff::AttemptRef) {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            CellAction::Machine {
+                machine,
+                action: HandoffAction::RunTransaction { attempt, .. },
+                ..
+            } => Some((*machine, *attempt)),
+            _ => None,
+        })
+        .expect("a transaction to run")
+}
+
+pub const OTHER_HOST: switchyard_core::handoff::HostId = switchyard_core::handoff::HostId(99);

@@ -188,9 +188,7 @@ fn limit_refusal(outcome: &TxnOutcome) -> bool {
             reason: AbortReason::RateLimited
                 | AbortReason::ConcurrencyLimited
                 | AbortReason::StoreFull
-                | AbortReason::Policy(
-                    switchyard_core::handoff::policy::Ineligible::TargetAtCapacity
-                )
+                | AbortReason::Policy(switchyard_core::handoff::Ineligible::TargetAtCapacity)
         }
     )
 }

@@ -28,8 +28,8 @@
 //!   same way; and at every step each *live* ticket is released late with another generation
 //!   (one older, one newer than its own), which must be `StaleGeneration` and change nothing;
 //! - two registrations of one host racing (the registrations [`Scenario`]): a second control
-//!   activation of the desktop begins (`control_refusal`, `begin_control`: without a ticket
-//!   where there is no machine yet) and registers (`register_control`, `install_control`)
+//!   activation of the desktop begins (`control_refusal`, `handle_begin_control`: without a ticket
+//!   where there is no machine yet) and registers (`register_control`, `handle_install_control`)
 //!   after the first was installed, after a barrier went up (it must be refused
 //!   `ControlGated`, the attempt's machine and barrier kept), or after the source retired
 //!   stale (a fresh machine over the retired one: `InstallKind::OverRetired`);
@@ -45,7 +45,7 @@
 //!   store with its row, [`HandoffModel::pick_second_host`]) is judged beside every request
 //!   (HO-S1: at the first request only the host tells the two op ids apart);
 //! - the desktop's control: a replacement while it is open (`control_refusal`,
-//!   `begin_control`, the store's `register_control`, `install_control(.., Some(op))`: a
+//!   `handle_begin_control`, the store's `register_control`, `handle_install_control(.., Some(op))`: a
 //!   rebind), its close (`control_closed`), its reconnect after the close or after the cell
 //!   drained its source (the same calls; a rebind, a new machine after an undrain, or the
 //!   `SourceDraining` refusal before the store is written), and the late end of a session the
@@ -54,7 +54,7 @@
 //!   cell's incarnation in the store: `start_cell`, `renew_cell_lease` at every clock jump,
 //!   `release_cell_lease` on a graceful stop): the successor takes the cell with the next
 //!   incarnation once the old process's lease is gone, then a new `SourceCell`, the store's
-//!   `register_control`, `install_control(.., None)`. The old process either dies (the
+//!   `register_control`, `handle_install_control(.., None)`. The old process either dies (the
 //!   successor started at once is refused while the dead lease runs and takes the cell when it
 //!   has lapsed; the dead process's DB work may still land, and its results are delivered to
 //!   the new process under the machine id they name, which must fence or ignore them) or, in a
@@ -121,7 +121,7 @@
 //!   retired machine of the same process): a stale retire at the current process needs an
 //!   authority change the cell did not install, which only a second registration racing the
 //!   first makes (the registrations scenario reaches it; with one target the host never comes
-//!   back after a commit); `core/tests/handoff_cell.rs::
+//!   back after a commit); `core/tests/ho_ambiguity_restarts.rs::
 //!   ho_a4_a_retired_source_gets_a_fresh_machine_and_late_results_of_the_old_one_are_fenced`
 //!   covers it as well;
 //! - the registrations scenario has no restart, drain or undrain (the review scenario covers
@@ -138,7 +138,7 @@
 //!   what makes the two paths decide alike at any size;
 //! - the desktop's credential change (a `ControlOp` ticket taken with `acquire`, revalidated
 //!   and released): the same gate calls as the pending connection, counted as the modelled
-//!   activation's kind (`core/tests/handoff_requirements.rs` counts every kind); splices and
+//!   activation's kind (`core/tests/ho_idle.rs` counts every kind); splices and
 //!   pending connections only in the smaller work-kinds scenario (one client, one fault, no
 //!   restart, reconnect or undrain), as
 //!   one world with them at the review budgets would be about 18 times the review scenario;
@@ -146,17 +146,17 @@
 //!   while the DB is up (a timeout: the same input as the DB being down; offering it too adds
 //!   15 % states): the model fails a write only during an outage, so the retry's witness needs
 //!   two faults (drain, outage) and is not asked at one; its one clock jump reaches one retry;
-//!   `core/tests/handoff_cell.rs::ho_a5_*` covers the rest. A client whose socket task ends
-//!   between accept and attached (`Attach::cancel`): `core/tests/handoff_attach.rs`;
+//!   `core/tests/ho_drain.rs::ho_a5_*` covers the rest. A client whose socket task ends
+//!   between accept and attached (`Attach::handle_cancel`): `core/tests/ho_idle.rs`;
 //! - `DrainReason::AuthRefused`: the same path as `Emergency` with another close reason name;
-//!   a second drain of a drained host (the hard drain runs again; `handoff_cell.rs`);
+//!   a second drain of a drained host (the hard drain runs again; `ho_drain.rs`);
 //! - the refusals `WrongAuthority` (a registration of another process: the store refuses an
 //!   older incarnation first) and `TooManyHosts` (one host here);
 //! - SEC-1: a client without a valid credential (the adapter closes it with 4401 before any
 //!   core input, so it is no input here), and `AdmissionRefusal::HostFull` (1,024 clients of
 //!   one host, past the model's two; refused only at an open gate, so it never changes what
 //!   `judge_client_refused` requires at a gated or unknown source). Both are tested in
-//!   `core/tests/handoff_part_x.rs` and `adapters/tests/sec_1_client_auth.rs`;
+//!   `core/tests/ho_idle.rs` and `adapters/tests/sec_1_client_auth.rs`;
 //! - a dead process's sockets: after a restart its clients, control activation and closed
 //!   sessions are gone with it; the old process of a rolling restart serves no new work;
 //! - HO-L2: a lease that lapses while its holder lives (a DB outage longer than a lease: the
@@ -165,21 +165,21 @@
 //!   (`tools/tests/handoff_cell_identity.rs`); the target cell's own process and lease (its
 //!   row is set up once);
 //! - the control session's heartbeats and the DB activity lease are checked at each director
-//!   request on the live machine (`note_heartbeat`, `note_activity_lease`, HO-8 / HO-10), not
+//!   request on the live machine (`handle_heartbeat`, `handle_activity_lease`, HO-8 / HO-10), not
 //!   as separate steps: they are `&self` calls and change nothing.
 //!
 //! Requirements that are not properties here (and where they are covered, `core/tests/`):
 //! - HO-3 (policy arithmetic: 25 ms and 20 %, freshness, cohort, capacity, cooldown): the
 //!   director calls the real `evaluate`, but the arithmetic is pure and exercised by
-//!   `handoff_requirements.rs::ho_3_*`;
+//!   `ho_when.rs::ho_3_*`;
 //! - HO-C1 (capability negotiation): every participant here is capable;
-//!   `handoff_requirements.rs::ho_c1_participant_without_the_capability_is_skipped`;
+//!   `ho_request_and_barrier.rs::ho_c1_participant_without_the_capability_is_skipped`;
 //! - HO-S2's page rotation and dispatch budget (one host here; the sweep model runs the real
 //!   `SelectionPass` and `DispatchBudget` over four hosts and three pages):
-//!   `handoff_requirements.rs::{ho_s2_rotating_cursor_moves_past_busy_hosts,
+//!   `ho_request_and_barrier.rs::{ho_s2_rotating_cursor_moves_past_busy_hosts,
 //!   ho_s2_busy_is_a_deferral_not_a_dispatch_failure}`,
-//!   `handoff_props.rs::ho_s2_props_rotating_pages_never_starve_idle_hosts`,
-//!   `handoff_seed_tests.rs::ho_t3_*`, and at any N with a changing host list, failed pages
+//!   `ho_props.rs::ho_s2_props_rotating_pages_never_starve_idle_hosts`,
+//!   `ho_seed_minimum_tests.rs::ho_t3_*`, and at any N with a changing host list, failed pages
 //!   and restarts (SCALE-3): `scale_3_sweep.rs::scale_3_props_*`;
 //! - HO-A6's target-side recovery beyond the store (clients kept at the target) and the seed's
 //!   tests 5, 6 and 8 need the target cell and real transport (adapters).
@@ -201,29 +201,27 @@ use crate::halt::Halt;
 use crate::share::SharedPart;
 use serde::{Deserialize, Serialize};
 use stateright::{Model, Property};
-use switchyard_core::handoff::admission::{
-    ActivityLease, AdmissionRefusal, ClosedReason, Counters, GateState, Heartbeat, NotCounted,
-    ReleaseReport, Ticket, TicketId, WorkKind, WRONG_CELL_CLOSE_CODE,
-};
-use switchyard_core::handoff::attach::{Attach, AttachClose, AttachStep, PersistFailed};
-use switchyard_core::handoff::attempt::{
-    Action, Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult,
-    HandoffReply, PendingFence, Phase, QuarantineCause, Refusal, RetireReason, SourceConfig,
-    SourceHandoff,
-};
-use switchyard_core::handoff::cell::{
-    answer_from_record, client_close_code, needs_durable_record, CellAction, CloseReason, Fed,
-    InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell, UndrainRefusal, Work,
-};
-use switchyard_core::handoff::director::{evaluate, CandidateView, DirectorPolicy, TargetView};
-use switchyard_core::handoff::ids::{
-    CellId, Generation, HostId, Incarnation, OpId, SourceAuthority,
-};
-use switchyard_core::handoff::policy::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::handoff::store::{
     fenced_authority, AbortReason, AssignmentStore, AttemptOutcome, CellRow, DrainWrite,
     RegisterRefusal, StartRefusal, StoreConfig, TxnOutcome,
 };
+use switchyard_core::handoff::{
+    answer_from_record, client_close_code, needs_durable_record, CellAction, CellWork, CloseReason,
+    Fed, InstallKind, InstallRefusal, Installed, MachineId, SessionId, SourceCell, UndrainRefusal,
+};
+use switchyard_core::handoff::{evaluate, CandidateView, DirectorPolicy, TargetView};
+use switchyard_core::handoff::{
+    ActivityLease, AdmissionRefusal, ClosedReason, GateState, Heartbeat, NotCounted,
+    QuiescenceCounters, ReleaseReport, Ticket, TicketId, WorkKind, WRONG_CELL_CLOSE_CODE,
+};
+use switchyard_core::handoff::{
+    Ambiguity, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult,
+    HandoffAction, HandoffRefusal, HandoffReply, PendingFence, Phase, QuarantineCause,
+    RetireReason, SourceConfig, SourceHandoff,
+};
+use switchyard_core::handoff::{Attach, AttachClose, AttachStep, PersistFailed};
+use switchyard_core::handoff::{CellId, Generation, HostId, Incarnation, OpId, SourceAuthority};
+use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 use crate::store_calls::{StoreCall, StoreJournal};
@@ -454,7 +452,7 @@ pub enum Delivery {
 #[serde(tag = "action", rename_all = "kebab-case")]
 pub enum HoAction {
     /// The director (re-)delivers its request (picking one read-only from the store if it has
-    /// none): `begin_handoff`, answered from the store's record where the reply may hide one;
+    /// none): `handle_request`, answered from the store's record where the reply may hide one;
     /// `lost`: the immediate answer never reaches it, so it keeps the request.
     DirectorSends {
         lost: bool,
@@ -496,21 +494,21 @@ pub enum HoAction {
     /// abandoned continuation's ticket is already released by the gate).
     PendingEnds,
     /// A replacement control's activation while the desktop's control is open:
-    /// `control_refusal`, then `begin_control`.
+    /// `control_refusal`, then `handle_begin_control`.
     ControlActivates,
     /// The desktop reconnects (its control closed, or the cell retired or drained its source):
     /// `control_refusal` (a drained host is refused before the store is written), then
-    /// `begin_control`; where that takes no ticket (no live machine), the registration and
-    /// `install_control(.., None)` follow in the same step.
+    /// `handle_begin_control`; where that takes no ticket (no live machine), the registration and
+    /// `handle_install_control(.., None)` follow in the same step.
     DesktopReconnects,
     /// After the activation's await: the store's `register_control` (same incarnation), then
-    /// `install_control` with the activation's ticket.
+    /// `handle_install_control` with the activation's ticket.
     ControlRegisters,
     /// The desktop's control session closes: `control_closed` with its session.
     ControlCloses,
     /// The source cell process restarts (HO-L2): the successor takes the cell once the old
     /// process's lease is gone (`start_cell`: a new incarnation), then a new `SourceCell` with
-    /// it, `register_control`, `install_control(.., None)` (the old process's clients and
+    /// it, `register_control`, `handle_install_control(.., None)` (the old process's clients and
     /// control activation are gone). `old_lingers`: a rolling restart, where the old process
     /// releases its lease on the stop signal and lives on until its attempt in flight ends (its
     /// results reach it); otherwise it dies: the successor started at once is refused while the
@@ -572,10 +570,10 @@ pub enum HoAction {
     /// `TimeAdvances`).
     FenceFails,
     /// HO-A4: a second control activation of the desktop while another may be in flight (two
-    /// sockets of one desktop racing): `control_refusal`, then `begin_control` (its ticket, or
+    /// sockets of one desktop racing): `control_refusal`, then `handle_begin_control` (its ticket, or
     /// none where there is no live machine), held across the registration's await.
     SecondControlActivates,
-    /// After that activation's await: the store's `register_control`, then `install_control`
+    /// After that activation's await: the store's `register_control`, then `handle_install_control`
     /// with its ticket, whatever happened in between (a first registration installed, a
     /// barrier stands).
     SecondControlRegisters,
@@ -696,7 +694,7 @@ impl HandoffModel {
         let mut cell = SourceCell::new(Self::source_config(), SRC, auth.incarnation);
         // With concurrent registrations to race, the run starts before the desktop's first.
         if self.params.registrations == 0 {
-            let installed = cell.install_control(now, auth, true, None);
+            let installed = cell.handle_install_control(now, auth, true, None);
             debug_assert!(installed.is_ok_and(|i| i.how == InstallKind::NewMachine));
         }
         let p = &self.params;

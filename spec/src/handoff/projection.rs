@@ -98,7 +98,7 @@ pub struct SourceProjection {
     pub gate: GateKind,
     pub drained: bool,
     pub enabled: bool,
-    pub counters: Counters,
+    pub counters: QuiescenceCounters,
     pub phase: Option<PhaseKind>,
     pub last_outcome: Option<OutcomeKind>,
 }
@@ -110,7 +110,7 @@ impl SourceProjection {
             drained: m.gate().is_drained(),
             enabled: m.is_enabled(),
             counters: m.gate().counters(),
-            phase: m.attempt().map(|a| match a.phase {
+            phase: m.attempt().map(|a| match a.phase() {
                 Phase::InTransaction { .. } => PhaseKind::InTransaction,
                 Phase::Reconciling { .. } => PhaseKind::Reconciling,
                 Phase::Quarantined { .. } => PhaseKind::Quarantined,

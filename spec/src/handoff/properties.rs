@@ -360,7 +360,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
                 s.machines().any(|(_, _, m)| {
                     m.attempt().is_some_and(|a| {
                         matches!(
-                            a.phase,
+                            a.phase(),
                             Phase::Quarantined {
                                 cause: QuarantineCause::StoreUnavailable,
                                 ..
@@ -517,7 +517,7 @@ impl HandoffModel {
                 .and_then(|c| c.machine(HOST))
                 .is_some_and(|(id, m)| {
                     id == job.machine
-                        && m.gate().barrier().is_some_and(|b| b.op_id == req.op_id)
+                        && m.gate().barrier().is_some_and(|b| b.op_id() == req.op_id)
                         && m.gate().counters().is_zero()
                 });
         let exact = before == Some(req.source)
@@ -576,12 +576,12 @@ impl HandoffModel {
                         events.busy = true;
                         anomalies.idleness_misjudged = live_work == 0;
                         anomalies.busy_counters_wrong =
-                            named != counters || named == Counters::default();
+                            named != counters || named == QuiescenceCounters::default();
                     }
                     HandoffReply::InProgress { .. } => events.answered_in_progress = !fresh_pick,
                     HandoffReply::Result(_) => events.answered_recorded_result = !fresh_pick,
                     HandoffReply::Refused {
-                        reason: Refusal::Disabled,
+                        reason: HandoffRefusal::Disabled,
                         ..
                     } => events.refused_disabled = true,
                     HandoffReply::Superseded { .. } | HandoffReply::Refused { .. } => {}
@@ -656,7 +656,7 @@ fn ho_7_late_release_changes_nothing() -> Property<HandoffModel> {
 
 impl HandoffModel {
     /// HO-7: a unit of work has ended (its ticket released, abandoned by `revalidate`, or
-    /// consumed by `install_control`); a late duplicate of its release (an old session's guard
+    /// consumed by `handle_install_control`); a late duplicate of its release (an old session's guard
     /// firing again) arrives. The core must answer it as a no-op, `StaleGeneration` if the
     /// ticket is of an older generation than the gate's (after a rebind), `DoubleRelease`
     /// otherwise (nothing for a replaced machine), and change no counter. The answer depends
@@ -670,7 +670,7 @@ impl HandoffModel {
             })
         };
         let before = view(state);
-        let report = state.cell.release(&held.work());
+        let report = state.cell.handle_release(&held.work());
         let expected = before
             .filter(|(id, ..)| *id == held.machine)
             .map(|(_, generation, ..)| {
@@ -700,7 +700,7 @@ impl HandoffModel {
                 continue;
             }
             for kind in WorkKind::ALL {
-                let work = Work {
+                let work = CellWork {
                     host: HOST,
                     machine,
                     ticket: Ticket {
@@ -709,7 +709,7 @@ impl HandoffModel {
                         kind,
                     },
                 };
-                let report = state.cell.release(&work);
+                let report = state.cell.handle_release(&work);
                 wrong |= !matches!(
                     report,
                     Some(ReleaseReport::StaleGeneration | ReleaseReport::UnknownTicket)
@@ -760,7 +760,7 @@ impl HandoffModel {
         let not_evidence = Some(NotCounted::NotIdlenessEvidence);
         let heartbeat_counted = [Heartbeat::Ping, Heartbeat::Pong, Heartbeat::ActivityRenewal]
             .into_iter()
-            .any(|h| cell.note_heartbeat(HOST, h) != not_client)
+            .any(|h| cell.handle_heartbeat(HOST, h) != not_client)
             || !unchanged();
         let lease_counted = [
             ActivityLease::Missing,
@@ -769,7 +769,7 @@ impl HandoffModel {
             },
         ]
         .into_iter()
-        .any(|l| cell.note_activity_lease(HOST, l) != not_evidence)
+        .any(|l| cell.handle_activity_lease(HOST, l) != not_evidence)
             || !unchanged();
         state.last.anomalies.heartbeat_counted = heartbeat_counted;
         state.last.anomalies.lease_counted = lease_counted;
@@ -1103,7 +1103,7 @@ fn ho_a2_no_reopen_without_outcome() -> Property<HandoffModel> {
             let barrier_held = s.machines().all(|(_, _, m)| match m.attempt() {
                 None => true,
                 Some(a) => m.gate().barrier().is_some_and(|b| {
-                    b.op_id == a.attempt.op_id && b.seq == a.attempt.seq
+                    b.op_id() == a.attempt().op_id && b.seq() == a.attempt().seq
                 }),
             });
             !s.last.anomalies.reopened_without_rollback && barrier_held
@@ -1130,11 +1130,11 @@ fn ho_a3_crash_strands_nothing() -> Property<HandoffModel> {
                             j.inst == inst
                                 && j.machine == id
                                 && j.kind == kind
-                                && j.attempt == a.attempt
+                                && j.attempt == a.attempt()
                         })
                     };
                     m.poll_timeout().is_some()
-                        && match a.phase {
+                        && match a.phase() {
                             Phase::InTransaction { .. } => has_job(JobKind::Transaction),
                             Phase::Reconciling { .. } => has_job(JobKind::Reconcile),
                             Phase::Quarantined { .. } => true,
@@ -1205,7 +1205,7 @@ impl HandoffModel {
                     timer_applied |= cell.handle_timeout(now, HOST, MachineId(id)) != Fed::Late;
                 }
                 if Some(SessionId(id)) != session {
-                    close_taken |= cell.control_closed(now, HOST, SessionId(id));
+                    close_taken |= cell.handle_control_closed(now, HOST, SessionId(id));
                 }
             }
             // Ids at or past MAX_MODEL_ID fail the `HO-A4 bounded` property.
@@ -1218,7 +1218,7 @@ impl HandoffModel {
     /// (the moment it could be mistaken for the open one).
     pub(super) fn judge_replaced_session(state: &mut HoState, out: &Outputs) {
         if let Some(old) = out.replaced {
-            let taken = state.cell.control_closed(state.now, HOST, old);
+            let taken = state.cell.handle_control_closed(state.now, HOST, old);
             state.last.anomalies.late_close_changed_cell |= taken;
             state.last.events.late_close_ignored = !taken;
         }
@@ -1396,7 +1396,7 @@ pub fn stranded(s: &HoState) -> bool {
     }
     let mut cell = s.cell.clone();
     !matches!(
-        cell.begin_handoff(s.now, &req),
+        cell.handle_request(s.now, &req),
         Begin::Started(_) | Begin::Answered(HandoffReply::Busy { .. })
     )
 }
@@ -1448,12 +1448,13 @@ impl HandoffModel {
             FenceResult::Written(_) => after.is_some(),
             FenceResult::Failed => {
                 !after.is_some_and(|f| {
-                    f.failures == before.failures + 1 && f.retry_at.is_some_and(|t| t > state.now)
+                    f.failures() == before.failures() + 1
+                        && f.retry_at().is_some_and(|t| t > state.now)
                 }) || !out.fence_failed
             }
         };
         state.last.events.fence_retried_landed =
-            matches!(result, FenceResult::Written(_)) && before.failures > 0 && after.is_none();
+            matches!(result, FenceResult::Written(_)) && before.failures() > 0 && after.is_none();
     }
 }
 
@@ -1465,7 +1466,7 @@ pub fn fences_held(s: &HoState) -> bool {
         c.machine(HOST)
             .is_none_or(|(id, m)| match m.pending_fence() {
                 None => true,
-                Some(f) => match f.retry_at {
+                Some(f) => match f.retry_at() {
                     None => s
                         .pending_fence
                         .is_some_and(|j| j.inst == inst && j.machine == id),
@@ -1496,7 +1497,7 @@ impl HandoffModel {
         });
         state.last.anomalies.attach_misjudged |= still_live
             || close.name() != "activity_not_persisted"
-            || close.close_code() != switchyard_core::handoff::cell::close_code::TRY_AGAIN;
+            || close.close_code() != switchyard_core::handoff::close_code::TRY_AGAIN;
         state.last.events.persist_failed = true;
     }
 }

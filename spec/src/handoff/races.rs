@@ -16,7 +16,7 @@ pub(super) fn ho_a4_control_gated_under_barrier() -> Property<HandoffModel> {
 }
 
 impl HandoffModel {
-    /// HO-A4: a second control activation (`control_refusal`, `begin_control`), held across
+    /// HO-A4: a second control activation (`control_refusal`, `handle_begin_control`), held across
     /// its registration's await. Where there is no live machine it holds no ticket, so a
     /// first registration may install a machine, and a barrier may stand, before it registers.
     pub(super) fn second_control_activates(state: &mut HoState) {
@@ -34,7 +34,7 @@ impl HandoffModel {
         } else {
             ControlKind::Reconnect
         };
-        match state.cell.begin_control(HOST) {
+        match state.cell.handle_begin_control(HOST) {
             Ok(work) => {
                 state.control2 = Some(ControlOp {
                     kind,
@@ -50,7 +50,7 @@ impl HandoffModel {
         }
     }
 
-    /// The second activation registers (`register_control`) and `install_control` decides
+    /// The second activation registers (`register_control`) and `handle_install_control` decides
     /// with its ticket, whatever the first did meanwhile. Over a barrier (HO-S3 / HO-A4) the
     /// install must be refused `ControlGated` and leave the attempt's machine and barrier as
     /// they were (the registration renewed the generation, so the attempt in flight fails its
@@ -128,7 +128,7 @@ impl HandoffModel {
             let older = g.0.checked_sub(1).map(Generation);
             let newer = g.0.checked_add(1).map(Generation);
             for generation in older.into_iter().chain(newer) {
-                let work = Work {
+                let work = CellWork {
                     host: HOST,
                     machine,
                     ticket: Ticket {
@@ -136,7 +136,7 @@ impl HandoffModel {
                         ..*ticket
                     },
                 };
-                wrong |= state.cell.release(&work) != Some(ReleaseReport::StaleGeneration);
+                wrong |= state.cell.handle_release(&work) != Some(ReleaseReport::StaleGeneration);
             }
         }
         let after = state.cell.machine(HOST).map(|(_, m)| {

@@ -4,8 +4,8 @@
 
 use super::*;
 
-/// A ticket of one machine, as a unit of work holds it ([`Work`] without the host: there is
-/// one). Kept apart from `Work` so that clients can be sorted (symmetry reduction).
+/// A ticket of one machine, as a unit of work holds it ([`CellWork`] without the host: there is
+/// one). Kept apart from `CellWork` so that clients can be sorted (symmetry reduction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Held {
     pub machine: MachineId,
@@ -13,15 +13,15 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn of(work: Work) -> Held {
+    pub fn of(work: CellWork) -> Held {
         Held {
             machine: work.machine,
             ticket: work.ticket,
         }
     }
 
-    pub fn work(self) -> Work {
-        Work {
+    pub fn work(self) -> CellWork {
+        CellWork {
             host: HOST,
             machine: self.machine,
             ticket: self.ticket,
@@ -82,13 +82,13 @@ pub enum ControlKind {
     Reconnect,
 }
 
-/// A control activation between `begin_control` and `install_control` (the store
+/// A control activation between `handle_begin_control` and `handle_install_control` (the store
 /// registration is the await in between).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ControlOp {
     pub kind: ControlKind,
-    /// The counted `ControlOp` ticket `begin_control` took at a live machine; `None` where
-    /// there was none (no machine, retired, drained): `install_control` decides.
+    /// The counted `ControlOp` ticket `handle_begin_control` took at a live machine; `None` where
+    /// there was none (no machine, retired, drained): `handle_install_control` decides.
     pub held: Option<Held>,
 }
 
@@ -98,7 +98,7 @@ pub enum JobKind {
     Reconcile,
 }
 
-/// Work a machine handed to the DB (`RunTransaction` / `Reconcile`, from a
+/// CellWork a machine handed to the DB (`RunTransaction` / `Reconcile`, from a
 /// `CellAction::Machine`), not yet run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Job {
@@ -178,7 +178,7 @@ pub struct HoState {
     /// (`crate::caught`). Nothing is explored from such a state; `None` in a correct run.
     pub core_panic: Option<String>,
     /// HO-A4: a second control activation of the desktop racing the first (the registrations
-    /// scenario): between its `begin_control` and its registration.
+    /// scenario): between its `handle_begin_control` and its registration.
     pub control2: Option<ControlOp>,
     /// HO-S4: the SQL store's escrowed limit shards, kept beside the reference store as the
     /// SQL store would write them ([`EscrowShadow`]).
@@ -186,7 +186,7 @@ pub struct HoState {
 }
 
 impl HoState {
-    /// Work the environment holds at the current source (independent of the core's counters).
+    /// CellWork the environment holds at the current source (independent of the core's counters).
     pub fn live_work(&self) -> u8 {
         let held = self.held_work();
         u8::try_from(held.total()).unwrap_or(u8::MAX)
@@ -194,8 +194,8 @@ impl HoState {
 
     /// HO-7: the work the environment holds at the current source, by the kind it asked for
     /// (not the kind the core's ticket names): what the gate's counters must equal.
-    pub fn held_work(&self) -> Counters {
-        let mut held = Counters::default();
+    pub fn held_work(&self) -> QuiescenceCounters {
+        let mut held = QuiescenceCounters::default();
         for c in &self.clients {
             match c.phase {
                 ClientPhase::Away => {}
@@ -277,7 +277,7 @@ impl HoState {
         self.cell_of(job.inst)
             .and_then(|c| c.machine(HOST))
             .is_some_and(|(id, m)| {
-                id == job.machine && m.attempt().is_some_and(|a| a.attempt == job.attempt)
+                id == job.machine && m.attempt().is_some_and(|a| a.attempt() == job.attempt)
             })
     }
 }

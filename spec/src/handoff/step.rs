@@ -46,7 +46,7 @@ impl HandoffModel {
                 CellAction::Machine {
                     machine, action, ..
                 } => match action {
-                    Action::RunTransaction { attempt, request } => state.jobs.push(Job {
+                    HandoffAction::RunTransaction { attempt, request } => state.jobs.push(Job {
                         inst,
                         machine,
                         kind: JobKind::Transaction,
@@ -54,7 +54,7 @@ impl HandoffModel {
                         request,
                         after_quarantine: false,
                     }),
-                    Action::Reconcile { attempt, request } => state.jobs.push(Job {
+                    HandoffAction::Reconcile { attempt, request } => state.jobs.push(Job {
                         inst,
                         machine,
                         kind: JobKind::Reconcile,
@@ -62,19 +62,21 @@ impl HandoffModel {
                         request,
                         after_quarantine,
                     }),
-                    Action::Quarantined { .. } => {}
-                    Action::RetireSourceDraining { reason } => out.retire = Some((reason, index)),
-                    Action::ReopenAdmission { .. } => out.reopen = true,
-                    Action::FenceAuthority { authority, .. } => {
+                    HandoffAction::Quarantined { .. } => {}
+                    HandoffAction::RetireSourceDraining { reason } => {
+                        out.retire = Some((reason, index))
+                    }
+                    HandoffAction::ReopenAdmission { .. } => out.reopen = true,
+                    HandoffAction::FenceAuthority { authority, .. } => {
                         state.pending_fence = Some(FenceJob {
                             inst,
                             machine,
                             authority,
                         });
                     }
-                    Action::FenceFailed { .. } => out.fence_failed = true,
+                    HandoffAction::FenceFailed { .. } => out.fence_failed = true,
                     // The asynchronous reply is lost on its way (see the module doc).
-                    Action::Reply(_) => out.reply = Some(index),
+                    HandoffAction::Reply(_) => out.reply = Some(index),
                 },
                 // The DRAINING frame goes out; the socket's end reaches the cell later, at any
                 // step (`judge_late_inputs`).
@@ -144,14 +146,14 @@ impl HandoffModel {
             HoAction::PendingOpens => {
                 state.budget.pending_conns -= 1;
                 let gate = admission_kind(state.src());
-                match state.cell.acquire(HOST, WorkKind::PendingConn) {
+                match state.cell.handle_acquire(HOST, WorkKind::PendingConn) {
                     Ok(work) => state.pending = Some(Held::of(work)),
                     Err(r) => Self::judge_client_refused(&mut state, r, gate),
                 }
             }
             HoAction::PendingEnds => {
                 if let Some(held) = state.pending.take() {
-                    if state.cell.revalidate(&held.work()) {
+                    if state.cell.handle_revalidate(&held.work()) {
                         Self::release_work(&mut state, held);
                     } else {
                         // HO-A4 witness: a late continuation abandons.
@@ -173,7 +175,7 @@ impl HandoffModel {
             HoAction::ControlCloses => {
                 state.budget.faults -= 1;
                 if let Some(session) = state.cell.control(HOST) {
-                    let told = state.cell.control_closed(state.now, HOST, session);
+                    let told = state.cell.handle_control_closed(state.now, HOST, session);
                     // HO-A3: the close of the open control session reaches its machine.
                     state.last.anomalies.open_session_close_ignored =
                         !told || state.src().is_some_and(SourceHandoff::session_open);
@@ -219,9 +221,9 @@ impl HandoffModel {
                 state.store.make_mut().set_enabled(enabled);
                 journal.record(StoreCall::SetEnabled { enabled });
                 let now = state.now;
-                state.cell.set_enabled(now, enabled);
+                state.cell.handle_set_enabled(now, enabled);
                 if let Some(old) = state.old_cell.as_deref_mut() {
-                    old.set_enabled(now, enabled);
+                    old.handle_set_enabled(now, enabled);
                 }
             }
             HoAction::TargetCapacity { full } => {
@@ -284,7 +286,7 @@ impl HandoffModel {
         if machine_before.is_some() {
             Self::judge_control_traffic(state);
         }
-        let begin = match state.cell.begin_handoff(state.now, &req) {
+        let begin = match state.cell.handle_request(state.now, &req) {
             // HO-A1: the adapter reads the op's durable record (read-only) when the machine
             // that held the attempt is no longer there to answer.
             Begin::Answered(reply) if state.db_up && needs_durable_record(&reply) => {
@@ -329,7 +331,7 @@ impl HandoffModel {
     fn client_arrives(state: &mut HoState, client: u8) {
         state.clients[usize::from(client)].visits_left -= 1;
         let gate = admission_kind(state.src());
-        match state.cell.acquire(HOST, WorkKind::Accept) {
+        match state.cell.handle_acquire(HOST, WorkKind::Accept) {
             Ok(work) => {
                 state.clients[usize::from(client)].phase =
                     ClientPhase::Accepting(Attach::new(work));
@@ -428,7 +430,7 @@ impl HandoffModel {
     /// The environment's work ends: its guard releases the ticket (then a late duplicate of
     /// that release is judged).
     pub(super) fn release_work(state: &mut HoState, held: Held) {
-        let _ = state.cell.release(&held.work());
+        let _ = state.cell.handle_release(&held.work());
         Self::judge_late_release(state, held);
     }
 
@@ -436,7 +438,7 @@ impl HandoffModel {
     fn client_relays(state: &mut HoState, client: u8) {
         state.budget.splices -= 1;
         // Refused (drained, retired): the mutation is answered undelivered, nothing held.
-        let Ok(work) = state.cell.acquire(HOST, WorkKind::Splice) else {
+        let Ok(work) = state.cell.handle_acquire(HOST, WorkKind::Splice) else {
             return;
         };
         let held = Held::of(work);
@@ -451,7 +453,7 @@ impl HandoffModel {
     fn control_activates<J: StoreJournal>(state: &mut HoState, kind: ControlKind, journal: &mut J) {
         let gate = admission_kind(state.src());
         // HO-A5: a drained host is refused before the store is written (each registration
-        // would renew the generation); elsewhere `install_control` decides after it.
+        // would renew the generation); elsewhere `handle_install_control` decides after it.
         let refusal = state.cell.control_refusal(HOST);
         state.last.anomalies.control_refusal_wrong =
             refusal.is_some() != (gate == Some(GateKind::Drained));
@@ -461,7 +463,7 @@ impl HandoffModel {
                 refusal == InstallRefusal::SourceDraining;
             return;
         }
-        match state.cell.begin_control(HOST) {
+        match state.cell.handle_begin_control(HOST) {
             Ok(work) => {
                 state.control = Some(ControlOp {
                     kind,
@@ -496,7 +498,7 @@ impl HandoffModel {
                     registration.machine_before.as_ref(),
                     registration.installed,
                 );
-                // `install_control` consumed the activation's ticket.
+                // `handle_install_control` consumed the activation's ticket.
                 if let Some(held) = op.held {
                     Self::judge_late_release(state, held);
                 }
@@ -535,7 +537,7 @@ impl HandoffModel {
         let auth = Self::register(&mut state.store.make_mut(), now, SRC, inc, journal)?;
         // HO-A4: a registration at the source succeeded although the host had moved.
         state.last.anomalies.registered_over_move = moved;
-        let installed = state.cell.install_control(now, auth, true, work);
+        let installed = state.cell.handle_install_control(now, auth, true, work);
         Ok(Registration {
             machine_before,
             installed,
@@ -630,14 +632,14 @@ impl HandoffModel {
         state.undrained = false;
         let mut fresh = SourceCell::new(Self::source_config(), SRC, inc);
         if state.disabled {
-            fresh.set_enabled(now, false);
+            fresh.handle_set_enabled(now, false);
         }
         let mut old = std::mem::replace(&mut state.cell, fresh);
         state.old_cell = if old_lingers {
             // The desktop is at the new process: its socket to the old one ends (the attempt
             // in flight still completes there, HO-A3).
             if let Some(session) = old.control(HOST) {
-                let _ = old.control_closed(now, HOST, session);
+                let _ = old.handle_control_closed(now, HOST, session);
             }
             Some(Box::new(old))
         } else {
@@ -653,7 +655,7 @@ impl HandoffModel {
             Ok(auth) => {
                 // HO-A4: a registration at the source succeeded although the host had moved.
                 state.last.anomalies.registered_over_move = moved;
-                let installed = state.cell.install_control(now, auth, true, None);
+                let installed = state.cell.handle_install_control(now, auth, true, None);
                 // HO-A4: a restarted process's registration gets a new machine.
                 state.last.anomalies.registered_not_installed =
                     !installed.is_ok_and(|i| i.how == InstallKind::NewMachine);
@@ -782,7 +784,7 @@ impl HandoffModel {
         let open_before = state.cell.control(HOST).is_some();
         let drained = state
             .cell
-            .emergency_drain(state.now, HOST, DrainReason::Emergency);
+            .handle_emergency_drain(state.now, HOST, DrainReason::Emergency);
         let inst = state.inst;
         let out = Self::execute(state, inst, false);
         Self::judge_drain(state, drained, open_before, &out);
@@ -790,7 +792,7 @@ impl HandoffModel {
 
     fn undrain(state: &mut HoState) {
         let before = state.src().cloned();
-        let result = state.cell.undrain(HOST);
+        let result = state.cell.handle_undrain(HOST);
         if result.is_ok() {
             // A refused undrain changed nothing: the operator retries, at no cost.
             state.budget.undrains -= 1;
@@ -837,7 +839,7 @@ impl HandoffModel {
                         .and_then(|(_, m)| m.attempt())
                         .is_some_and(|a| {
                             matches!(
-                                a.phase,
+                                a.phase(),
                                 Phase::Quarantined {
                                     cause: QuarantineCause::StoreUnavailable,
                                     ..

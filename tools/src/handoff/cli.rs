@@ -12,16 +12,16 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use hyper::Method;
-use switchyard_core::handoff::attempt::DrainReason;
-use switchyard_core::handoff::director::{DirectorPolicy, ScanLimits};
-use switchyard_core::handoff::ids::{CellId, Incarnation};
-use switchyard_core::handoff::lifecycle::{StartFailure, StartRetry, DIRECTOR_START_RETRY};
-use switchyard_core::handoff::policy::PolicyConfig;
 use switchyard_core::handoff::store::{
     LimitSettings, StoreBounds, StoreConfig, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_CELLS,
     DEFAULT_MAX_HOSTS, MAX_BOUND,
 };
-use switchyard_core::limits::RateBounds;
+use switchyard_core::handoff::DrainReason;
+use switchyard_core::handoff::PolicyConfig;
+use switchyard_core::handoff::{CellId, Incarnation};
+use switchyard_core::handoff::{DirectorPolicy, ScanLimits};
+use switchyard_core::handoff::{StartFailure, StartRetry, DIRECTOR_START_RETRY};
+use switchyard_core::peer_limits::RateBounds;
 use tracing::{info, warn};
 
 use switchyard_adapters::handoff::auth::{self, KeyRing, Secret};

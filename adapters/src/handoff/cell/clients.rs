@@ -12,12 +12,12 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use switchyard_core::handoff::admission::{AdmissionRefusal, WorkKind};
-use switchyard_core::handoff::attach::{Attach, AttachClose, AttachStep, PersistFailed};
-use switchyard_core::handoff::cell::Work as CoreWork;
-use switchyard_core::handoff::cell::{admission_refusal_name, client_close_code, close_code};
-use switchyard_core::handoff::ids::HostId;
-use switchyard_core::limits::{Pressure, RateRefusal};
+use switchyard_core::handoff::CellWork;
+use switchyard_core::handoff::HostId;
+use switchyard_core::handoff::{admission_refusal_name, client_close_code, close_code};
+use switchyard_core::handoff::{AdmissionRefusal, WorkKind};
+use switchyard_core::handoff::{Attach, AttachClose, AttachStep, PersistFailed};
+use switchyard_core::peer_limits::{Pressure, RateRefusal};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
@@ -239,7 +239,7 @@ struct AttachGuard {
 }
 
 impl AttachGuard {
-    fn poll(&mut self, attached: impl FnOnce(&mut LockedCell, CoreWork)) -> AttachStep {
+    fn poll(&mut self, attached: impl FnOnce(&mut LockedCell, CellWork)) -> AttachStep {
         let attach = &mut self.attach;
         self.sh.input(self.host, |ep| {
             let step = attach.poll(&mut ep.cell);
@@ -256,7 +256,9 @@ impl Drop for AttachGuard {
     fn drop(&mut self) {
         if self.attach.ticket().is_some() {
             let attach = &mut self.attach;
-            let _ = self.sh.input(self.host, |ep| attach.cancel(&mut ep.cell));
+            let _ = self
+                .sh
+                .input(self.host, |ep| attach.handle_cancel(&mut ep.cell));
         }
     }
 }

@@ -7,17 +7,17 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use switchyard_core::handoff::admission::{Heartbeat, WorkKind};
-use switchyard_core::handoff::cell::{
+use switchyard_core::handoff::store::RegisterRefusal;
+use switchyard_core::handoff::Measurement;
+use switchyard_core::handoff::{
     admission_refusal_name, close_code, install_turn_away, register_turn_away, TurnAway,
     TurnAwayFrame, STORE_UNAVAILABLE_TURN_AWAY,
 };
-use switchyard_core::handoff::enrol::{
-    after_insert, after_register, EnrolRefusal, EnrolStep, RegisterTry, Registered,
+use switchyard_core::handoff::{
+    after_insert, after_register, EnrolRefusal, RegisterTry, Registered, RegistrationStep,
 };
-use switchyard_core::handoff::ids::{CellId, HostId, SourceAuthority};
-use switchyard_core::handoff::policy::Measurement;
-use switchyard_core::handoff::store::RegisterRefusal;
+use switchyard_core::handoff::{CellId, HostId, SourceAuthority};
+use switchyard_core::handoff::{Heartbeat, WorkKind};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -55,7 +55,10 @@ pub(super) async fn desktop_ws(
     // refused before the store is written.
     let begun = sh.input(host, |ep| match ep.cell.control_refusal(host) {
         Some(refusal) => Err(refusal.name()),
-        None => ep.cell.begin_control(host).map_err(admission_refusal_name),
+        None => ep
+            .cell
+            .handle_begin_control(host)
+            .map_err(admission_refusal_name),
     });
     let op = match begun {
         Ok(op) => op.map(|w| Work::adopt(&sh, w)),
@@ -84,7 +87,7 @@ async fn register(sh: &Shared, host: HostId, capable: bool) -> Result<Registered
             .await
             .map_err(|e| e.to_string())?;
         let mut step = after_register(enrol, attempt, answer);
-        if step == EnrolStep::InsertHost {
+        if step == RegistrationStep::InsertHost {
             let inserted = sh
                 .store
                 .insert_host(host, cell, capable)
@@ -93,10 +96,12 @@ async fn register(sh: &Shared, host: HostId, capable: bool) -> Result<Registered
             step = after_insert(inserted);
         }
         match step {
-            EnrolStep::Done(end) => return Ok(end),
-            EnrolStep::RegisterAgain => attempt = RegisterTry::AfterEnrolment,
+            RegistrationStep::Done(end) => return Ok(end),
+            RegistrationStep::RegisterAgain => attempt = RegisterTry::AfterEnrolment,
             // The core asks for an insert only after a first registration.
-            EnrolStep::InsertHost => return Ok(Registered::Refused(RegisterRefusal::UnknownHost)),
+            RegistrationStep::InsertHost => {
+                return Ok(Registered::Refused(RegisterRefusal::UnknownHost))
+            }
         }
     }
 }
@@ -167,7 +172,7 @@ async fn desktop_session(
     // The activation's ticket goes to the core, which releases it whatever it decides.
     let op = op.and_then(Work::into_core);
     let installed = sh.input(host, |ep| {
-        let installed = ep.cell.install_control(now, authority, capable, op);
+        let installed = ep.cell.handle_install_control(now, authority, capable, op);
         if let Ok(i) = installed {
             // Linked before the decisions run: a replaced session's close is for another link.
             ep.link_control(host, i, tx);
@@ -207,7 +212,7 @@ async fn desktop_session(
     let now = sh.clock.now();
     sh.input(host, |ep| {
         ep.unlink_control(installed.session);
-        ep.cell.control_closed(now, host, installed.session)
+        ep.cell.handle_control_closed(now, host, installed.session)
     });
 }
 
@@ -240,7 +245,7 @@ async fn control_loop(
                     },
                     Message::Ping(_) | Message::Pong(_) => {
                         // HO-8: heartbeats are not client work (the core's `&self` input).
-                        let _ = sh.locked().cell.note_heartbeat(host, Heartbeat::Ping);
+                        let _ = sh.locked().cell.handle_heartbeat(host, Heartbeat::Ping);
                     }
                     Message::Close(_) => return,
                     Message::Binary(_) => {}
@@ -302,7 +307,7 @@ async fn on_desktop_frame(
             let _ = sh
                 .locked()
                 .cell
-                .note_heartbeat(host, Heartbeat::ActivityRenewal);
+                .handle_heartbeat(host, Heartbeat::ActivityRenewal);
             let until = sh.clock.now().plus_ms(ms(sh.cfg.activity_lease));
             let _ = sh
                 .store

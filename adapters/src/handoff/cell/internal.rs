@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use switchyard_core::handoff::attempt::{Begin, HandoffReply};
-use switchyard_core::handoff::cell::{answer_from_record, needs_durable_record};
-use switchyard_core::handoff::ids::HostId;
-use switchyard_core::handoff::internal_auth::Identity;
-use switchyard_core::handoff::policy::HandoffRequest;
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::HostId;
+use switchyard_core::handoff::Identity;
+use switchyard_core::handoff::{answer_from_record, needs_durable_record};
+use switchyard_core::handoff::{Begin, HandoffReply};
 use tracing::{debug, info};
 
 use super::pump::wait_for;
@@ -107,7 +107,7 @@ pub(super) async fn handoff(
     let now = sh.clock.now();
     // The waiter is registered under the same lock as the input, so the reply (which needs a
     // later input) cannot be delivered before it.
-    let (immediate, waiter) = sh.input(host, |ep| match ep.cell.begin_handoff(now, &req) {
+    let (immediate, waiter) = sh.input(host, |ep| match ep.cell.handle_request(now, &req) {
         Begin::Started(a) => {
             sh.stats.bump(|s| s.attempts_started += 1);
             debug!(host = host.0, op = %a.op_id, "barrier installed");
@@ -163,7 +163,7 @@ pub(super) async fn drain(
     // The hard drain itself (every client and the control closed) runs as the core's
     // `HardDrain` / `CloseControl`, whether or not the machine was drained already.
     let (applied, clients) = sh.input(host, |ep| {
-        let applied = ep.cell.emergency_drain(now, host, req.reason.into());
+        let applied = ep.cell.handle_emergency_drain(now, host, req.reason.into());
         (applied, ep.clients(host))
     });
     if applied == Some(true) {
@@ -190,7 +190,7 @@ pub(super) async fn undrain(
         Err(e) => return bad_request("undrain request", e),
     };
     let host = HostId(req.host);
-    match sh.input(host, |ep| ep.cell.undrain(host)) {
+    match sh.input(host, |ep| ep.cell.handle_undrain(host)) {
         Ok(()) => {
             sh.stats.bump(|s| s.undrains += 1);
             info!(

@@ -3,7 +3,7 @@
 //! axum listener.
 //!
 //! Every decision about a host is made by the core's sans-IO endpoint
-//! [`SourceCell`](switchyard_core::handoff::cell::SourceCell): the per-host machine table and
+//! [`SourceCell`](switchyard_core::handoff::SourceCell): the per-host machine table and
 //! its identities, which machine a control registration gets, fencing of late work and late
 //! results, which control sessions close and why, the hard drain and its recovery path, and
 //! what a refused client or control is told. This module runs it: sockets, timers, spawning.
@@ -44,15 +44,15 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
-use switchyard_core::handoff::admission::GateState;
-use switchyard_core::handoff::attempt::{
+use switchyard_core::handoff::store::{LeaseLost, StartRefusal};
+use switchyard_core::handoff::GateState;
+use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId, SourceAuthority};
+use switchyard_core::handoff::{
     FenceRetry, HandoffReply, HandoffResult, Phase, SourceConfig, FENCE_RETRY_MAX_MS,
 };
-use switchyard_core::handoff::cell::{MachineId, SourceCell};
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
-use switchyard_core::handoff::lifecycle::{LeaseKeeper, LeaseStep, Renewal};
-use switchyard_core::handoff::store::{LeaseLost, StartRefusal};
-use switchyard_core::limits::{PeerRateGate, RateBounds};
+use switchyard_core::handoff::{LeaseKeeper, LeaseStep, Renewal};
+use switchyard_core::handoff::{MachineId, SourceCell};
+use switchyard_core::peer_limits::{PeerRateGate, RateBounds};
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
@@ -398,7 +398,7 @@ pub struct HostView {
     pub machine: MachineId,
     pub authority: SourceAuthority,
     pub gate: GateState,
-    pub counters: switchyard_core::handoff::Counters,
+    pub counters: switchyard_core::handoff::QuiescenceCounters,
     pub phase: Option<Phase>,
     pub control_connected: bool,
     pub clients: usize,
@@ -430,7 +430,7 @@ impl CellHandle {
             authority: m.authority(),
             gate: m.gate().state(),
             counters: m.gate().counters(),
-            phase: m.attempt().map(|a| a.phase),
+            phase: m.attempt().map(|a| a.phase()),
             control_connected: ep.cell.control(host).is_some(),
             clients: ep.clients(host),
             last_result: m.last_result(),
@@ -653,7 +653,7 @@ async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
             }),
             Err(_) => Renewal::Unreachable,
         };
-        let step = keeper.renewed(renewal);
+        let step = keeper.handle_renewal(renewal);
         sh.lease_failing.store(keeper.failing(), Ordering::SeqCst);
         match step {
             LeaseStep::Keep { recovered } => {

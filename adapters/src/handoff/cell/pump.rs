@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use switchyard_core::handoff::attempt::{
-    Action, DurableResult, FenceResult, HandoffReply, RetireReason,
-};
-use switchyard_core::handoff::cell::{
+use switchyard_core::handoff::store::reconcile_result;
+use switchyard_core::handoff::{
     CellAction, CloseReason, Fed, Installed, MachineId, SessionId, SourceCell,
 };
-use switchyard_core::handoff::ids::{HostId, OpId};
-use switchyard_core::handoff::store::reconcile_result;
+use switchyard_core::handoff::{
+    DurableResult, FenceResult, HandoffAction, HandoffReply, RetireReason,
+};
+use switchyard_core::handoff::{HostId, OpId};
 use switchyard_core::MonoMs;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
@@ -317,9 +317,9 @@ fn feed(sh: &Arc<Shared>, host: HostId, f: impl FnOnce(&mut LockedCell) -> Fed) 
     }
 }
 
-fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: Action) {
+fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: HandoffAction) {
     match action {
-        Action::RunTransaction { attempt, request } => {
+        HandoffAction::RunTransaction { attempt, request } => {
             sh.stats.bump(|s| s.transactions_run += 1);
             let sh = sh.clone();
             tokio::spawn(async move {
@@ -341,7 +341,7 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: A
                 });
             });
         }
-        Action::Reconcile { attempt, request } => {
+        HandoffAction::Reconcile { attempt, request } => {
             sh.stats.bump(|s| s.reconciliations_run += 1);
             let sh = sh.clone();
             tokio::spawn(async move {
@@ -365,12 +365,12 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: A
                 });
             });
         }
-        Action::Quarantined { attempt, cause } => {
+        HandoffAction::Quarantined { attempt, cause } => {
             sh.stats.bump(|s| s.quarantined += 1);
             warn!(host = host.0, op = %attempt.op_id, ?cause,
                 "handoff quarantined: source stays gated until a locked reconciliation succeeds");
         }
-        Action::RetireSourceDraining { reason } => {
+        HandoffAction::RetireSourceDraining { reason } => {
             sh.stats.bump(|s| match reason {
                 RetireReason::Committed { .. } => s.retired_committed += 1,
                 RetireReason::StaleAuthority { .. } => s.retired_stale += 1,
@@ -388,13 +388,13 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: A
                 }
             });
         }
-        Action::ReopenAdmission { attempt } => {
+        HandoffAction::ReopenAdmission { attempt } => {
             sh.stats.bump(|s| s.reopened += 1);
             info!(host = host.0, op = %attempt.op_id, "handoff not committed: admission reopened");
         }
         // HO-A5: one write per action; the core decides the retry (`FenceFailed`, then a new
         // `FenceAuthority` when its timer fires).
-        Action::FenceAuthority { authority, reason } => {
+        HandoffAction::FenceAuthority { authority, reason } => {
             let sh = sh.clone();
             tokio::spawn(async move {
                 if !sh.alive() {
@@ -418,7 +418,7 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: A
                 });
             });
         }
-        Action::FenceFailed {
+        HandoffAction::FenceFailed {
             authority,
             failures,
             retry_at,
@@ -437,7 +437,7 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: A
                 );
             }
         }
-        Action::Reply(reply) => deliver(sh, reply),
+        HandoffAction::Reply(reply) => deliver(sh, reply),
     }
 }
 
@@ -491,14 +491,14 @@ mod tests {
         local.drain.send_replace(true);
         let mut ep = LockedCell {
             cell: SourceCell::new(
-                switchyard_core::handoff::attempt::SourceConfig {
+                switchyard_core::handoff::SourceConfig {
                     request_timeout_ms: 1,
                     reconcile_timeout_ms: 1,
                     quarantine_retry_ms: 1,
                     cell_capable: true,
                 },
-                switchyard_core::handoff::ids::CellId(1),
-                switchyard_core::handoff::ids::Incarnation(1),
+                switchyard_core::handoff::CellId(1),
+                switchyard_core::handoff::Incarnation(1),
             ),
             hosts: HashMap::from([(HostId(7), local)]),
             controls: HashMap::new(),

@@ -1,13 +1,13 @@
 //! HO-7: RAII ownership of one ticket of one machine. Taken in the caller's synchronous section
-//! (before its first await); released through the core `SourceCell::release` on drop, so on
+//! (before its first await); released through the core `SourceCell::handle_release` on drop, so on
 //! every exit path, errors and cancellation included. The core fences the ticket to its
 //! machine: releasing or revalidating a ticket of a replaced machine is a no-op there.
 
 use std::sync::Arc;
 
-use switchyard_core::handoff::admission::{AdmissionRefusal, ReleaseReport, WorkKind};
-use switchyard_core::handoff::cell::Work as CoreWork;
-use switchyard_core::handoff::ids::HostId;
+use switchyard_core::handoff::CellWork;
+use switchyard_core::handoff::HostId;
+use switchyard_core::handoff::{AdmissionRefusal, ReleaseReport, WorkKind};
 use tracing::debug;
 
 use super::Shared;
@@ -15,7 +15,7 @@ use super::Shared;
 pub(super) struct Work {
     sh: Arc<Shared>,
     /// `None` once released, abandoned, or handed to the core (`into_core`).
-    work: Option<CoreWork>,
+    work: Option<CellWork>,
 }
 
 impl Work {
@@ -25,21 +25,21 @@ impl Work {
         host: HostId,
         kind: WorkKind,
     ) -> Result<Work, AdmissionRefusal> {
-        let work = sh.input(host, |ep| ep.cell.acquire(host, kind))?;
+        let work = sh.input(host, |ep| ep.cell.handle_acquire(host, kind))?;
         Ok(Work::adopt(sh, work))
     }
 
     /// Own a ticket the core already handed out (under a lock the caller has let go of).
-    pub(super) fn adopt(sh: &Arc<Shared>, work: CoreWork) -> Work {
+    pub(super) fn adopt(sh: &Arc<Shared>, work: CellWork) -> Work {
         Work {
             sh: sh.clone(),
             work: Some(work),
         }
     }
 
-    /// Hand the ticket to a core input that consumes it (`install_control` releases it
+    /// Hand the ticket to a core input that consumes it (`handle_install_control` releases it
     /// whatever happens): the guard no longer releases it.
-    pub(super) fn into_core(mut self) -> Option<CoreWork> {
+    pub(super) fn into_core(mut self) -> Option<CellWork> {
         self.work.take()
     }
 
@@ -49,7 +49,9 @@ impl Work {
         let Some(work) = self.work else {
             return false;
         };
-        let live = self.sh.input(work.host, |ep| ep.cell.revalidate(&work));
+        let live = self
+            .sh
+            .input(work.host, |ep| ep.cell.handle_revalidate(&work));
         if !live {
             debug!(host = work.host.0, "continuation abandoned");
             self.work = None;
@@ -63,7 +65,7 @@ impl Drop for Work {
         let Some(work) = self.work.take() else {
             return;
         };
-        let report = self.sh.input(work.host, |ep| ep.cell.release(&work));
+        let report = self.sh.input(work.host, |ep| ep.cell.handle_release(&work));
         if report != Some(ReleaseReport::Released) {
             debug!(host = work.host.0, ?report, "release was a no-op");
         }

@@ -5,15 +5,15 @@ use std::str::FromStr;
 
 use sqlx::any::AnyRow;
 use sqlx::Row;
-use switchyard_core::handoff::director::{CandidateRow, CandidateView, TargetView};
-use switchyard_core::handoff::ids::{
-    CellId, Epoch, Generation, HostId, Incarnation, OpId, SourceAuthority,
-};
-use switchyard_core::handoff::policy::{self, Measurement};
 use switchyard_core::handoff::store::{
     authority_of, AssignmentRow, AttemptOutcome, AttemptRow, CellRow, Registration, StoreBounds,
     StoreConfig,
 };
+use switchyard_core::handoff::{CandidateRow, CandidateView, TargetView};
+use switchyard_core::handoff::{
+    CellId, Epoch, Generation, HostId, Incarnation, OpId, SourceAuthority,
+};
+use switchyard_core::handoff::{Measurement, PolicyConfig};
 use switchyard_core::MonoMs;
 
 use super::StoreFailure;
@@ -128,7 +128,7 @@ pub(super) fn no_settings() -> StoreFailure {
 pub(super) fn config_of(row: &AnyRow) -> Result<StoreConfig, StoreFailure> {
     Ok(StoreConfig {
         enabled: flag(get(row, "enabled")?, "enabled")?,
-        policy: policy::PolicyConfig {
+        policy: PolicyConfig {
             freshness_window_ms: u(get(row, "freshness_window_ms")?, "freshness")?,
             host_cooldown_ms: u(get(row, "host_cooldown_ms")?, "cooldown")?,
         },

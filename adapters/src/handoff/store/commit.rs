@@ -1,18 +1,18 @@
 //! HO-S4: the bounded assignment transaction, and HO-A1 / HO-A2: the locked reconciliation:
 //! executors of the core's `CommitPlan` and `ReconcilePlan`
-//! (`switchyard_core::handoff::store::plan`). Each is a loop that runs the step the plan asks
+//! (`switchyard_core::handoff::store`). Each is a loop that runs the step the plan asks
 //! for (the statements below) and feeds the result back; which rows are read, checked and
 //! written, and when, is the plan's.
 
 use std::sync::LazyLock;
 
 use switchyard_core::handoff::escrow::{Rebalance, ShardRow};
-use switchyard_core::handoff::ids::{CellId, OpId};
-use switchyard_core::handoff::policy::HandoffRequest;
 use switchyard_core::handoff::store::{
     AssignmentRow, AttemptRow, CommitInput, CommitPlan, CommitRead, CommitStep, CommitWrites,
     FenceWrites, LimitWrites, ReconcileInput, ReconcilePlan, ReconcileStep, StoreFault, TxnOutcome,
 };
+use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::{CellId, OpId};
 use switchyard_core::MonoMs;
 
 use super::codec::{

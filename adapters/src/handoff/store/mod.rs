@@ -61,9 +61,9 @@ use futures_util::future::BoxFuture;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
 use sqlx::{AnyConnection, AnyPool, Executor};
-use switchyard_core::handoff::attempt::DurableResult;
-use switchyard_core::handoff::ids::{CellId, Epoch, HostId};
 use switchyard_core::handoff::store::{durable_result_of, AssignmentRow, CellRow, StoreFault};
+use switchyard_core::handoff::DurableResult;
+use switchyard_core::handoff::{CellId, Epoch, HostId};
 
 use codec::assignment_of;
 

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use switchyard_core::handoff::director::{CandidateRow, PageCursor, PageQuery};
-use switchyard_core::handoff::ids::{CellId, Epoch, Generation, HostId, OpId, SourceAuthority};
-use switchyard_core::handoff::policy::Measurement;
 use switchyard_core::handoff::store::{authority_of, AttemptRow, RateRow, ReservationRow};
+use switchyard_core::handoff::Measurement;
+use switchyard_core::handoff::{CandidateRow, PageCursor, PageQuery};
+use switchyard_core::handoff::{CellId, Epoch, Generation, HostId, OpId, SourceAuthority};
 use switchyard_core::MonoMs;
 
 use super::codec::{

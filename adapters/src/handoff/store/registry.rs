@@ -4,7 +4,6 @@
 //! `DrainPlan` step by step.
 
 use sqlx::AnyConnection;
-use switchyard_core::handoff::ids::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::store::{
     cell_lease, cell_lease_release, cell_lease_renewal, decide_upsert_cell, AssignmentRow,
     CellHeld, CellLease, CellLock, CellRow, DrainInput, DrainPlan, DrainStep, DrainWrite,
@@ -12,6 +11,7 @@ use switchyard_core::handoff::store::{
     RegisterRefusal, RegisterStep, Registration, StartRefusal, StoreConfig,
     StoreError as SetupRefusal, MAX_EXPIRED_PER_CALL,
 };
+use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::MonoMs;
 
 use super::codec::{

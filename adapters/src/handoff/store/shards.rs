@@ -11,8 +11,8 @@
 
 use sqlx::Executor;
 use switchyard_core::handoff::escrow::{Rebalance, ShardRow, Split, MAX_LIMIT_SHARDS};
-use switchyard_core::handoff::ids::CellId;
 use switchyard_core::handoff::store::CellRow;
+use switchyard_core::handoff::CellId;
 use switchyard_core::MonoMs;
 
 use super::codec::{cell_row_of, get, i, u, AnyQuery};

@@ -4,26 +4,26 @@
 //! lease (HO-L2).
 //!
 //! Split by concern:
-//! - [`rows`]: the row types, settings, bounds, errors and answers every store shares;
-//! - [`decide`]: the pure decisions, each a function over the rows a store read under its
+//! - `rows`: the row types, settings, bounds, errors and answers every store shares;
+//! - `decide`: the pure decisions, each a function over the rows a store read under its
 //!   locks, returning the rows to write or the answer;
-//! - [`plan`]: the store operations as sans-IO plans (commit, reconcile, register, enrol,
+//! - `plan`: the store operations as sans-IO plans (commit, reconcile, register, enrol,
 //!   fence): each asks for the IO it needs as a step, takes the result back, decides with
-//!   [`decide`] (and `super::escrow` for the limit shards), and ends with the answer. The
+//!   `decide` (and `super::escrow` for the limit shards), and ends with the answer. The
 //!   sequence of reads, checks, savepoint and writes exists here only;
-//! - [`reference`]: the in-memory [`AssignmentStore`], an executor of the plans over its maps
+//! - `reference`: the in-memory [`AssignmentStore`], an executor of the plans over its maps
 //!   (and the store the model checker runs); its [`StoreSnapshot`] is the one dump of the
 //!   tables the SQL stores compare against;
-//! - [`result`]: HO-A2's reading of a failed store call ([`StoreFault`] → `DurableResult`).
+//! - `result`: HO-A2's reading of a failed store call ([`StoreFault`] → `DurableResult`).
 //!
 //! The SQL stores (`switchyard_adapters::handoff::store`) execute the same plans, so the model
-//! checks the order production runs. Every item is re-exported here.
+//! checks the order production runs. The modules are private: every item is re-exported here.
 
-pub mod decide;
-pub mod plan;
-pub mod reference;
-pub mod result;
-pub mod rows;
+mod decide;
+mod plan;
+mod reference;
+mod result;
+mod rows;
 
 pub use decide::*;
 pub use plan::*;

@@ -4,12 +4,8 @@
 mod handoff_rig;
 
 use handoff_rig::*;
-use switchyard_core::handoff::admission::*;
-use switchyard_core::handoff::attempt::*;
-use switchyard_core::handoff::director::*;
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::*;
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
 use switchyard_core::MonoMs;
 
 fn busy_kinds(b: Begin) -> Vec<WorkKind> {
@@ -24,9 +20,9 @@ fn busy_kinds(b: Begin) -> Vec<WorkKind> {
 #[test]
 fn ho_t1_phone_stays_while_ipad_leaves_no_move() {
     let mut w = World::new();
-    let phone = w.src.acquire(WorkKind::ClientConn).expect("phone");
-    let ipad = w.src.acquire(WorkKind::ClientConn).expect("ipad");
-    assert_eq!(w.src.release(ipad), ReleaseReport::Released);
+    let phone = w.src.handle_acquire(WorkKind::ClientConn).expect("phone");
+    let ipad = w.src.handle_acquire(WorkKind::ClientConn).expect("ipad");
+    assert_eq!(w.src.handle_release(ipad), ReleaseReport::Released);
     let req = w.request();
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::ClientConn]);
     assert!(w.open(), "busy holds no barrier");
@@ -41,10 +37,10 @@ fn ho_t1_phone_stays_while_ipad_leaves_no_move() {
 #[test]
 fn ho_t1_both_leave_may_move() {
     let mut w = World::new();
-    let phone = w.src.acquire(WorkKind::ClientConn).expect("phone");
-    let ipad = w.src.acquire(WorkKind::ClientConn).expect("ipad");
-    assert_eq!(w.src.release(ipad), ReleaseReport::Released);
-    assert_eq!(w.src.release(phone), ReleaseReport::Released);
+    let phone = w.src.handle_acquire(WorkKind::ClientConn).expect("phone");
+    let ipad = w.src.handle_acquire(WorkKind::ClientConn).expect("ipad");
+    assert_eq!(w.src.handle_release(ipad), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(phone), ReleaseReport::Released);
     w.start();
     assert!(w.run_txn().is_committed());
     assert_eq!(w.store.assignment(HOST).map(|r| r.cell), Some(TGT));
@@ -53,10 +49,10 @@ fn ho_t1_both_leave_may_move() {
 #[test]
 fn ho_t1_quiet_established_socket_still_blocks() {
     let mut w = World::new();
-    let _quiet = w.src.acquire(WorkKind::ClientConn).expect("client");
+    let _quiet = w.src.handle_acquire(WorkKind::ClientConn).expect("client");
     // Hours of silence: no traffic input exists that could expire a connection.
     w.advance(6 * 3_600_000);
-    let _ = w.src.note_heartbeat(Heartbeat::Ping);
+    let _ = w.src.handle_heartbeat(Heartbeat::Ping);
     let req = w.request();
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::ClientConn]);
 }
@@ -64,15 +60,15 @@ fn ho_t1_quiet_established_socket_still_blocks() {
 #[test]
 fn ho_t1_expired_db_splice_lease_still_blocks() {
     let mut w = World::new();
-    let _splice = w.src.acquire(WorkKind::Splice).expect("splice");
+    let _splice = w.src.handle_acquire(WorkKind::Splice).expect("splice");
     let expired = ActivityLease::Expired {
         expired_at: MonoMs(5),
     };
     assert_eq!(
-        w.src.note_activity_lease(expired),
+        w.src.handle_activity_lease(expired),
         NotCounted::NotIdlenessEvidence
     );
-    let _ = w.src.note_activity_lease(ActivityLease::Missing);
+    let _ = w.src.handle_activity_lease(ActivityLease::Missing);
     let req = w.request();
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::Splice]);
 }
@@ -83,14 +79,14 @@ fn ho_t1_expired_db_splice_lease_still_blocks() {
 fn ho_t2_accept_before_barrier_blocks_it() {
     let mut w = World::new();
     // Ownership is taken before the accept's first await.
-    let accept = w.src.acquire(WorkKind::Accept).expect("accept");
+    let accept = w.src.handle_acquire(WorkKind::Accept).expect("accept");
     let req = w.request();
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::Accept]);
     // The accept completes into a client connection: still not idle.
-    let client = w.src.acquire(WorkKind::ClientConn).expect("client");
-    assert_eq!(w.src.release(accept), ReleaseReport::Released);
+    let client = w.src.handle_acquire(WorkKind::ClientConn).expect("client");
+    assert_eq!(w.src.handle_release(accept), ReleaseReport::Released);
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::ClientConn]);
-    assert_eq!(w.src.release(client), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(client), ReleaseReport::Released);
     assert!(matches!(w.begin(&req), Begin::Started(_)));
 }
 
@@ -98,12 +94,12 @@ fn ho_t2_accept_before_barrier_blocks_it() {
 fn ho_t2_accept_after_barrier_is_refused_with_wrong_cell() {
     let mut w = World::new();
     w.start();
-    let refusal = w.src.acquire(WorkKind::Accept).expect_err("gated");
+    let refusal = w.src.handle_acquire(WorkKind::Accept).expect_err("gated");
     assert_eq!(refusal, AdmissionRefusal::WrongCell);
     assert_eq!(refusal.close_code(), Some(4409));
     assert_eq!(
         w.src.gate().counters(),
-        Counters::default(),
+        QuiescenceCounters::default(),
         "nothing leaked"
     );
 }
@@ -111,25 +107,25 @@ fn ho_t2_accept_after_barrier_is_refused_with_wrong_cell() {
 #[test]
 fn ho_t2_accept_waiting_for_activity_persistence_blocks() {
     let mut w = World::new();
-    let accept = w.src.acquire(WorkKind::Accept).expect("accept");
+    let accept = w.src.handle_acquire(WorkKind::Accept).expect("accept");
     // ... awaiting activity persistence: the director asks now.
     let req = w.request();
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::Accept]);
     // Persistence done: the continuation re-checks and may go on (nothing changed).
-    assert_eq!(w.src.revalidate(accept), Revalidation::Continue);
+    assert_eq!(w.src.handle_revalidate(accept), Revalidation::Continue);
 }
 
 #[test]
 fn ho_t2_attach_waiting_for_basis_persistence_blocks_and_abandons_after_replacement() {
     let mut w = World::new();
-    let attach = w.src.acquire(WorkKind::ClientConn).expect("attach");
+    let attach = w.src.handle_acquire(WorkKind::ClientConn).expect("attach");
     let req = w.request();
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::ClientConn]);
     // While the attach awaits basis persistence, the control is replaced.
     w.replace_control().expect("replacement");
     // The late continuation must not attach to the old basis, and releases its ownership.
     assert_eq!(
-        w.src.revalidate(attach),
+        w.src.handle_revalidate(attach),
         Revalidation::Abandon {
             reason: AbandonReason::SessionReplaced,
             release: ReleaseReport::Released
@@ -137,12 +133,12 @@ fn ho_t2_attach_waiting_for_basis_persistence_blocks_and_abandons_after_replacem
     );
     assert_eq!(
         w.src.gate().counters(),
-        Counters::default(),
+        QuiescenceCounters::default(),
         "no leaked ticket"
     );
     // The RAII guard's own drop is then a reported no-op, never a negative counter.
-    assert_eq!(w.src.release(attach), ReleaseReport::StaleGeneration);
-    assert_eq!(w.src.gate().counters(), Counters::default());
+    assert_eq!(w.src.handle_release(attach), ReleaseReport::StaleGeneration);
+    assert_eq!(w.src.gate().counters(), QuiescenceCounters::default());
 }
 
 #[test]
@@ -150,15 +146,15 @@ fn ho_t2_credential_change_across_the_barrier() {
     let mut w = World::new();
     let cred = w
         .src
-        .acquire(WorkKind::ControlOp)
+        .handle_acquire(WorkKind::ControlOp)
         .expect("credential change");
     let req = w.request();
     assert_eq!(busy_kinds(w.begin(&req)), vec![WorkKind::ControlOp]);
-    assert_eq!(w.src.release(cred), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(cred), ReleaseReport::Released);
     w.start();
     // A credential change that arrives after the barrier is refused (retryable).
     assert_eq!(
-        w.src.acquire(WorkKind::ControlOp),
+        w.src.handle_acquire(WorkKind::ControlOp),
         Err(AdmissionRefusal::ControlGated)
     );
     // The attempt aborts (capacity): admission reopens and the change can run.
@@ -169,19 +165,19 @@ fn ho_t2_credential_change_across_the_barrier() {
     w.store.upsert_cell(TGT, full).expect("cell");
     assert!(matches!(w.run_txn(), TxnOutcome::RolledBack { .. }));
     assert!(w.open());
-    assert!(w.src.acquire(WorkKind::ControlOp).is_ok());
+    assert!(w.src.handle_acquire(WorkKind::ControlOp).is_ok());
 }
 
 #[test]
 fn ho_t2_no_leaked_reservation_and_no_interrupted_client() {
     let mut w = World::new();
-    let client = w.src.acquire(WorkKind::ClientConn).expect("client");
+    let client = w.src.handle_acquire(WorkKind::ClientConn).expect("client");
     let req = w.request();
     let _ = w.begin(&req);
     // Busy closed nothing: the client's ticket is still live and valid.
-    assert_eq!(w.src.revalidate(client), Revalidation::Continue);
+    assert_eq!(w.src.handle_revalidate(client), Revalidation::Continue);
     assert!(w.seen.log.is_empty(), "no action at all for a busy answer");
-    assert_eq!(w.src.release(client), ReleaseReport::Released);
+    assert_eq!(w.src.handle_release(client), ReleaseReport::Released);
     // An attempt that rolls back keeps no reservation.
     w.start();
     w.store.set_enabled(false);
@@ -195,15 +191,18 @@ fn ho_t2_no_leaked_reservation_and_no_interrupted_client() {
 #[test]
 fn ho_t3_busy_attempt_keeps_source_admission_open() {
     let mut w = World::new();
-    let _c = w.src.acquire(WorkKind::PendingConn).expect("pending");
+    let _c = w
+        .src
+        .handle_acquire(WorkKind::PendingConn)
+        .expect("pending");
     let req = w.request();
     let _ = w.begin(&req);
     assert!(w.open());
     assert!(
-        w.src.acquire(WorkKind::Accept).is_ok(),
+        w.src.handle_acquire(WorkKind::Accept).is_ok(),
         "new clients still admitted"
     );
-    assert!(w.src.acquire(WorkKind::ControlOp).is_ok());
+    assert!(w.src.handle_acquire(WorkKind::ControlOp).is_ok());
 }
 
 fn candidate(host: u64, now: MonoMs) -> CandidateRow {
@@ -240,14 +239,14 @@ fn pass(
 ) -> Vec<u64> {
     let mut p = SelectionPass::begin(*cursor, limits).expect("limits");
     let mut out = Vec::new();
-    while let Some(q) = p.next_query() {
+    while let Some(q) = p.poll_query() {
         let rows: Vec<CandidateRow> = hosts
             .iter()
             .filter(|h| q.contains(HostId(**h)))
             .take(usize::try_from(q.limit).expect("limit"))
             .map(|h| candidate(*h, now))
             .collect();
-        for d in p.take_page(now, director, &rows) {
+        for d in p.handle_page(now, director, &rows) {
             if d.verdict.is_ok() {
                 out.push(d.host.0);
             }
@@ -281,13 +280,13 @@ fn ho_t3_busy_hosts_do_not_starve_idle_candidates_across_page_boundaries() {
             if h <= 4 {
                 let busy = HandoffReply::Busy {
                     op_id: OpId::derive(&candidate(h, now).candidate.authority, TGT),
-                    counters: Counters {
+                    counters: QuiescenceCounters {
                         client_conns: 1,
-                        ..Counters::default()
+                        ..QuiescenceCounters::default()
                     },
                 };
                 assert_eq!(
-                    budget.record(&DispatchOutcome::Answered(busy)),
+                    budget.handle_outcome(&DispatchOutcome::Answered(busy)),
                     DispatchClass::Deferred
                 );
             } else {
@@ -314,17 +313,17 @@ fn ho_t3_busy_does_not_consume_the_dispatch_failure_budget() {
     let mut budget = DispatchBudget::new(2);
     let busy = HandoffReply::Busy {
         op_id: OpId::derive(&World::new().src.authority(), TGT),
-        counters: Counters {
+        counters: QuiescenceCounters {
             accepts: 1,
-            ..Counters::default()
+            ..QuiescenceCounters::default()
         },
     };
     for _ in 0..100 {
-        budget.record(&DispatchOutcome::Answered(busy));
+        budget.handle_outcome(&DispatchOutcome::Answered(busy));
     }
     assert!(!budget.exhausted());
     assert_eq!(
-        budget.record(&DispatchOutcome::TransportFailed),
+        budget.handle_outcome(&DispatchOutcome::TransportFailed),
         DispatchClass::Failed
     );
     assert_eq!(
@@ -537,7 +536,7 @@ fn ho_t4_db_outage_and_recovery() {
     w.start();
     w.deliver_txn(DurableResult::StoreUnavailable);
     assert!(matches!(
-        w.src.attempt().map(|a| a.phase),
+        w.src.attempt().map(|a| a.phase()),
         Some(Phase::Quarantined { .. })
     ));
     assert_eq!(w.seen.quarantined.len(), 1);
@@ -579,7 +578,7 @@ fn ho_t7_emergency_drain_during_handoff_never_reopens() {
     assert!(!w.open());
     assert!(w.seen.reopened.is_empty());
     assert_eq!(
-        w.src.acquire(WorkKind::Accept),
+        w.src.handle_acquire(WorkKind::Accept),
         Err(AdmissionRefusal::SourceDraining)
     );
 }
@@ -611,7 +610,7 @@ fn ho_t7_auth_refusal_after_commit_follows_the_commit() {
 #[test]
 fn ho_t7_hard_drain_behaviour_is_unchanged() {
     let mut w = World::new();
-    let client = w.src.acquire(WorkKind::ClientConn).expect("client");
+    let client = w.src.handle_acquire(WorkKind::ClientConn).expect("client");
     w.src.handle_emergency_drain(w.now, DrainReason::Emergency);
     w.drain();
     // The core only closes admission and fences; it closes no client (the adapter's hard
@@ -620,7 +619,7 @@ fn ho_t7_hard_drain_behaviour_is_unchanged() {
     assert!(w.seen.retired.is_empty() && w.seen.reopened.is_empty());
     assert_eq!(w.src.gate().counters().client_conns, 1);
     assert_eq!(
-        w.src.revalidate(client),
+        w.src.handle_revalidate(client),
         Revalidation::Abandon {
             reason: AbandonReason::SourceDraining,
             release: ReleaseReport::Released
@@ -631,7 +630,7 @@ fn ho_t7_hard_drain_behaviour_is_unchanged() {
         w.begin(&req),
         Begin::Answered(HandoffReply::Refused {
             op_id: req.op_id,
-            reason: Refusal::SourceDraining
+            reason: HandoffRefusal::SourceDraining
         })
     );
 }

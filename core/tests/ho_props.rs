@@ -8,12 +8,8 @@ use std::collections::BTreeSet;
 
 use handoff_rig::*;
 use proptest::prelude::*;
-use switchyard_core::handoff::admission::*;
-use switchyard_core::handoff::attempt::*;
-use switchyard_core::handoff::director::*;
-use switchyard_core::handoff::ids::*;
-use switchyard_core::handoff::policy::*;
 use switchyard_core::handoff::store::*;
+use switchyard_core::handoff::*;
 use switchyard_core::MonoMs;
 
 #[derive(Debug, Clone, Copy)]
@@ -165,18 +161,18 @@ impl Sim {
     }
 
     /// Drain and check the machine's actions.
-    fn drain_actions(&mut self) -> Vec<Action> {
+    fn drain_actions(&mut self) -> Vec<HandoffAction> {
         let mut out = Vec::new();
         while let Some(a) = self.src.poll_action() {
             match a {
-                Action::RunTransaction { attempt, request } => {
+                HandoffAction::RunTransaction { attempt, request } => {
                     self.pending_txn.push((self.machine, attempt, request));
                 }
-                Action::Reconcile { attempt, request } => {
+                HandoffAction::Reconcile { attempt, request } => {
                     self.pending_rec.push((self.machine, attempt, request));
                 }
-                Action::FenceAuthority { authority, .. } => self.fences.push(authority),
-                Action::ReopenAdmission { attempt } => {
+                HandoffAction::FenceAuthority { authority, .. } => self.fences.push(authority),
+                HandoffAction::ReopenAdmission { attempt } => {
                     assert!(!self.drained, "a drained source never reopens");
                     assert!(
                         !self
@@ -186,7 +182,7 @@ impl Sim {
                         "reopened over a committed op"
                     );
                 }
-                Action::RetireSourceDraining {
+                HandoffAction::RetireSourceDraining {
                     reason: RetireReason::Committed { op_id, .. },
                 } => {
                     assert!(matches!(
@@ -194,7 +190,7 @@ impl Sim {
                         Some(AttemptOutcome::Committed { .. })
                     ));
                 }
-                Action::Reply(HandoffReply::Result(r)) => {
+                HandoffAction::Reply(HandoffReply::Result(r)) => {
                     let durable = self.store.attempt(r.op_id).map(|a| a.outcome);
                     if r.outcome.is_committed() {
                         assert!(matches!(durable, Some(AttemptOutcome::Committed { .. })));
@@ -226,7 +222,7 @@ impl Sim {
     /// Deliver a result to the current machine; a result for another machine's or another
     /// attempt's work must change nothing (late callbacks never reopen a replacement).
     fn deliver(&mut self, from: u32, aref: AttemptRef, result: DurableResult, ch: Channel) {
-        let current = self.src.attempt().map(|a| a.attempt) == Some(aref) && from == self.machine;
+        let current = self.src.attempt().map(|a| a.attempt()) == Some(aref) && from == self.machine;
         let before = self.src.clone();
         let d = match ch {
             Channel::Txn => self.src.handle_transaction_result(self.now, aref, result),
@@ -254,7 +250,7 @@ impl Sim {
             Step::Acquire(k) => {
                 let kind = WorkKind::ALL[usize::from(k) % 5];
                 let gated = self.src.gate().barrier().is_some();
-                match self.src.acquire(kind) {
+                match self.src.handle_acquire(kind) {
                     Ok(t) => {
                         assert!(!gated, "admission under a barrier");
                         self.live.push(t);
@@ -269,7 +265,7 @@ impl Sim {
             Step::Release(i) => {
                 if !self.live.is_empty() {
                     let t = self.live.remove(usize::from(i) % self.live.len());
-                    assert_eq!(self.src.release(t), ReleaseReport::Released);
+                    assert_eq!(self.src.handle_release(t), ReleaseReport::Released);
                     self.dead.push(t);
                 }
             }
@@ -289,7 +285,7 @@ impl Sim {
                 // Dead tickets are released, abandoned, or from an older generation: none of
                 // them may free anything.
                 assert_ne!(
-                    self.src.release(t),
+                    self.src.handle_release(t),
                     ReleaseReport::Released,
                     "bogus release freed {t:?}"
                 );
@@ -298,7 +294,7 @@ impl Sim {
                 if !self.live.is_empty() {
                     let idx = usize::from(i) % self.live.len();
                     let t = self.live[idx];
-                    match self.src.revalidate(t) {
+                    match self.src.handle_revalidate(t) {
                         Revalidation::Continue => {
                             assert_eq!(t.generation, self.src.gate().generation());
                             assert_eq!(self.src.gate().state(), GateState::Open);
@@ -312,8 +308,8 @@ impl Sim {
                 }
             }
             Step::Heartbeat => {
-                let _ = self.src.note_heartbeat(Heartbeat::Ping);
-                let _ = self.src.note_activity_lease(ActivityLease::Missing);
+                let _ = self.src.handle_heartbeat(Heartbeat::Ping);
+                let _ = self.src.handle_activity_lease(ActivityLease::Missing);
             }
             Step::Begin { target, variant } => {
                 let target = [TGT, TGT, OLD, SRC][usize::from(target) % 4];
@@ -339,7 +335,7 @@ impl Sim {
                         MonoMs(self.now.0.saturating_sub(FRESHNESS_MS + 1));
                 }
                 let was_busy = !self.src.gate().is_idle();
-                let b = self.src.begin_handoff(self.now, &req);
+                let b = self.src.handle_request(self.now, &req);
                 if let Begin::Started(_) = b {
                     assert!(!was_busy, "barrier over live work");
                     assert!(self.live.is_empty());
@@ -348,7 +344,7 @@ impl Sim {
             }
             Step::Duplicate => {
                 if let Some(req) = self.last_request {
-                    let _ = self.src.begin_handoff(self.now, &req);
+                    let _ = self.src.handle_request(self.now, &req);
                 }
             }
             Step::ExecTxn(i, fate) => {
@@ -447,7 +443,7 @@ impl Sim {
                 }
             }
             Step::StartRebind => {
-                if let Ok(t) = self.src.acquire(WorkKind::ControlOp) {
+                if let Ok(t) = self.src.handle_acquire(WorkKind::ControlOp) {
                     self.live.push(t);
                 }
             }
@@ -475,7 +471,7 @@ impl Sim {
                 }
                 if let Some(pos) = self.live.iter().position(|x| *x == t) {
                     self.live.remove(pos);
-                    assert_eq!(self.src.release(t), ReleaseReport::Released);
+                    assert_eq!(self.src.handle_release(t), ReleaseReport::Released);
                     self.dead.push(t);
                 }
             }
@@ -550,10 +546,16 @@ impl Sim {
         }
     }
 
-    fn check(&self, before: &SourceHandoff, machine_before: u32, step: Step, actions: &[Action]) {
+    fn check(
+        &self,
+        before: &SourceHandoff,
+        machine_before: u32,
+        step: Step,
+        actions: &[HandoffAction],
+    ) {
         let gate = self.src.gate();
         // Counters never negative and consistent with the harness's live tickets.
-        let mut model = Counters::default();
+        let mut model = QuiescenceCounters::default();
         for t in &self.live {
             match t.kind {
                 WorkKind::Accept => model.accepts += 1,
@@ -574,7 +576,7 @@ impl Sim {
         }
         if let Some(a) = self.src.attempt() {
             let b = gate.barrier().expect("attempt without barrier");
-            assert_eq!((b.op_id, b.seq), (a.attempt.op_id, a.attempt.seq));
+            assert_eq!((b.op_id(), b.seq()), (a.attempt().op_id, a.attempt().seq));
         }
         // No barrier removal without a terminal outcome of that very attempt.
         if machine_before == self.machine {
@@ -588,11 +590,11 @@ impl Sim {
                     assert!(
                         actions.iter().any(|a| matches!(
                             a,
-                            Action::Reply(HandoffReply::Result(r)) if r.op_id == b.op_id
+                            HandoffAction::Reply(HandoffReply::Result(r)) if r.op_id == b.op_id()
                         )),
                         "barrier removed without a terminal result"
                     );
-                    assert_eq!(self.src.last_result().map(|r| r.op_id), Some(b.op_id));
+                    assert_eq!(self.src.last_result().map(|r| r.op_id), Some(b.op_id()));
                 }
             }
             // A drained source never reopens.
@@ -600,7 +602,7 @@ impl Sim {
                 assert_ne!(gate.state(), GateState::Open);
                 assert!(!actions
                     .iter()
-                    .any(|a| matches!(a, Action::ReopenAdmission { .. })));
+                    .any(|a| matches!(a, HandoffAction::ReopenAdmission { .. })));
             }
             // Closed is forever.
             if matches!(before.gate().state(), GateState::Closed(_)) {
@@ -699,12 +701,12 @@ fn ho_props_generator_reaches_every_outcome() {
             let actions = sim.drain_actions();
             for a in &actions {
                 match a {
-                    Action::ReopenAdmission { .. } => r.reopens += 1,
-                    Action::Quarantined { .. } => r.quarantines += 1,
-                    Action::RetireSourceDraining {
+                    HandoffAction::ReopenAdmission { .. } => r.reopens += 1,
+                    HandoffAction::Quarantined { .. } => r.quarantines += 1,
+                    HandoffAction::RetireSourceDraining {
                         reason: RetireReason::StaleAuthority { .. },
                     } => r.stale_retires += 1,
-                    Action::Reply(HandoffReply::Result(HandoffResult {
+                    HandoffAction::Reply(HandoffReply::Result(HandoffResult {
                         outcome:
                             TxnOutcome::RolledBack {
                                 reason: AbortReason::Fenced,
@@ -781,7 +783,7 @@ fn simulate(
             cursor = PageCursor::default();
         }
         let mut pass = SelectionPass::begin(cursor, limits).expect("limits");
-        while let Some(q) = pass.next_query() {
+        while let Some(q) = pass.poll_query() {
             let rows: Vec<CandidateRow> = (0..n)
                 .filter(|h| q.contains(HostId(*h as u64)))
                 .take(usize::try_from(q.limit).expect("limit"))
@@ -790,19 +792,19 @@ fn simulate(
                     row(h as u64, now, cooling)
                 })
                 .collect();
-            for d in pass.take_page(now, &director, &rows) {
+            for d in pass.handle_page(now, &director, &rows) {
                 let Ok(req) = d.verdict else { continue };
                 let h = usize::try_from(d.host.0).expect("host");
                 if busy[h] {
                     let reply = HandoffReply::Busy {
                         op_id: req.op_id,
-                        counters: Counters {
+                        counters: QuiescenceCounters {
                             client_conns: 1,
-                            ..Counters::default()
+                            ..QuiescenceCounters::default()
                         },
                     };
                     assert_eq!(
-                        budget.record(&DispatchOutcome::Answered(reply)),
+                        budget.handle_outcome(&DispatchOutcome::Answered(reply)),
                         DispatchClass::Deferred
                     );
                 } else {
