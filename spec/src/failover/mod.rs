@@ -29,7 +29,13 @@
 //! - threshold values: four variants scaled to ticks ([`Variant::thresholds`]), the rest is the
 //!   proptests' job (`core/tests/fo_props.rs`, the oracle comparison);
 //! - every budget is per run (`FailoverParams`): more of each kind are the simulation's and
-//!   the proptests' job.
+//!   the proptests' job;
+//! - at the review bound, two directory updates under the largest probe jitter: the
+//!   probe-jitter variant makes one (`max_jitter_directory_updates`), the production variant
+//!   two without jitter. Jitter only moves when a probe round is due; the second update under
+//!   it was 10.5 M of 28.7 M states (the review check ran 73–78 s against its 60 s).
+//!   `--jitter-directory-updates 2` explores it; the oracle proptests
+//!   (`spec/tests/failover_oracle.rs`) mix jitter and any number of updates at random.
 
 mod projection;
 mod properties;
@@ -211,9 +217,10 @@ fn is_one(n: &u8) -> bool {
 impl Default for FailoverParams {
     /// The review bounds: the production topology over one cooldown cycle (and the open that
     /// may time out after it), every variant, every kind of input, two channel reports, two
-    /// steps of time around a threshold and two transient failures per run. 21,451,669 states
-    /// (12,074,564 with one channel report; 8,792,294 with one of each of the three, the bound
-    /// before issue #15).
+    /// steps of time around a threshold, two transient failures and one late tick per run, one
+    /// directory update for the probe-jitter variant. 18,168,463 states (28,708,416 with two
+    /// updates for the probe-jitter variant too; 21,451,669 before issue #26's late ticks and
+    /// signed updates; 8,792,294 the bound before issue #15).
     fn default() -> Self {
         FailoverParams {
             urls_per_host: vec![2, 1],
