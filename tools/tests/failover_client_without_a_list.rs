@@ -4,37 +4,13 @@
 
 mod support_bin;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use support_bin::{Process, WAIT};
+use support_bin::{http_get, Process, WAIT};
 use switchyard_adapters::failover::directory;
 
 const NO_LIST_WARNING: &str = "no usable relay list yet: the client waits";
-
-/// `GET path` → (status, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let addr: SocketAddr = addr.parse().expect("addr");
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut raw = String::new();
-    let _ = s.read_to_string(&mut raw);
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
-}
 
 /// Waits (within [`WAIT`]) until the log holds `text` `times` times.
 fn wait_logged(client: &Process, text: &str, times: usize) {
@@ -64,10 +40,10 @@ fn client_waits_without_a_list(directory: &Path) {
     ]);
     let addr = client.value("metrics_addr=");
     wait_logged(&client, NO_LIST_WARNING, 1);
-    let (status, body) = get(&addr, "/readyz");
+    let (status, body) = http_get(&addr, "/readyz");
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("no relay list"), "{body}");
-    let (_, metrics) = get(&addr, "/metrics");
+    let (_, metrics) = http_get(&addr, "/metrics");
     assert!(
         metrics.contains("switchyard_client_listed_relays 0"),
         "{metrics}"
@@ -85,7 +61,7 @@ fn client_waits_without_a_list(directory: &Path) {
         .find(|l| l.contains(NO_LIST_WARNING))
         .expect("warning");
     assert!(warning.contains("WARN"), "{warning}");
-    assert_eq!(get(&addr, "/readyz").0, 503);
+    assert_eq!(http_get(&addr, "/readyz").0, 503);
     client.signal("TERM");
     assert_eq!(client.exit_within(WAIT), Some(0), "{}", client.log());
 }

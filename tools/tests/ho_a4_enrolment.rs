@@ -7,8 +7,6 @@
 
 mod support_bin;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use support_bin::{cell_args, Process, SECRET, WAIT};
@@ -33,18 +31,7 @@ fn desktop(url: &str, host: u64) -> DesktopHandle {
 
 /// `GET path` → the body (the cell's probes).
 fn get(url: &str, path: &str) -> String {
-    let addr: SocketAddr = url.trim_start_matches("http://").parse().expect("addr");
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut raw = String::new();
-    let _ = s.read_to_string(&mut raw);
-    raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned()
+    support_bin::http_get(url, path).1
 }
 
 fn cell(db: &str, enrol: &str) -> Process {

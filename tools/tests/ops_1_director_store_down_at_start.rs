@@ -4,36 +4,11 @@
 //! database is back it runs its passes. Red before: it exited 1 at once.
 
 mod support_bin;
+use support_bin::http_get;
 #[path = "../../adapters/tests/support_pg/mod.rs"]
 mod support_pg;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
-
 use support_bin::Process;
-
-/// `GET path` → (status, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let addr: SocketAddr = addr.parse().expect("addr");
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut raw = String::new();
-    let _ = s.read_to_string(&mut raw);
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ops_1_a_director_started_with_the_store_down_retries_then_runs_its_passes() {
@@ -72,10 +47,10 @@ async fn ops_1_a_director_started_with_the_store_down_retries_then_runs_its_pass
         .collect::<Vec<_>>();
     assert!(retries.iter().all(|l| l.contains("retry_in_ms=")), "{log}");
     assert!(retries[0].contains("WARN"), "{log}");
-    let (status, body) = get(&addr, "/readyz");
+    let (status, body) = http_get(&addr, "/readyz");
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("store unreachable"), "{body}");
-    assert_eq!(get(&addr, "/healthz").0, 200);
+    assert_eq!(http_get(&addr, "/healthz").0, 200);
     support_pg::outage_end(&url).await;
     // Back: passes run.
     let examined = director.value("examined=");
@@ -85,7 +60,7 @@ async fn ops_1_a_director_started_with_the_store_down_retries_then_runs_its_pass
         "{}",
         director.log()
     );
-    let (status, _) = get(&addr, "/readyz");
+    let (status, _) = http_get(&addr, "/readyz");
     assert_eq!(status, 200);
     director.signal("TERM");
     let code = tokio::task::block_in_place(|| director.exit_within(support_bin::WAIT));

@@ -8,37 +8,15 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-use support_bin::{cell_args, Process};
-
-/// `GET path` → (status, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let addr: SocketAddr = addr.trim_start_matches("http://").parse().expect("addr");
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
-    )
-    .expect("write");
-    let mut raw = String::new();
-    let _ = s.read_to_string(&mut raw);
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
-    (status, body)
-}
+use support_bin::{cell_args, http_get, Process};
 
 #[test]
 fn ops_2_the_relay_serves_health_readiness_and_metrics() {
     let relay = Process::start(&["relay", "--listen", "127.0.0.1:0", "--path", "/r"]);
     let addr = relay.value("local_addr=");
-    assert_eq!(get(&addr, "/healthz"), (200, "ok\n".to_owned()));
-    assert_eq!(get(&addr, "/readyz").0, 200);
-    let (status, metrics) = get(&addr, "/metrics");
+    assert_eq!(http_get(&addr, "/healthz"), (200, "ok\n".to_owned()));
+    assert_eq!(http_get(&addr, "/readyz").0, 200);
+    let (status, metrics) = http_get(&addr, "/metrics");
     assert_eq!(status, 200);
     for name in [
         "switchyard_relay_channels_open ",
@@ -66,9 +44,9 @@ fn ops_2_the_cell_serves_probes_and_its_counters() {
     let db = format!("sqlite://{}", dir.path().join("c.db").display());
     let cell = Process::start(&cell_args(&db, "4", &[]));
     let url = cell.value("url=");
-    assert_eq!(get(&url, "/healthz").0, 200);
-    assert_eq!(get(&url, "/readyz"), (200, "ready\n".to_owned()));
-    let (_, metrics) = get(&url, "/metrics");
+    assert_eq!(http_get(&url, "/healthz").0, 200);
+    assert_eq!(http_get(&url, "/readyz"), (200, "ready\n".to_owned()));
+    let (_, metrics) = http_get(&url, "/metrics");
     for name in [
         "switchyard_cell_clients_attached_total 0",
         "switchyard_cell_clients_unauthenticated_total 0",
@@ -95,8 +73,8 @@ fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
     let addr = director.value("metrics_addr=");
     // The probes answer from the start; ready once the store is reached and a pass ran.
     let _ = director.value("examined=");
-    assert_eq!(get(&addr, "/readyz").0, 200);
-    let (_, metrics) = get(&addr, "/metrics");
+    assert_eq!(http_get(&addr, "/readyz").0, 200);
+    let (_, metrics) = http_get(&addr, "/metrics");
     assert!(
         metrics.contains("switchyard_director_passes_total"),
         "{metrics}"
@@ -119,10 +97,10 @@ fn ops_2_the_director_serves_probes_and_the_client_only_when_asked() {
         "127.0.0.1:0",
     ]);
     let addr = asked.value("metrics_addr=");
-    let (status, body) = get(&addr, "/readyz");
+    let (status, body) = http_get(&addr, "/readyz");
     assert_eq!(status, 503, "no relay is reachable: {body}");
     assert!(body.contains("no relay channel"), "{body}");
-    let (_, metrics) = get(&addr, "/metrics");
+    let (_, metrics) = http_get(&addr, "/metrics");
     assert!(
         metrics.contains("switchyard_client_switches_total 0"),
         "{metrics}"

@@ -134,3 +134,28 @@ impl Drop for Process {
         let _ = self.child.wait();
     }
 }
+
+/// `GET path` from a probe server at `addr` (`host:port`, with or without `http://`) →
+/// (status, body); status 0 when the answer has none. One request per connection, 5 s bounds.
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = addr.trim_start_matches("http://").parse().expect("addr");
+    let mut s =
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
