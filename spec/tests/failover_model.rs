@@ -160,3 +160,47 @@ fn fo_x1_x2_open_caps_of_the_production_topology() {
     assert_eq!(model.tick_open_cap(), 5);
     assert_eq!(model.instant_open_cap(), 8);
 }
+
+/// FO-X2a past one cooldown (issue #26): with two cycles in the horizon a chain outlasts a
+/// cooldown, and a candidate it passed over after its open failed is opened again, clean, once
+/// its cycle ended (the named witness, in the list only from two cycles on); every `always`
+/// property, the FO-X2a ordering among them, holds on the way.
+#[test]
+fn fo_x2a_two_cycles_reach_a_failed_candidate_opened_again_after_its_cooldown() {
+    const WITNESS: &str =
+        "witness: a failed candidate whose cooldown expired is opened again (FO-X2a)";
+    let params = FailoverParams {
+        cycles: 2,
+        variants: vec![Variant::Production],
+        max_host_events: 1,
+        max_directory_updates: 0,
+        max_channel_reports: 0,
+        max_odd_time_steps: 0,
+        max_transient_failures: 2,
+        max_late_ticks: 0,
+        ..FailoverParams::default()
+    };
+    let one_cycle = FailoverModel::new(FailoverParams {
+        cycles: 1,
+        ..params.clone()
+    });
+    assert!(
+        one_cycle.properties().iter().all(|p| p.name != WITNESS),
+        "one cycle cannot reach it, so it is no witness there"
+    );
+    let model = FailoverModel::new(params);
+    let checker = model.clone().checker().spawn_bfs().join();
+    assert!(
+        checker.discovery(WITNESS).is_some(),
+        "FO-X2a's witness is reached with two cycles"
+    );
+    for property in model.properties() {
+        if property.expectation == stateright::Expectation::Always {
+            assert!(
+                checker.discovery(property.name).is_none(),
+                "{} violated",
+                property.name
+            );
+        }
+    }
+}
