@@ -140,7 +140,7 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
             "FO-X3 bounded recovery: on a live channel within the probe bound of a relay coming up",
             |m: &FailoverModel, s: &FoState| {
                 s.recovery_wait_since
-                    .is_none_or(|since| s.now.since_ms(since) <= m.recovery_bound_ms())
+                    .is_none_or(|since| s.now.since_ms(since) <= m.recovery_bound_ms(s.variant))
             },
         ),
         Property::always(

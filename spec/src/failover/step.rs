@@ -830,13 +830,15 @@ impl FailoverModel {
     /// chain over the other candidates and each of the directory-path opens timing out, one
     /// probe interval at most (`PROBE_MAX_MS`) plus the tick that starts the round, and the
     /// probes of the dead candidates ahead of the live one timing out.
-    pub fn recovery_bound_ms(&self) -> u64 {
+    /// Per variant: the directory-path opens counted are the ones that variant's runs may make
+    /// ([`FailoverParams::directory_updates`]).
+    pub fn recovery_bound_ms(&self, variant: Variant) -> u64 {
         let others = self.urls.len() as u64 - 1;
         MODEL_GRACE_MS
             + MODEL_PROBE_MAX_MS
             + 2 * MODEL_CHECK_MS
             + u64::from(self.params.max_late_ticks) * MODEL_TICK_LATENESS_MS
-            + (2 * others + u64::from(self.params.max_directory_updates)) * MODEL_UP_TIMEOUT_MS
+            + (2 * others + u64::from(self.params.directory_updates(variant))) * MODEL_UP_TIMEOUT_MS
     }
 
     pub fn init_state(&self, variant: Variant) -> FoState {
