@@ -104,7 +104,22 @@ impl Rig {
             acquire_timeout: Duration::from_millis(500),
             ..StoreOptions::default()
         };
-        let store = SqlStore::connect(&url, opts).await.expect("store");
+        // Up to five tries: the tests of a binary start their stores at once (13 SQLite files
+        // and 13 PostgreSQL databases migrating together on two cores), and the 500 ms acquire
+        // bound the tests keep can pass before the first connection opens (one CI run:
+        // `PoolTimedOut` at connect). Connecting is not what any test here checks.
+        let mut tries = 0;
+        let store = loop {
+            tries += 1;
+            match SqlStore::connect(&url, opts).await {
+                Ok(store) => break store,
+                Err(e) if tries < 5 => {
+                    eprintln!("rig: store connect try {tries} failed ({e}); again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("store: {e:?}"),
+            }
+        };
         store
             .put_settings(&store_config(), true)
             .await
