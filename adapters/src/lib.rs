@@ -4,6 +4,7 @@
 pub mod failover;
 pub mod files;
 pub mod handoff;
+pub mod journal;
 pub mod lifecycle;
 pub mod probes;
 pub mod sd_notify;

@@ -19,6 +19,7 @@ use switchyard_spec::sweep::{SweepAction, SweepModel, SweepParams, SweepProjecti
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
 
 pub mod by_index;
+pub mod conform;
 pub mod explorer;
 pub mod first_hit;
 

@@ -44,6 +44,24 @@ enum Command {
     /// Run the model checker (default: every model, exhaustive depth-first search at the review
     /// bounds, every discovery re-found breadth-first so its path is a shortest one).
     Check(CheckArgs),
+    /// Judge journals the binaries wrote (`--journal`) against the spec (CONF-1): per client,
+    /// cell host or director, `conforms` or `departs at line L: <event> breaks <ID>: the spec
+    /// allowed <…>`.
+    #[command(
+        after_help = "Exit status: 0 every key conforms; 1 some key departs; 2 a file or a line could not be read (named), or bad arguments."
+    )]
+    Conform(ConformArgs),
+}
+
+#[derive(Args, Debug)]
+struct ConformArgs {
+    /// Journal files, judged in order as one stream (`-` reads standard input). Lines of a
+    /// JSON log (`--journal-log`) are read too; log lines without a journal are skipped.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// `text`: one line per key and a summary; `json`: one JSON object.
+    #[arg(long, value_enum, default_value = "text")]
+    format: switchyard_checker::conform::ConformFormat,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -233,6 +251,27 @@ fn quiet_repeated_panics() {
     }));
 }
 
+fn conform(args: &ConformArgs) -> ExitCode {
+    use switchyard_checker::conform::{judge_files, print};
+    match judge_files(&args.files) {
+        Ok((verdicts, summary)) => {
+            let mut out = std::io::stdout().lock();
+            match print(&mut out, &verdicts, &summary, args.format) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("switchyard-check conform: writing the report: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Err(unreadable) => {
+            eprintln!("switchyard-check conform: {}", unreadable.0);
+            eprintln!("exit 2: unreadable journal");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -244,7 +283,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Command::Check(args) = cli.command;
+    let args = match cli.command {
+        Command::Check(args) => args,
+        Command::Conform(args) => return conform(&args),
+    };
     quiet_repeated_panics();
     match check(&args) {
         Ok(runs) => {

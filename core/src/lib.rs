@@ -36,6 +36,7 @@ macro_rules! invariant_eq {
 
 pub mod failover;
 pub mod handoff;
+pub mod journal;
 pub mod peer_limits;
 mod time;
 

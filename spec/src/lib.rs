@@ -6,6 +6,7 @@
 //! interleaving of the environment around it, and the properties judge.
 
 pub mod caught;
+pub mod conform;
 pub mod enrol;
 pub mod failover;
 pub mod failover_oracle;

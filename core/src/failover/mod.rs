@@ -46,6 +46,7 @@
 mod config;
 mod freshness;
 mod interned;
+mod journal;
 mod machine;
 mod outputs;
 mod render;
@@ -57,6 +58,7 @@ pub use config::{
     VAR_PROBE_MIN_MS, VAR_UP_TIMEOUT_MS,
 };
 pub use freshness::{check_freshness, AcceptedDirectory, FreshnessError};
+pub use journal::{FailoverEffect, FailoverInput, FailoverRecord};
 pub use machine::{
     check_candidate_list, PendingOpen, ProbeSchedule, Supervisor, MAX_CANDIDATES,
     MAX_PENDING_OUTPUTS, MAX_TRACKED_URLS,

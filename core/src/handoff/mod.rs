@@ -57,6 +57,7 @@ mod enrol;
 pub mod escrow;
 mod ids;
 mod internal_auth;
+mod journal;
 mod lifecycle;
 mod policy;
 mod reconnect;
@@ -93,6 +94,7 @@ pub use ids::{
     SourceAuthority, OP_ID_NAMESPACE,
 };
 pub use internal_auth::{check_claim, Claim, ClaimRefusal, Identity, NonceRefusal, ReplayCache};
+pub use journal::{CellRecord, DirectorRecord};
 pub use lifecycle::{
     LeaseKeeper, LeaseStep, Renewal, RetryStep, StartAttempts, StartFailure, StartRetry,
     DIRECTOR_START_RETRY,
