@@ -25,6 +25,9 @@ pub const HEALTHZ_PATH: &str = "/healthz";
 pub const READYZ_PATH: &str = "/readyz";
 pub const METRICS_PATH: &str = "/metrics";
 
+/// A labelled counter family: label pairs to counter.
+type LabelledFamily = Family<Vec<(String, String)>, Counter>;
+
 /// One value of a scrape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
@@ -131,7 +134,7 @@ pub fn encode(samples: &[Sample]) -> String {
 pub fn encode_as(samples: &[Sample], format: Format) -> String {
     let mut registry = Registry::with_prefix("switchyard");
     // Labelled counters, one family per name (first sample's help), in the order first seen.
-    let mut families: Vec<(&str, &str, Family<Vec<(String, String)>, Counter>)> = Vec::new();
+    let mut families: Vec<(&str, &str, LabelledFamily)> = Vec::new();
     for s in samples.iter().filter(|s| !s.labels.is_empty()) {
         let family = match families.iter().position(|(name, _, _)| *name == s.name) {
             Some(i) => &families[i].2,
