@@ -333,9 +333,9 @@ impl Driver {
 
     /// CONF-1: journals what `record` builds (only when the journal is on).
     fn record(&self, at: MonoMs, record: impl FnOnce() -> FailoverRecord) {
-        self.journal.journal.record(&self.journal.key, at, || {
-            JournalRecord::Failover(record())
-        });
+        self.journal
+            .journal
+            .record(&self.journal.key, at, || JournalRecord::Failover(record()));
     }
 
     /// FO-X3: a random shortening of the next probe interval, uniform up to a quarter of it, so
@@ -373,7 +373,9 @@ impl Driver {
                     url, timeout_ms, ..
                 }) => {
                     let target = url.clone();
-                    self.record(now, || FailoverRecord::Effect(FailoverEffect::OpenStarted { url: url.clone() }));
+                    self.record(now, || {
+                        FailoverRecord::Effect(FailoverEffect::OpenStarted { url: url.clone() })
+                    });
                     let task = tokio::spawn(async move {
                         channel::open(&target, Duration::from_millis(timeout_ms)).await
                     });
@@ -385,7 +387,9 @@ impl Driver {
                 }
                 Output::Action(ChannelAction::Close { url }) => {
                     if let Some(channel) = self.channels.remove(&url) {
-                        self.record(now, || FailoverRecord::Effect(FailoverEffect::Closed { url: url.clone() }));
+                        self.record(now, || {
+                            FailoverRecord::Effect(FailoverEffect::Closed { url: url.clone() })
+                        });
                         channel.close();
                     }
                 }

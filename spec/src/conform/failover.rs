@@ -20,8 +20,8 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use switchyard_core::failover::{
-    ChannelAction, ChannelState, Event, FailoverEffect, FailoverInput, FailoverRecord,
-    OpenFailure, Origin, Output, RelayUrl, Skip, Thresholds,
+    ChannelAction, ChannelState, Event, FailoverEffect, FailoverInput, FailoverRecord, OpenFailure,
+    Origin, Output, RelayUrl, Skip, Thresholds,
 };
 use switchyard_core::journal::{JournalLine, JournalRecord};
 use switchyard_core::MonoMs;
@@ -104,16 +104,13 @@ impl FailoverJudge {
     }
 
     fn output(&mut self, line: u64, at: MonoMs, output: &Output) -> Judged {
-        let before = self.possible.clone();
-        self.possible.retain_mut(|p| match p.owed.front() {
-            Some(next) if matches(output, next, &p.oracle) => {
-                p.owed.pop_front();
-                true
-            }
-            _ => false,
-        });
-        if self.possible.is_empty() {
-            let p = &before[0];
+        let owed_next = |p: &Possible| {
+            p.owed
+                .front()
+                .is_some_and(|d| matches(output, d, &p.oracle))
+        };
+        if !self.possible.iter().any(owed_next) {
+            let p = &self.possible[0];
             return Err(Departure {
                 line,
                 event: describe_output(output),
@@ -121,21 +118,25 @@ impl FailoverJudge {
                 allowed: describe_owed(p),
             });
         }
+        if self.possible.len() > 1 {
+            self.possible.retain(owed_next);
+        }
+        for p in &mut self.possible {
+            p.owed.pop_front();
+        }
         Ok(())
     }
 
     fn effect(&mut self, line: u64, effect: &FailoverEffect) -> Judged {
-        let before = self.possible.clone();
-        self.possible
-            .retain(|p| p.decided.iter().any(|d| carries_out(effect, d)));
-        if self.possible.is_empty() {
-            let p = &before[0];
+        let allowed = |p: &Possible| p.decided.iter().any(|d| carries_out(effect, d));
+        if !self.possible.iter().any(allowed) {
+            let p = &self.possible[0];
             let requirement = match effect {
                 FailoverEffect::Adopted { url } if !p.oracle.list().contains(url) => "FO-R5a",
                 FailoverEffect::Adopted { url }
-                    if p.decided.iter().any(|d| {
-                        matches!(d, Decision::Close { url: closed } if closed == url)
-                    }) =>
+                    if p.decided
+                        .iter()
+                        .any(|d| matches!(d, Decision::Close { url: closed } if closed == url)) =>
                 {
                     "FO-R5a"
                 }
@@ -151,6 +152,9 @@ impl FailoverJudge {
                     describe_all(&p.decided)
                 ),
             });
+        }
+        if self.possible.len() > 1 {
+            self.possible.retain(allowed);
         }
         Ok(())
     }
@@ -348,9 +352,10 @@ fn matches(output: &Output, decision: &Decision, oracle: &FoOracle) -> bool {
                 // FO-D7: the line's `#n` is the switch count.
                 && rec.seq == oracle.view(MonoMs::ZERO).counters.switches
         }
-        (Output::Event(Event::Attached { url, origin }), Decision::Attached { url: u, origin: o }) => {
-            url == u && origin == o
-        }
+        (
+            Output::Event(Event::Attached { url, origin }),
+            Decision::Attached { url: u, origin: o },
+        ) => url == u && origin == o,
         (Output::Event(Event::Skipped(skip)), Decision::Skip(kind)) => skip_matches(skip, kind),
         _ => false,
     }
@@ -358,13 +363,9 @@ fn matches(output: &Output, decision: &Decision, oracle: &FoOracle) -> bool {
 
 fn skip_matches(skip: &Skip, kind: &SkipKind) -> bool {
     match (skip, kind) {
-        (
-            Skip::StillCooling { url, origin, .. },
-            SkipKind::StillCooling {
-                url: u,
-                origin: o,
-            },
-        ) => url == u && origin == o,
+        (Skip::StillCooling { url, origin, .. }, SkipKind::StillCooling { url: u, origin: o }) => {
+            url == u && origin == o
+        }
         (Skip::NoCandidate { .. }, SkipKind::NoCandidate) => true,
         (
             Skip::OpenFailed {
@@ -423,12 +424,7 @@ fn classify_output(
                 "FO-D6-OFF"
             } else if *exempt && owed_open == Some(OpenKind::Clean) {
                 "FO-D3"
-            } else if *exempt
-                && view
-                    .cooldown
-                    .iter()
-                    .any(|row| &row.0 == url && row.4)
-            {
+            } else if *exempt && view.cooldown.iter().any(|row| &row.0 == url && row.4) {
                 "FO-D4"
             } else if *exempt && owed_open == Some(OpenKind::Exempt) {
                 "FO-D5"
@@ -445,7 +441,11 @@ fn classify_output(
         Output::Event(Event::Switched(rec)) => {
             if !oracle.list().contains(&rec.to) {
                 "FO-R5a"
-            } else if p.owed.iter().any(|d| matches!(d, Decision::Switched { .. })) {
+            } else if p
+                .owed
+                .iter()
+                .any(|d| matches!(d, Decision::Switched { .. }))
+            {
                 "FO-D7"
             } else {
                 "FO-ORACLE"
@@ -460,7 +460,10 @@ fn missing_requirement(decision: &Decision) -> &'static str {
         // FO-D7: every switch emits one line; the skips are the `[relay-skip]` lines.
         Decision::Switched { .. } | Decision::Skip(_) => "FO-D7",
         Decision::Close { .. } => "FO-R5a",
-        Decision::Open { origin: Origin::Directory, .. } => "FO-D1",
+        Decision::Open {
+            origin: Origin::Directory,
+            ..
+        } => "FO-D1",
         _ => "FO-ORACLE",
     }
 }
@@ -505,7 +508,10 @@ fn describe(decision: &Decision) -> String {
         Decision::Attached { url, .. } => format!("[relay-attach] {url}"),
         Decision::Skip(kind) => match kind {
             SkipKind::StillCooling { url, origin } => {
-                format!("[relay-skip] {url} still cooling ({} path)", origin.as_str())
+                format!(
+                    "[relay-skip] {url} still cooling ({} path)",
+                    origin.as_str()
+                )
             }
             SkipKind::NoCandidate => "[relay-skip] no other candidate".to_owned(),
             SkipKind::OpenFailed { url, .. } => format!("[relay-skip] {url} did not come up"),

@@ -626,6 +626,8 @@ impl Stage {
             .map_err(|e| StageError::Setup(e.to_string()))?;
         // CONF-1: every run journals its client; `finish` judges the file by the spec.
         let journal_path = journal_path_for(dir.path(), &tape);
+        // One key per run, so the journals of a whole drill can be judged in one `conform`.
+        let journal_key = format!("drill-scene-{}", tape.panel_name());
         let journal = Journal::open(
             &JournalConfig {
                 path: Some(journal_path.clone()),
@@ -643,7 +645,7 @@ impl Stage {
             directory: DirectoryConfig::Signed { path, key: public },
             journal: ClientJournal {
                 journal,
-                key: "client".to_owned(),
+                key: journal_key,
             },
         });
         let (forwarder, lines) = forward_lines(&client, observer, tape.clone());
