@@ -17,7 +17,7 @@
 //! following lines against all of them, dropping each state a line contradicts. The key
 //! departs when none is left. The verdict counts the gaps searched.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use switchyard_core::failover::{
     ChannelAction, ChannelState, Event, FailoverEffect, FailoverInput, FailoverRecord, OpenFailure,
@@ -38,10 +38,17 @@ pub const GAP_SEARCH_STATES: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Possible {
     oracle: FoOracle,
-    /// Decisions of the last input the journal has not shown yet, in order.
-    owed: VecDeque<Decision>,
     /// Every decision of the last input (an effect must be one of them).
     decided: Vec<Decision>,
+    /// How many of them the journal has shown: the rest are owed, in order.
+    shown: usize,
+}
+
+impl Possible {
+    /// The decisions of the last input the journal has not shown yet.
+    fn owed(&self) -> &[Decision] {
+        &self.decided[self.shown.min(self.decided.len())..]
+    }
 }
 
 /// One client key's judge.
@@ -51,7 +58,7 @@ pub struct FailoverJudge {
     /// Normally one; more only after a gap, until lines tell them apart.
     possible: Vec<Possible>,
     /// The last input: its line and what it was (for a departure that names missing output).
-    last_input: Option<(u64, String)>,
+    last_input: Option<(u64, FailoverInput)>,
     /// The last list given (a gap search re-applies it).
     last_list: Vec<RelayUrl>,
     /// A gap was read; the search runs at the next line's instant.
@@ -69,8 +76,8 @@ impl FailoverJudge {
         self.thresholds = Some(thresholds);
         self.possible = vec![Possible {
             oracle: FoOracle::new(thresholds, at),
-            owed: VecDeque::new(),
             decided: Vec::new(),
+            shown: 0,
         }];
         self.last_input = None;
         self.last_list.clear();
@@ -79,34 +86,36 @@ impl FailoverJudge {
 
     fn input(&mut self, line: u64, at: MonoMs, input: &FailoverInput) -> Judged {
         // Whatever the last input decided must have been shown before the next input.
-        if self.possible.iter().all(|p| !p.owed.is_empty()) {
+        if self.possible.iter().all(|p| !p.owed().is_empty()) {
             let p = &self.possible[0];
-            let (input_line, what) = self.last_input.clone().unwrap_or((line, String::new()));
+            let (input_line, what) = self
+                .last_input
+                .as_ref()
+                .map_or((line, String::new()), |(l, i)| (*l, describe_input(i)));
             return Err(Departure {
                 line: input_line,
-                event: format!("{what} with no `{}` after it", describe(&p.owed[0])),
-                requirement: missing_requirement(&p.owed[0]),
+                event: format!("{what} with no `{}` after it", describe(&p.owed()[0])),
+                requirement: missing_requirement(&p.owed()[0]),
                 allowed: describe_all(&p.decided),
             });
         }
-        self.possible.retain(|p| p.owed.is_empty());
+        self.possible.retain(|p| p.owed().is_empty());
         if let FailoverInput::Directory { urls, .. } = input {
             self.last_list.clone_from(urls);
         }
         for p in &mut self.possible {
-            let decided = apply(&mut p.oracle, at, input);
-            p.owed = decided.iter().cloned().collect();
-            p.decided = decided;
+            p.decided = apply(&mut p.oracle, at, input);
+            p.shown = 0;
         }
         dedup(&mut self.possible);
-        self.last_input = Some((line, describe_input(input)));
+        self.last_input = Some((line, input.clone()));
         Ok(())
     }
 
     fn output(&mut self, line: u64, at: MonoMs, output: &Output) -> Judged {
         let owed_next = |p: &Possible| {
-            p.owed
-                .front()
+            p.owed()
+                .first()
                 .is_some_and(|d| matches(output, d, &p.oracle))
         };
         if !self.possible.iter().any(owed_next) {
@@ -122,7 +131,7 @@ impl FailoverJudge {
             self.possible.retain(owed_next);
         }
         for p in &mut self.possible {
-            p.owed.pop_front();
+            p.shown += 1;
         }
         Ok(())
     }
@@ -168,7 +177,7 @@ impl FailoverJudge {
             .possible
             .drain(..)
             .map(|mut p| {
-                p.owed.clear();
+                p.shown = p.decided.len();
                 p
             })
             .collect();
@@ -186,8 +195,8 @@ impl FailoverJudge {
                 for input in self.unknown_inputs(&p.oracle) {
                     let mut q = p.clone();
                     let decided = apply(&mut q.oracle, at, &input);
+                    q.shown = decided.len();
                     q.decided = decided;
-                    q.owed.clear();
                     if all.len() >= GAP_SEARCH_STATES {
                         break;
                     }
@@ -273,13 +282,16 @@ impl Judge for FailoverJudge {
         if self.gap_open || self.possible.is_empty() {
             return Ok(());
         }
-        if self.possible.iter().all(|p| !p.owed.is_empty()) {
+        if self.possible.iter().all(|p| !p.owed().is_empty()) {
             let p = &self.possible[0];
-            let (input_line, what) = self.last_input.clone().unwrap_or((line, String::new()));
+            let (input_line, what) = self
+                .last_input
+                .as_ref()
+                .map_or((line, String::new()), |(l, i)| (*l, describe_input(i)));
             return Err(Departure {
                 line: input_line,
-                event: format!("{what} with no `{}` after it", describe(&p.owed[0])),
-                requirement: missing_requirement(&p.owed[0]),
+                event: format!("{what} with no `{}` after it", describe(&p.owed()[0])),
+                requirement: missing_requirement(&p.owed()[0]),
                 allowed: describe_all(&p.decided),
             });
         }
@@ -313,7 +325,7 @@ fn dedup(possible: &mut Vec<Possible>) {
 
 /// A state's identity for the search (the oracle is `Hash` + `Eq` but not `Ord`).
 fn fingerprint(p: &Possible) -> Vec<u8> {
-    format!("{:?}|{:?}", p.oracle, p.owed).into_bytes()
+    format!("{:?}|{:?}", p.oracle, p.owed()).into_bytes()
 }
 
 fn kind_of(exempt: bool, probe: bool) -> OpenKind {
@@ -399,15 +411,16 @@ fn carries_out(effect: &FailoverEffect, decision: &Decision) -> bool {
 fn classify_output(
     output: &Output,
     p: &Possible,
-    last_input: Option<&(u64, String)>,
+    last_input: Option<&(u64, FailoverInput)>,
     at: MonoMs,
 ) -> &'static str {
     let oracle = &p.oracle;
     let view = oracle.view(at);
     let cooling = |url: &RelayUrl| view.cooldown.iter().any(|row| &row.0 == url);
-    let directory_input = last_input.is_some_and(|(_, what)| what.starts_with("directory"));
-    let tick_input = last_input.is_some_and(|(_, what)| what.starts_with("tick"));
-    let owed_open = p.owed.iter().find_map(|d| match d {
+    let directory_input =
+        last_input.is_some_and(|(_, i)| matches!(i, FailoverInput::Directory { .. }));
+    let tick_input = last_input.is_some_and(|(_, i)| matches!(i, FailoverInput::Tick { .. }));
+    let owed_open = p.owed().iter().find_map(|d| match d {
         Decision::Open { kind, .. } => Some(*kind),
         _ => None,
     });
@@ -432,7 +445,7 @@ fn classify_output(
                 "FO-X3"
             } else if tick_input && thresholds.min_attempts == 0 {
                 "FO-H-2"
-            } else if tick_input && p.owed.is_empty() {
+            } else if tick_input && p.owed().is_empty() {
                 "FO-H-1"
             } else {
                 "FO-ORACLE"
@@ -442,7 +455,7 @@ fn classify_output(
             if !oracle.list().contains(&rec.to) {
                 "FO-R5a"
             } else if p
-                .owed
+                .owed()
                 .iter()
                 .any(|d| matches!(d, Decision::Switched { .. }))
             {
@@ -469,13 +482,13 @@ fn missing_requirement(decision: &Decision) -> &'static str {
 }
 
 fn describe_owed(p: &Possible) -> String {
-    if p.owed.is_empty() {
+    if p.owed().is_empty() {
         format!(
             "nothing more after the last input (it decided: {})",
             describe_all(&p.decided)
         )
     } else {
-        describe_all(p.owed.iter())
+        describe_all(p.owed().iter())
     }
 }
 
