@@ -259,3 +259,173 @@ fn conf_1_a_key_whose_first_line_is_not_a_start_departs() {
     assert_eq!(d.requirement, "CONF-1");
     assert_eq!(d.line, 1);
 }
+
+mod sec_4 {
+    //! SEC-4: a journal is external input: no line, however odd, panics the judge.
+    use super::*;
+    use proptest::prelude::*;
+    use switchyard_core::failover::{Event, OpenFailure, Origin, Skip, SwitchReason, Thresholds};
+
+    fn any_url() -> impl Strategy<Value = RelayUrl> {
+        prop_oneof![Just("wss://a/r"), Just("wss://b/r"), Just("wss://z/r")].prop_map(RelayUrl::new)
+    }
+
+    fn any_thresholds() -> impl Strategy<Value = Thresholds> {
+        (
+            prop_oneof![Just(0u64), Just(1), Just(20_000), Just(u64::MAX)],
+            prop_oneof![Just(0u64), Just(3_000), Just(u64::MAX)],
+            0u32..4,
+            prop_oneof![Just(0u64), Just(1_000), Just(u64::MAX)],
+            any::<bool>(),
+            prop_oneof![Just(0u64), Just(4_000), Just(u64::MAX)],
+            prop_oneof![Just(0u64), Just(16_000), Just(u64::MAX)],
+        )
+            .prop_map(
+                |(
+                    cooldown_ms,
+                    grace_ms,
+                    min_attempts,
+                    check_ms,
+                    exempt,
+                    probe_min_ms,
+                    probe_max_ms,
+                )| Thresholds {
+                    cooldown_ms,
+                    deadline_ms: 30_000,
+                    grace_ms,
+                    min_attempts,
+                    check_ms,
+                    up_timeout_ms: check_ms,
+                    exempt,
+                    probe_min_ms,
+                    probe_max_ms,
+                },
+            )
+    }
+
+    fn any_record() -> impl Strategy<Value = FailoverRecord> {
+        prop_oneof![
+            any_thresholds().prop_map(|thresholds| FailoverRecord::Start { thresholds }),
+            any::<u64>()
+                .prop_map(|jitter_ms| FailoverRecord::Input(FailoverInput::Tick { jitter_ms })),
+            proptest::collection::vec(any_url(), 0..4).prop_map(|urls| FailoverRecord::Input(
+                FailoverInput::Directory {
+                    urls,
+                    source: DirectorySource::Cache
+                }
+            )),
+            (any_url(), 0u32..5).prop_map(|(url, attempts)| FailoverRecord::Input(
+                FailoverInput::ChannelState {
+                    url,
+                    state: ChannelState::Backoff { attempts }
+                }
+            )),
+            any_url().prop_map(|url| FailoverRecord::Input(FailoverInput::OpenSucceeded { url })),
+            any_url().prop_map(|url| FailoverRecord::Input(FailoverInput::OpenFailed {
+                url,
+                failure: OpenFailure::TimedOut
+            })),
+            (any_url(), any::<bool>(), any::<bool>()).prop_map(|(url, exempt, probe)| {
+                FailoverRecord::Output(Output::Action(ChannelAction::Open {
+                    url,
+                    timeout_ms: 1,
+                    exempt,
+                    probe,
+                }))
+            }),
+            any_url().prop_map(|url| FailoverRecord::Output(Output::Event(Event::Skipped(
+                Skip::StillCooling {
+                    url,
+                    origin: Origin::Directory,
+                    left_ms: 1,
+                    of_ms: 2
+                }
+            )))),
+            any_url().prop_map(|url| FailoverRecord::Output(Output::Event(Event::Attached {
+                url,
+                origin: Origin::Health
+            }))),
+            (any_url(), any_url()).prop_map(|(from, to)| FailoverRecord::Output(Output::Event(
+                Event::Switched(switchyard_core::failover::SwitchRecord {
+                    seq: 1,
+                    from,
+                    to,
+                    origin: Origin::Health,
+                    reason: SwitchReason::DirectoryChanged {
+                        source: DirectorySource::Cache
+                    },
+                    cooldown_ms: 1,
+                    exemption: None,
+                    probe: false,
+                    open_took_ms: 0,
+                })
+            ))),
+            any_url().prop_map(|url| FailoverRecord::Effect(FailoverEffect::Adopted { url })),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn sec_4_conf_1_no_journal_panics_the_judge(
+            thresholds in any_thresholds(),
+            records in proptest::collection::vec((any_record(), 0u64..100_000, any::<bool>()), 1..60),
+            text in "\\PC{0,200}",
+        ) {
+            let mut c = Conformance::new();
+            let _ = c.feed_text(1, &text);
+            // A start first, so the judge runs past the first line (one departure per key ends it).
+            let start = JournalLine {
+                key: "k".to_owned(),
+                seq: 0,
+                at_ms: 0,
+                rec: JournalRecord::Failover(FailoverRecord::Start { thresholds }),
+            };
+            let _ = c.feed(1, &start);
+            for (i, (record, at_ms, gap)) in records.into_iter().enumerate() {
+                let rec = if gap && i % 7 == 3 {
+                    JournalRecord::Gap { dropped: 2 }
+                } else {
+                    JournalRecord::Failover(record)
+                };
+                let line = JournalLine { key: "k".to_owned(), seq: i as u64, at_ms, rec };
+                let _ = c.feed(i as u64 + 2, &line);
+            }
+            let _ = c.finish();
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn sec_4_conf_1_an_edited_or_gapped_real_journal_never_panics_the_judge(
+            seed in any::<u64>(),
+            thresholds in any_thresholds(),
+            edits in proptest::collection::vec((0usize..400, any_record(), any::<bool>()), 0..4),
+            extreme in any::<bool>(),
+        ) {
+            let mut lines = Vec::new();
+            generate(400, 2, seed, |l| lines.push(l.clone()));
+            if extreme {
+                for l in &mut lines {
+                    if let JournalRecord::Failover(FailoverRecord::Start { thresholds: t }) = &mut l.rec {
+                        *t = thresholds;
+                    }
+                }
+            }
+            for (at, record, gap) in edits {
+                let at = at % lines.len();
+                lines[at].rec = if gap {
+                    JournalRecord::Gap { dropped: 3 }
+                } else {
+                    JournalRecord::Failover(record)
+                };
+            }
+            let mut c = Conformance::new();
+            for (i, line) in lines.iter().enumerate() {
+                let _ = c.feed(i as u64 + 1, line);
+            }
+            let _ = c.finish();
+        }
+    }
+}
