@@ -155,3 +155,50 @@ fn conf_2_the_online_judge_counts_one_departure_per_key_by_requirement() {
         "{text}"
     );
 }
+
+#[test]
+fn conf_1_a_json_log_with_journal_log_is_a_journal_conform_reads() {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let relay = runtime
+        .block_on(RelayHandle::start(RelayConfig::new(
+            "127.0.0.1:0".parse().expect("loopback"),
+            vec!["/r".into()],
+        )))
+        .expect("relay");
+    let url = format!("ws://{}/r", relay.local_addr());
+    let mut client = Process::start(&[
+        "client",
+        "--url",
+        &url,
+        "--journal-log",
+        "--log-format",
+        "json",
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !client.log().contains("[relay-attach]") {
+        assert!(
+            Instant::now() < deadline,
+            "never attached:\n{}",
+            client.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    client.signal("TERM");
+    assert_eq!(client.exit_within(Duration::from_secs(10)), Some(0));
+    let log = client.log();
+    let mut conformance = Conformance::new();
+    for (i, line) in log.lines().enumerate() {
+        conformance
+            .feed_text(i as u64 + 1, line)
+            .unwrap_or_else(|e| panic!("{e}\n{log}"));
+    }
+    let lines = conformance.lines();
+    let verdicts = conformance.finish();
+    assert_eq!(verdicts.len(), 1, "{verdicts:?}\n{log}");
+    assert!(
+        matches!(verdicts[0].1, Verdict::Conforms { .. }),
+        "{verdicts:?}"
+    );
+    assert!(lines >= 7, "{lines} journal lines in:\n{log}");
+    runtime.block_on(relay.stop());
+}

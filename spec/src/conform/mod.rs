@@ -114,7 +114,8 @@ impl std::fmt::Debug for Conformance {
 }
 
 /// Reads one line of text: a [`JournalLine`] as the writer wrote it, or a JSON log line
-/// (`--journal-log`) whose `journal` field holds one. `Ok(None)`: a log line without a journal
+/// (`--journal-log`) whose `journal` field holds one (as an object, as `--log-format json`
+/// writes it, or as its text). `Ok(None)`: a log line without a journal
 /// (other log lines in the same file), or a blank line.
 pub fn parse_line(line_no: u64, text: &str) -> Result<Option<JournalLine>, ReadError> {
     let text = text.trim();
@@ -135,7 +136,13 @@ pub fn parse_line(line_no: u64, text: &str) -> Result<Option<JournalLine>, ReadE
         Some(serde_json::Value::String(inner)) => serde_json::from_str(inner)
             .map(Some)
             .map_err(|e| not(format!("its `journal` field: {e}"))),
-        Some(_) => Err(not("its `journal` field is not a string".to_owned())),
+        // The JSON log writes a field that reads as JSON as that JSON (docs/OPERATIONS.md).
+        Some(inner @ serde_json::Value::Object(_)) => serde_json::from_value(inner.clone())
+            .map(Some)
+            .map_err(|e| not(format!("its `journal` field: {e}"))),
+        Some(_) => Err(not(
+            "its `journal` field is neither a journal line nor its text".to_owned(),
+        )),
         None if value.get("key").is_some() => serde_json::from_value(value)
             .map(Some)
             .map_err(|e| not(e.to_string())),
