@@ -21,6 +21,7 @@ use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
 pub mod by_index;
 pub mod explorer;
 pub mod first_hit;
+pub mod seed;
 
 use first_hit::FirstHits;
 

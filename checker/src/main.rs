@@ -44,6 +44,35 @@ enum Command {
     /// Run the model checker (default: every model, exhaustive depth-first search at the review
     /// bounds, every discovery re-found breadth-first so its path is a shortest one).
     Check(CheckArgs),
+    /// Judge logs against the spec (CONF-1). `--seed-format`: the TypeScript production
+    /// system's `[relay-switch]` / `[relay-skip]` lines (seed 000), with the directory list and
+    /// thresholds given here; the inputs between two lines are searched for, bounded.
+    #[command(
+        after_help = "Exit status: 0 every file conforms; 1 a line departs from the spec; 2 an unreadable file or line, or bad arguments.\nExample: switchyard-check conform --seed-format --candidates wss://alotbuy.com/dshs-relay,wss://relay-direct.alotbuy.com/dshs-relay,wss://106.54.21.172/dshs-relay journal.log"
+    )]
+    Conform(ConformArgs),
+}
+
+#[derive(Args, Debug)]
+struct ConformArgs {
+    /// Read the TypeScript system's lines (seed 000), with or without journalctl's `short` /
+    /// `short-iso` prefix.
+    #[arg(long)]
+    seed_format: bool,
+    #[command(flatten)]
+    seed: switchyard_checker::seed::SeedArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: ConformFormat,
+    /// Files to judge (`-` reads stdin).
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ConformFormat {
+    Text,
+    Json,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -244,7 +273,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Command::Check(args) = cli.command;
+    let args = match cli.command {
+        Command::Check(args) => args,
+        Command::Conform(args) => {
+            if !args.seed_format {
+                eprintln!("conform: journals not wired yet");
+                return ExitCode::from(2);
+            }
+            let json = args.format == ConformFormat::Json;
+            return ExitCode::from(switchyard_checker::seed::run(&args.seed, &args.files, json));
+        }
+    };
     quiet_repeated_panics();
     match check(&args) {
         Ok(runs) => {

@@ -738,10 +738,7 @@ fn logged(d: &Decision) -> bool {
 /// the list shows kinds of decisions, not the same one at every instant).
 fn decision_words(d: &Decision, n: &Node, clock: &Clock) -> (String, String) {
     let w = decision_words_at(d, n, clock);
-    let key = match w.rfind(" at ") {
-        Some(i) => w[..i].to_owned(),
-        None => w.clone(),
-    };
+    let key: String = w.chars().filter(|c| !c.is_ascii_digit()).collect();
     (key, w)
 }
 
@@ -1126,8 +1123,10 @@ impl<'a> Search<'a> {
                     }
                 }
                 // FO-D7: `#N` follows the count of switches.
+                // The first switch line fixes the count of switches before the file (never
+                // negative: `#1` is the first switch the search's history makes).
                 let expected = offset.unwrap_or(s.seq as i64 - switches);
-                if s.seq as i64 - switches != expected {
+                if s.seq as i64 - switches != expected || expected < 0 {
                     return false;
                 }
                 let pending = n.pending.as_ref();
@@ -1296,16 +1295,23 @@ impl<'a> Search<'a> {
         decide
     }
 
-    /// The health numbers line `k` carries, if any.
+    /// The health numbers line `k` carries, or else the next line with health numbers after
+    /// a run of open-failed lines (the chain's snapshot is taken at the tick that starts it).
     fn line_health(&self, k: usize) -> Option<HealthObs> {
-        match &self.obs[k].kind {
-            ObsKind::Switch(s) => match &s.reason {
-                Some(ReasonObs::Health(h)) => Some(h.clone()),
-                _ => None,
-            },
-            ObsKind::NoCandidate { health, .. } => Some(health.clone()),
-            _ => None,
+        for o in self.obs.iter().skip(k).take(4) {
+            match &o.kind {
+                ObsKind::Switch(s) => {
+                    return match &s.reason {
+                        Some(ReasonObs::Health(h)) => Some(h.clone()),
+                        _ => None,
+                    }
+                }
+                ObsKind::NoCandidate { health, .. } => return Some(health.clone()),
+                ObsKind::OpenFailed { .. } => continue,
+                ObsKind::StillCooling { .. } => return None,
+            }
         }
+        None
     }
 
     /// The instants worth waiting for from `n`, towards line `k`.
@@ -1385,15 +1391,7 @@ impl<'a> Search<'a> {
         }
         push(Input::Tick, self.step(n, Input::Tick));
         let mut reports = Vec::new();
-        let o = &self.obs[k];
-        let line_attempts = match &o.kind {
-            ObsKind::Switch(SwitchObs {
-                reason: Some(ReasonObs::Health(h)),
-                ..
-            })
-            | ObsKind::NoCandidate { health: h, .. } => h.attempts,
-            _ => None,
-        };
+        let line_attempts = self.line_health(k).and_then(|h| h.attempts);
         if let Some(a) = line_attempts {
             reports.push(ChannelState::Backoff { attempts: a });
         }
@@ -1466,109 +1464,125 @@ pub fn judge(cfg: &SeedConfig, parsed: &ParsedLines) -> Result<Verdict, Threshol
         let mut keys_in_window: Vec<String> = Vec::new();
         let mut keys_other: Vec<String> = Vec::new();
         let window = clock.window(&obs[k]);
-        // Depth-first, depth-bounded, most promising successor first.
-        let mut stack: Vec<(Entry, usize)> =
-            frontier.iter().rev().map(|e| (e.clone(), 0)).collect();
-        for e in &frontier {
-            seen.insert(e.node.clone());
-        }
+        // Iterative deepening: depth-first to a depth limit of 1, 2, … inputs, most promising
+        // successor first, so the explanation found first is a shortest one.
         let mut state_bound_hit = false;
-        while let Some((entry, depth)) = stack.pop() {
-            if depth >= cfg.max_inputs {
-                continue;
-            }
-            if states >= cfg.max_states {
-                state_bound_hit = true;
-                break;
-            }
-            // Once explained, go on for as many states again (alternative explanations are
-            // carried to the next line), up to a full frontier.
-            if let Some(at) = first_found_at {
-                if states >= 2 * at + 1000 || frontiers[k + 1].len() >= cfg.max_frontier {
+        let mut limit = 0;
+        let mut stack: Vec<(Entry, usize)> = Vec::new();
+        loop {
+            if stack.is_empty() {
+                if found_any || state_bound_hit || limit >= cfg.max_inputs {
                     break;
                 }
+                limit += 1;
+                seen.clear();
+                for e in &frontier {
+                    seen.insert(e.node.clone());
+                }
+                stack = frontier.iter().rev().map(|e| (e.clone(), 0)).collect();
             }
-            let mut children = Vec::new();
-            for (input, m, decisions) in search.successors(&entry.node, k) {
-                // A state seen before is not searched again, but the decisions that led to it
-                // this time are still compared with the line (the same state can be reached by
-                // an input that logs something).
-                let fresh = seen.insert(m.clone());
-                if fresh {
-                    states += 1;
-                } else if decisions.iter().all(|d| !logged(d)) {
+            let Some((entry, depth)) = stack.pop() else {
+                continue;
+            };
+            {
+                if depth >= limit {
                     continue;
                 }
-                let mut path = entry.path.clone();
-                path.push(describe(input, &entry.node, &m, &clock));
-                let m_seen = m.clone();
-                let verdict_here = search.matches(&m, &decisions, k);
-                let matched_line = matches!(verdict_here, Matched::Lines(c) if c > 0);
-                match verdict_here {
-                    Matched::Lines(0) => {
-                        if fresh {
-                            children.push((Entry { node: m, path }, depth + 1));
-                        }
+                if states >= cfg.max_states {
+                    state_bound_hit = true;
+                    break;
+                }
+                // Once explained, go on for as many states again (alternative explanations are
+                // carried to the next line), up to a full frontier.
+                if let Some(at) = first_found_at {
+                    if states >= 2 * at + 1000 || frontiers[k + 1].len() >= cfg.max_frontier {
+                        break;
                     }
-                    Matched::Lines(c) => {
-                        let mut m = m;
-                        // Fix the `#N` offset at the first switch line.
-                        if m.seq_offset.is_none() {
-                            if let Some(s) = obs[k..k + c].iter().find_map(|o| match &o.kind {
-                                ObsKind::Switch(s) => Some(s.seq),
-                                _ => None,
-                            }) {
-                                let switches = m.oracle.view(MonoMs(m.now)).counters.switches;
-                                m.seq_offset = Some(s as i64 - switches as i64);
+                }
+                let mut children = Vec::new();
+                for (input, m, decisions) in search.successors(&entry.node, k) {
+                    // A state seen before is not searched again, but the decisions that led to it
+                    // this time are still compared with the line (the same state can be reached by
+                    // an input that logs something).
+                    let fresh = seen.insert(m.clone());
+                    if fresh {
+                        states += 1;
+                    } else if decisions.iter().all(|d| !logged(d)) {
+                        continue;
+                    }
+                    let mut path = entry.path.clone();
+                    path.push(describe(input, &entry.node, &m, &clock));
+                    let m_seen = m.clone();
+                    let verdict_here = search.matches(&m, &decisions, k);
+                    let matched_line = matches!(verdict_here, Matched::Lines(c) if c > 0);
+                    match verdict_here {
+                        Matched::Lines(0) => {
+                            if fresh {
+                                children.push((Entry { node: m, path }, depth + 1));
                             }
                         }
-                        if m.opening().is_none() {
-                            m.pending = None;
+                        Matched::Lines(c) => {
+                            let mut m = m;
+                            // Fix the `#N` offset at the first switch line.
+                            if m.seq_offset.is_none() {
+                                if let Some(s) = obs[k..k + c].iter().find_map(|o| match &o.kind {
+                                    ObsKind::Switch(s) => Some(s.seq),
+                                    _ => None,
+                                }) {
+                                    let switches = m.oracle.view(MonoMs(m.now)).counters.switches;
+                                    m.seq_offset = Some(s as i64 - switches as i64);
+                                }
+                            }
+                            if m.opening().is_none() {
+                                m.pending = None;
+                            }
+                            found_any = true;
+                            if first_path.is_none() {
+                                first_path = Some(path.clone());
+                                first_found_at = Some(states);
+                            }
+                            let target = &mut frontiers[k + c];
+                            if target.len() < cfg.max_frontier
+                                && !target.iter().any(|e| e.node == m)
+                            {
+                                target.push(Entry {
+                                    node: m,
+                                    path: Vec::new(),
+                                });
+                            }
                         }
-                        found_any = true;
-                        if first_path.is_none() {
-                            first_path = Some(path.clone());
-                            first_found_at = Some(states);
-                        }
-                        let target = &mut frontiers[k + c];
-                        if target.len() < cfg.max_frontier && !target.iter().any(|e| e.node == m) {
-                            target.push(Entry {
-                                node: m,
-                                path: Vec::new(),
+                        Matched::No => {}
+                    }
+                    // What the oracle logged instead of line k (in an excerpt: skipped over).
+                    if !matched_line {
+                        for d in decisions.iter().filter(|d| logged(d)) {
+                            if let (Decision::Switched { from, to, .. }, ObsKind::Switch(s)) =
+                                (d, &obs[k].kind)
+                            {
+                                if from.as_str() == s.from && to.as_str() == s.to {
+                                    near_seq |= seq_only_differs(&search, &m_seen, d, &obs[k]);
+                                }
+                            }
+                            let (key, w) = decision_words(d, &m_seen, &clock);
+                            let in_window = window.is_some_and(|(a, b)| {
+                                m_seen.now + cfg.thresholds.up_timeout_ms >= a && m_seen.now <= b
                             });
-                        }
-                    }
-                    Matched::No => {}
-                }
-                // What the oracle logged instead of line k (in an excerpt: skipped over).
-                if !matched_line {
-                    for d in decisions.iter().filter(|d| logged(d)) {
-                        if let (Decision::Switched { from, to, .. }, ObsKind::Switch(s)) =
-                            (d, &obs[k].kind)
-                        {
-                            if from.as_str() == s.from && to.as_str() == s.to {
-                                near_seq |= seq_only_differs(&search, &m_seen, d, &obs[k]);
+                            let (list, keys) = if in_window {
+                                (&mut allowed_in_window, &mut keys_in_window)
+                            } else {
+                                (&mut allowed, &mut keys_other)
+                            };
+                            if list.len() < 6 && !keys.contains(&key) {
+                                keys.push(key);
+                                list.push(w);
                             }
                         }
-                        let (key, w) = decision_words(d, &m_seen, &clock);
-                        let in_window = window.is_some_and(|(a, b)| {
-                            m_seen.now + cfg.thresholds.up_timeout_ms >= a && m_seen.now <= b
-                        });
-                        let (list, keys) = if in_window {
-                            (&mut allowed_in_window, &mut keys_in_window)
-                        } else {
-                            (&mut allowed, &mut keys_other)
-                        };
-                        if list.len() < 6 && !keys.contains(&key) {
-                            keys.push(key);
-                            list.push(w);
-                        }
                     }
                 }
-            }
-            // Push in reverse so the first (most promising) is explored first.
-            for c in children.into_iter().rev() {
-                stack.push(c);
+                // Push in reverse so the first (most promising) is explored first.
+                for c in children.into_iter().rev() {
+                    stack.push(c);
+                }
             }
         }
         verdict.states += states;
