@@ -269,7 +269,9 @@ fn main() -> ExitCode {
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
             let _ = e.print();
-            eprintln!("exit 2: bad arguments (switchyard-check check --help lists them)");
+            eprintln!(
+                "exit 2: bad arguments (switchyard-check check --help, conform --help list them)"
+            );
             return ExitCode::from(2);
         }
     };
