@@ -336,3 +336,26 @@ fn conf_1_seed_thresholds_that_disagree_with_the_lines_are_an_argument_error() {
     let err = judge(&cfg(t, true), &parsed).unwrap_err();
     assert!(err.to_string().contains("graceMs=15000"), "{err}");
 }
+
+#[test]
+fn conf_1_seed_an_exemption_while_a_clean_candidate_exists_departs_with_fo_d3() {
+    // Complete: at the start nothing cools, so relay-direct and 106 are clean.
+    let text = "[relay-switch] #1 wss://alotbuy.com/dshs-relay -> wss://106.54.21.172/dshs-relay （原因：当前通道不健康（state=backoff attempts=3 unhealthyForMs=20000 ≥ 阈值 minAttempts=3/graceMs=15000）；D6 现场：候选池已被冷却耗干 ⇒ 动用一跳豁免；冷却 wss://alotbuy.com/dshs-relay 至 +300000ms）｜豁免 kind=switched-away 剩 100000ms\n";
+    let d = run(text, &cfg(prod(), false)).departure.expect("departs");
+    assert_eq!(d.requirement, "FO-D3");
+}
+
+#[test]
+fn conf_1_seed_a_second_exemption_in_one_cycle_departs_with_fo_d4() {
+    // alotbuy.com's exempt open fails at 12:00:20 (its cycle restarts, exemption spent); 20 s
+    // later the lines claim a second exemption of it, long before that cycle could end.
+    let text = "\
+Sep 17 12:00:00 h dshs[1]: [relay-switch] #1 wss://alotbuy.com/dshs-relay -> wss://106.54.21.172/dshs-relay （原因：当前通道不健康（state=backoff attempts=5 unhealthyForMs=30130 ≥ 阈值 minAttempts=3/graceMs=15000）；冷却 wss://alotbuy.com/dshs-relay 至 +300000ms）
+Sep 17 12:00:20 h dshs[1]: [relay-skip] ⛔ 豁免尝试也起不来（wss://alotbuy.com/dshs-relay）⇒ 保持原通道；重置该候选冷却 300000ms 且本周期不再豁免（D4 防重试风暴）
+Sep 17 12:00:40 h dshs[1]: [relay-switch] #2 wss://106.54.21.172/dshs-relay -> wss://alotbuy.com/dshs-relay （原因：当前通道不健康（state=backoff attempts=5 unhealthyForMs=40000 ≥ 阈值 minAttempts=3/graceMs=15000）；D6 现场：候选池已被冷却耗干 ⇒ 动用一跳豁免；冷却 wss://106.54.21.172/dshs-relay 至 +300000ms）｜豁免 kind=open-failed 剩 280000ms
+";
+    let v = run(text, &cfg(prod(), true));
+    let d = v.departure.expect("departs");
+    assert_eq!(v.explained.len(), 2);
+    assert_eq!(d.requirement, "FO-D4");
+}
