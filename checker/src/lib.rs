@@ -22,6 +22,7 @@ pub mod by_index;
 pub mod conform;
 pub mod explorer;
 pub mod first_hit;
+pub mod seed;
 
 use first_hit::FirstHits;
 

@@ -46,9 +46,11 @@ enum Command {
     Check(CheckArgs),
     /// Judge journals the binaries wrote (`--journal`) against the spec (CONF-1): per client,
     /// cell host or director, `conforms` or `departs at line L: <event> breaks <ID>: the spec
-    /// allowed <…>`.
+    /// allowed <…>`. With `--seed-format`: the TypeScript production system's `[relay-switch]` /
+    /// `[relay-skip]` lines (seed 000), with the directory list and thresholds given here; the
+    /// inputs between two lines are searched for, bounded.
     #[command(
-        after_help = "Exit status: 0 every key conforms; 1 some key departs; 2 a file or a line could not be read (named), or bad arguments."
+        after_help = "Exit status: 0 every key (every file, with --seed-format) conforms; 1 some key or line departs; 2 a file or a line could not be read (named), or bad arguments.\nExamples: switchyard-check conform client.journal.jsonl\n          switchyard-check conform --seed-format --candidates wss://alotbuy.com/dshs-relay,wss://relay-direct.alotbuy.com/dshs-relay,wss://106.54.21.172/dshs-relay journal.log"
     )]
     Conform(ConformArgs),
 }
@@ -56,12 +58,20 @@ enum Command {
 #[derive(Args, Debug)]
 struct ConformArgs {
     /// Journal files, judged in order as one stream (`-` reads standard input). Lines of a
-    /// JSON log (`--journal-log`) are read too; log lines without a journal are skipped.
-    #[arg(required = true)]
+    /// JSON log (`--journal-log`) are read too; log lines without a journal are skipped. With
+    /// `--seed-format`: log files of the TypeScript system.
+    #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
-    /// `text`: one line per key and a summary; `json`: one JSON object.
+    /// `text`: one line per key (per line, with --seed-format) and a summary; `json`: one JSON
+    /// object.
     #[arg(long, value_enum, default_value = "text")]
     format: switchyard_checker::conform::ConformFormat,
+    /// Read the TypeScript system's lines (seed 000), with or without journalctl's `short` /
+    /// `short-iso` prefix, instead of journals.
+    #[arg(long)]
+    seed_format: bool,
+    #[command(flatten)]
+    seed: switchyard_checker::seed::SeedArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -279,12 +289,18 @@ fn main() -> ExitCode {
         Err(e) if !e.use_stderr() => e.exit(),
         Err(e) => {
             let _ = e.print();
-            eprintln!("exit 2: bad arguments (switchyard-check check --help lists them)");
+            eprintln!(
+                "exit 2: bad arguments (switchyard-check check --help, conform --help list them)"
+            );
             return ExitCode::from(2);
         }
     };
     let args = match cli.command {
         Command::Check(args) => args,
+        Command::Conform(args) if args.seed_format => {
+            let json = args.format == switchyard_checker::conform::ConformFormat::Json;
+            return ExitCode::from(switchyard_checker::seed::run(&args.seed, &args.files, json));
+        }
         Command::Conform(args) => return conform(&args),
     };
     quiet_repeated_panics();

@@ -12,6 +12,7 @@ pub mod failover;
 pub mod failover_oracle;
 pub mod halt;
 pub mod handoff;
+pub mod seed_lines;
 pub mod share;
 pub mod store_calls;
 pub mod sweep;
