@@ -146,5 +146,15 @@ fn conf_1_seed_cli_unreadable_input_and_bad_arguments_exit_2() {
     );
     let (code, _, err) = conform(&[&fixture("drill_8_5.log")], None);
     assert_eq!(code, 2);
-    assert!(err.contains("not wired yet"), "{err}");
+    // Without --seed-format the file is read as a journal: its first line is named.
+    assert!(err.contains("line 1: not a journal line"), "{err}");
+    let (code, _, err) = conform(
+        &["-"],
+        Some("Sep 17 11:43:26 h node[1]: [relay-switch] #1 a -> b\n"),
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("-: line 1") && err.contains("give --seed-format"),
+        "{err}"
+    );
 }

@@ -131,6 +131,12 @@ pub fn parse_line(line_no: u64, text: &str) -> Result<Option<JournalLine>, ReadE
             .map(Some)
             .map_err(|e| not(e.to_string()));
     }
+    if !text.starts_with('{') && (text.contains("[relay-switch]") || text.contains("[relay-skip]"))
+    {
+        return Err(not(
+            "a [relay-switch] / [relay-skip] log line, not a journal: give --seed-format (with --candidates) to judge such lines".to_owned(),
+        ));
+    }
     let value: serde_json::Value = serde_json::from_str(text).map_err(|e| not(e.to_string()))?;
     match value.get("journal") {
         Some(serde_json::Value::String(inner)) => serde_json::from_str(inner)
