@@ -332,6 +332,38 @@ pub struct CellArgs {
     limits: LimitArgs,
     #[command(flatten)]
     store_limits: StoreLimitArgs,
+    #[command(flatten)]
+    journal: HandoffJournalArgs,
+}
+
+/// CONF-1: the journal of a cell or a director (off by default; docs/HANDOFF.md, "Journal").
+#[derive(Args, Debug, Clone)]
+pub struct HandoffJournalArgs {
+    /// Append the journal (one JSON line per input, decision and effect) to this file.
+    #[arg(long = "journal", env = "SWITCHYARD_JOURNAL")]
+    journal_file: Option<std::path::PathBuf>,
+    /// Write each journal line into the log as well (the `journal` field, target
+    /// `switchyard::journal`).
+    #[arg(long, env = "SWITCHYARD_JOURNAL_LOG")]
+    journal_log: bool,
+    /// Journal lines written per second at most (the rest are dropped and counted as a gap).
+    #[arg(long, env = "SWITCHYARD_JOURNAL_MAX_LINES_PER_SECOND",
+          default_value_t = switchyard_adapters::journal::DEFAULT_MAX_LINES_PER_SECOND,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(switchyard_adapters::journal::MAX_LINES_PER_SECOND)))]
+    journal_max_lines_per_second: u32,
+}
+
+impl HandoffJournalArgs {
+    /// The journal these flags ask for (off when neither `--journal` nor `--journal-log`).
+    fn open(&self) -> Result<switchyard_adapters::journal::Journal, Failure> {
+        let config = switchyard_adapters::journal::JournalConfig {
+            path: self.journal_file.clone(),
+            to_log: self.journal_log,
+            max_lines_per_second: self.journal_max_lines_per_second,
+        };
+        switchyard_adapters::journal::Journal::open(&config, Vec::new())
+            .map_err(|e| refused(e.to_string()))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -408,6 +440,8 @@ pub struct DirectorArgs {
     #[arg(long, env = "SWITCHYARD_DIRECTOR_STORE_RETRY_MAX_MS", default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(250..=300_000))]
     store_retry_max_ms: u64,
+    #[command(flatten)]
+    journal: HandoffJournalArgs,
 }
 
 #[derive(Args, Debug)]
@@ -873,6 +907,8 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         "store limits in force"
     );
     let mut cfg = CellConfig::new(CellId(a.cell_id), a.listen, internal, desktop);
+    let journal = a.journal.open()?;
+    cfg.journal = journal.clone();
     cfg.public_url = a.public_url;
     cfg.capacity = a.capacity;
     cfg.handoff_capable = !a.no_handoff_capability;
@@ -918,6 +954,7 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         stats = Some(cell.shutdown(attempts_bound).await);
     })
     .await?;
+    journal.flush();
     if let Some(s) = stats {
         info!(
             cell = a.cell_id,
@@ -1007,12 +1044,14 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         secret,
         interval: Duration::from_millis(a.interval_ms),
     };
+    let journal = a.journal.open()?;
     let start = StoreStart::default();
     if a.once {
         let store =
             open_store_with_retry(schedule, &start, || open_store_classified(&a.db)).await?;
-        let director = Director::new(cfg, store, Clock::default());
+        let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
         let report = director.pass().await.map_err(|e| e.to_string())?;
+        director.flush_journal();
         print_json(&report);
         return Ok(());
     }
@@ -1040,7 +1079,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let director = Director::new(cfg, store, Clock::default());
+    let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
     let _ = probe.totals.set(director.totals());
     let mut task = tokio::spawn(director.run(stop_rx));
     let totals = tokio::select! {
