@@ -134,6 +134,11 @@ impl Rig {
                 departed.join("\n")
             );
         }
+        eprintln!(
+            "CONF-1: {} journal keys conform ({} lines)",
+            verdicts.len(),
+            text.lines().count()
+        );
         verdicts.len()
     }
 }

@@ -323,8 +323,6 @@ async fn client_session(sh: Arc<Shared>, host: HostId, work: Work, socket: WebSo
         let step = attach.poll(|ep, conn_work| {
             if let Some(tx) = tx.take() {
                 drain_rx = Some(ep.attach_client(host, conn_work.machine, conn, tx));
-                // CONF-1: the effect HO-S3 reads: this client is spliced in.
-                ep.note(host, |_| CellRecord::ClientAdmitted { conn });
             }
         });
         match step {

@@ -155,7 +155,10 @@ impl LockedCell {
     ) -> watch::Receiver<bool> {
         let local = self.local(host, machine);
         local.clients.insert(conn, tx);
-        local.drain.subscribe()
+        let drain = local.drain.subscribe();
+        // CONF-1: the effect HO-S3 reads, where the socket is spliced in.
+        self.note(host, |_| CellRecord::ClientAdmitted { conn });
+        drain
     }
 
     pub(super) fn detach_client(&mut self, host: HostId, conn: u64) {
