@@ -198,7 +198,7 @@ fn conf_1_journal_cost_per_attach() {
         .expect("journal")
         .lines()
         .count();
-    println!(
+    eprintln!(
         "CONF-1 cell journal: {:.2} us and {} bytes per attach ({lines} lines written)",
         secs * 1e6 / attaches as f64,
         bytes / attaches
@@ -208,7 +208,7 @@ fn conf_1_journal_cost_per_attach() {
     for i in 0..attaches * 6 {
         off.record("k", MonoMs(i), || unreachable!("off builds nothing"));
     }
-    println!(
+    eprintln!(
         "CONF-1 journal off: {:.1} ns per journal point",
         started.elapsed().as_secs_f64() * 1e9 / (attaches * 6) as f64
     );

@@ -124,8 +124,8 @@ impl CellJudge {
                 after,
             } => self.work(line, *op, *kind, *machine, *ok, *after),
             CellRecord::Install { result, after } => {
-                match result {
-                    Ok(installed) => match installed.how {
+                if let Ok(installed) = result {
+                    match installed.how {
                         InstallKind::NewMachine | InstallKind::OverRetired => {
                             if installed.how == InstallKind::OverRetired
                                 && matches!(self.gate, Gate::Gated(_) | Gate::Open)
@@ -153,8 +153,7 @@ impl CellJudge {
                             }
                             self.machine = Some(installed.machine);
                         }
-                    },
-                    Err(_) => {}
+                    }
                 }
                 self.counters = *after;
                 Ok(())
@@ -1240,7 +1239,7 @@ mod tests {
         let verdicts = c.finish();
         let secs = started.elapsed().as_secs_f64();
         assert!(verdicts.iter().all(|(_, v)| v.departure().is_none()));
-        println!(
+        eprintln!(
             "CONF-3 handoff judge: {} lines ({} keys) in {secs:.2} s: {:.0} lines/s (parse + judge, one core)",
             text.len(),
             verdicts.len(),
