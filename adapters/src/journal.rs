@@ -52,6 +52,41 @@ impl JournalConfig {
     }
 }
 
+/// The journal flags every long-running binary takes (`client`, `cell`, `director`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct JournalArgs {
+    /// CONF-1: append a journal (every input the core is given with its instant, every output it
+    /// decides, every effect the driver carries out; one JSON object a line) to FILE, for
+    /// `switchyard-check conform`. Off by default.
+    #[arg(long, env = "SWITCHYARD_JOURNAL", value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+    /// CONF-1: write the journal into the log too (the `journal` field of INFO events of target
+    /// `switchyard::journal`; use with `--log-format json`).
+    #[arg(long, env = "SWITCHYARD_JOURNAL_LOG")]
+    pub journal_log: bool,
+    /// CONF-1: journal lines written per second at most (all keys together; ≈ 200 bytes each);
+    /// the rest are dropped and the next line of their key records the gap.
+    #[arg(long, env = "SWITCHYARD_JOURNAL_MAX_LINES_PER_SECOND", default_value_t = DEFAULT_MAX_LINES_PER_SECOND, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_LINES_PER_SECOND)))]
+    pub journal_max_lines_per_second: u32,
+    /// CONF-2: judge the journal against the spec as it is written (whether or not it is also
+    /// written): a departure is logged once at ERROR with its requirement ID and counted in
+    /// `switchyard_conformance_departures_total{requirement}`. Off by default.
+    #[arg(long, env = "SWITCHYARD_CONFORM")]
+    pub conform: bool,
+}
+
+impl JournalArgs {
+    /// What to write.
+    #[must_use]
+    pub fn config(&self) -> JournalConfig {
+        JournalConfig {
+            path: self.journal.clone(),
+            to_log: self.journal_log,
+            max_lines_per_second: self.journal_max_lines_per_second,
+        }
+    }
+}
+
 /// Why a journal could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {

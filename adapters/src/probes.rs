@@ -14,7 +14,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
@@ -24,6 +25,9 @@ pub const HEALTHZ_PATH: &str = "/healthz";
 pub const READYZ_PATH: &str = "/readyz";
 pub const METRICS_PATH: &str = "/metrics";
 
+/// A labelled counter family: label pairs to counter.
+type LabelledFamily = Family<Vec<(String, String)>, Counter>;
+
 /// One value of a scrape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
@@ -32,6 +36,8 @@ pub struct Sample {
     pub help: String,
     pub kind: Kind,
     pub value: u64,
+    /// Label pairs (`{requirement="FO-D1"}`); samples of one name with labels form one family.
+    pub labels: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +53,21 @@ pub fn counter(name: impl Into<String>, help: impl Into<String>, value: u64) -> 
         help: help.into(),
         kind: Kind::Counter,
         value,
+        labels: Vec::new(),
+    }
+}
+
+/// A counter with labels: the samples of one `name` are encoded as one family.
+#[must_use]
+pub fn labelled_counter(
+    name: impl Into<String>,
+    help: impl Into<String>,
+    labels: Vec<(String, String)>,
+    value: u64,
+) -> Sample {
+    Sample {
+        labels,
+        ..counter(name, help, value)
     }
 }
 
@@ -57,6 +78,7 @@ pub fn gauge(name: impl Into<String>, help: impl Into<String>, value: u64) -> Sa
         help: help.into(),
         kind: Kind::Gauge,
         value,
+        labels: Vec::new(),
     }
 }
 
@@ -111,7 +133,22 @@ pub fn encode(samples: &[Sample]) -> String {
 #[must_use]
 pub fn encode_as(samples: &[Sample], format: Format) -> String {
     let mut registry = Registry::with_prefix("switchyard");
-    for s in samples {
+    // Labelled counters, one family per name (first sample's help), in the order first seen.
+    let mut families: Vec<(&str, &str, LabelledFamily)> = Vec::new();
+    for s in samples.iter().filter(|s| !s.labels.is_empty()) {
+        let family = match families.iter().position(|(name, _, _)| *name == s.name) {
+            Some(i) => &families[i].2,
+            None => {
+                families.push((&s.name, &s.help, Family::default()));
+                &families[families.len() - 1].2
+            }
+        };
+        family.get_or_create(&s.labels).inc_by(s.value);
+    }
+    for (name, help, family) in families {
+        registry.register(name, help, family);
+    }
+    for s in samples.iter().filter(|s| s.labels.is_empty()) {
         match s.kind {
             Kind::Counter => {
                 registry.register(&s.name, &s.help, ConstCounter::new(s.value));

@@ -647,6 +647,16 @@ impl FoOracle {
         out
     }
 
+    /// The current candidate list (the conformance judge asks whether a URL is listed).
+    pub fn list(&self) -> &[RelayUrl] {
+        &self.list
+    }
+
+    /// The thresholds the oracle was made with.
+    pub fn thresholds(&self) -> &Thresholds {
+        &self.thresholds
+    }
+
     /// What is observable at `now`.
     /// FO-X2: the URLs passed over (their non-probe open failed since the chain last moved),
     /// the spec's own record the model judges a chain's exemption order against (FO-D5).

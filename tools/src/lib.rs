@@ -2,5 +2,6 @@
 //! drill and its timeline, and the demo desktop and mobile commands. They run what
 //! `switchyard-adapters` drives; nothing here decides (the decisions are `switchyard-core`'s).
 
+pub mod conform_online;
 pub mod failover;
 pub mod handoff;

@@ -261,6 +261,7 @@ async fn fo_r5_a_bad_directory_refresh_keeps_the_last_good_list() {
             path: path.clone(),
             key: public,
         },
+        journal: Default::default(),
     });
     let mut attached = false;
     for _ in 0..100 {

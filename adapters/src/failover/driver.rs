@@ -23,7 +23,10 @@ use tokio::time::Instant;
 
 use super::channel::{self, Channel, ChannelConfig, ChannelReport, OpenError, WsStream};
 use super::directory::{run_directory, DirectoryConfig, DirectoryUpdate};
+use crate::journal::Journal;
 use crate::stop::{Stop, StopListener};
+use switchyard_core::failover::{FailoverEffect, FailoverInput, FailoverRecord};
+use switchyard_core::journal::JournalRecord;
 
 /// Lines kept for late subscribers of [`ClientHandle::subscribe_lines`].
 const LINE_BUFFER: usize = 1024;
@@ -35,6 +38,17 @@ pub struct ClientConfig {
     pub thresholds: Thresholds,
     pub channel: ChannelConfig,
     pub directory: DirectoryConfig,
+    /// CONF-1: where the client journals its supervisor's inputs, outputs and the driver's
+    /// effects ([`Journal::off`] by default), and under which key.
+    pub journal: ClientJournal,
+}
+
+/// A client's journal and the key its lines carry (the client's name: several clients may
+/// share one journal, `conform` judges each key on its own).
+#[derive(Debug, Clone, Default)]
+pub struct ClientJournal {
+    pub journal: Journal,
+    pub key: String,
 }
 
 /// A rendered event, with the instant it was decided at.
@@ -87,6 +101,7 @@ impl ClientHandle {
             Supervisor::new(config.thresholds, MonoMs::ZERO),
             config.channel,
             origin,
+            config.journal,
         );
         let stop = Stop::new();
         let stop_rx = stop.listener();
@@ -170,6 +185,7 @@ struct Driver {
     /// Whether "no usable relay list yet" was logged (once per process: a list, once accepted,
     /// is only ever replaced by another non-empty one).
     warned_no_list: bool,
+    journal: ClientJournal,
 }
 
 /// What a new driver hands its owner.
@@ -186,6 +202,7 @@ impl Driver {
         supervisor: Supervisor,
         channel_config: ChannelConfig,
         origin: Instant,
+        journal: ClientJournal,
     ) -> (Driver, DriverParts) {
         let (stats_tx, stats) = watch::channel(supervisor.stats(MonoMs::ZERO));
         let (lines, lines_rx) = broadcast::channel(LINE_BUFFER);
@@ -202,7 +219,10 @@ impl Driver {
             channel_marks,
             candidates: candidates_tx,
             warned_no_list: false,
+            journal,
         };
+        let thresholds = *driver.supervisor.thresholds();
+        driver.record(MonoMs::ZERO, || FailoverRecord::Start { thresholds });
         let parts = DriverParts {
             stats,
             candidates,
@@ -238,7 +258,9 @@ impl Driver {
                 () = stop.stopped() => break,
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
-                    self.supervisor.set_probe_jitter_ms(self.probe_jitter_ms());
+                    let jitter_ms = self.probe_jitter_ms();
+                    self.record(now, || FailoverRecord::Input(FailoverInput::Tick { jitter_ms }));
+                    self.supervisor.set_probe_jitter_ms(jitter_ms);
                     self.supervisor.handle_tick(now);
                     self.warn_once_without_a_list();
                     now
@@ -250,11 +272,19 @@ impl Driver {
                         url: report.url.clone(),
                         state: report.state,
                     });
+                    self.record(now, || FailoverRecord::Input(FailoverInput::ChannelState {
+                        url: report.url.clone(),
+                        state: report.state,
+                    }));
                     self.supervisor.handle_channel_state(now, &report.url, report.state);
                     now
                 }
                 Some(update) = directory.recv() => {
                     let now = self.now();
+                    self.record(now, || FailoverRecord::Input(FailoverInput::Directory {
+                        urls: update.relays.clone(),
+                        source: update.source,
+                    }));
                     self.supervisor.handle_directory(now, &update.relays, update.source);
                     now
                 }
@@ -263,7 +293,9 @@ impl Driver {
                     let now = self.now();
                     match result {
                         Ok(stream) => {
+                            self.record(now, || FailoverRecord::Input(FailoverInput::OpenSucceeded { url: url.clone() }));
                             if self.supervisor.handle_open_succeeded(now, &url) {
+                                self.record(now, || FailoverRecord::Effect(FailoverEffect::Adopted { url: url.clone() }));
                                 let channel = Channel::spawn(url.clone(), stream, self.channel_config, report_tx.clone());
                                 self.channels.insert(url, channel);
                             }
@@ -274,7 +306,9 @@ impl Driver {
                             } else {
                                 tracing::debug!(url = %url, %error, "open failed");
                             }
-                            self.supervisor.handle_open_failed(now, &url, open_failure(&error));
+                            let failure = open_failure(&error);
+                            self.record(now, || FailoverRecord::Input(FailoverInput::OpenFailed { url: url.clone(), failure }));
+                            self.supervisor.handle_open_failed(now, &url, failure);
                         }
                     }
                     now
@@ -294,6 +328,14 @@ impl Driver {
         for (_, channel) in std::mem::take(&mut self.channels) {
             channel.close();
         }
+        self.journal.journal.flush();
+    }
+
+    /// CONF-1: journals what `record` builds (only when the journal is on).
+    fn record(&self, at: MonoMs, record: impl FnOnce() -> FailoverRecord) {
+        self.journal
+            .journal
+            .record(&self.journal.key, at, || JournalRecord::Failover(record()));
     }
 
     /// FO-X3: a random shortening of the next probe interval, uniform up to a quarter of it, so
@@ -325,11 +367,15 @@ impl Driver {
     /// Executes every output of the input made at `now`, in order, then publishes the stats.
     fn execute(&mut self, now: MonoMs) {
         while let Some(output) = self.supervisor.poll_output() {
+            self.record(now, || FailoverRecord::Output(output.clone()));
             match output {
                 Output::Action(ChannelAction::Open {
                     url, timeout_ms, ..
                 }) => {
                     let target = url.clone();
+                    self.record(now, || {
+                        FailoverRecord::Effect(FailoverEffect::OpenStarted { url: url.clone() })
+                    });
                     let task = tokio::spawn(async move {
                         channel::open(&target, Duration::from_millis(timeout_ms)).await
                     });
@@ -341,6 +387,9 @@ impl Driver {
                 }
                 Output::Action(ChannelAction::Close { url }) => {
                     if let Some(channel) = self.channels.remove(&url) {
+                        self.record(now, || {
+                            FailoverRecord::Effect(FailoverEffect::Closed { url: url.clone() })
+                        });
                         channel.close();
                     }
                 }
@@ -420,7 +469,12 @@ mod tests {
     ) -> (DriverParts, Stop, mpsc::Sender<DirectoryUpdate>, Instant) {
         let supervisor = Supervisor::new(thresholds, core_now);
         let origin = Instant::now();
-        let (driver, parts) = Driver::new(supervisor, ChannelConfig::default(), origin);
+        let (driver, parts) = Driver::new(
+            supervisor,
+            ChannelConfig::default(),
+            origin,
+            ClientJournal::default(),
+        );
         let stop = Stop::new();
         let stop_rx = stop.listener();
         let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);

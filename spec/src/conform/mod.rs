@@ -13,6 +13,7 @@
 //! [`MAX_KEYS`] (a key beyond it is refused with a named error, CONF-3).
 
 pub mod failover;
+pub mod generate;
 pub mod handoff;
 
 use std::collections::BTreeMap;

@@ -15,10 +15,12 @@ use switchyard_core::failover::{
 
 use super::drill::{self, Scene};
 use super::timeline;
+use crate::conform_online::OnlineConformance;
 use switchyard_adapters::failover::channel::ChannelConfig;
 use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
-use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle};
+use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle, ClientJournal};
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
+use switchyard_adapters::journal::{Journal, JournalArgs};
 use switchyard_adapters::lifecycle;
 use switchyard_adapters::probes::{self, Probe, Sample};
 use switchyard_adapters::serve::LimitArgs;
@@ -100,6 +102,8 @@ pub struct ClientArgs {
     /// the client exposes nothing by default.
     #[arg(long, env = "SWITCHYARD_METRICS_LISTEN")]
     metrics_listen: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    journal: JournalArgs,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -231,6 +235,8 @@ async fn relay(args: RelayArgs) -> Result<(), String> {
 
 /// OPS-2 / FO-D11: the client's probes, only with `--metrics-listen`.
 struct ClientProbe {
+    /// CONF-2: `--conform`'s judge, for its metric.
+    online: Option<OnlineConformance>,
     stats: tokio::sync::watch::Receiver<switchyard_core::failover::Stats>,
     candidates: tokio::sync::watch::Receiver<usize>,
 }
@@ -268,6 +274,9 @@ impl Probe for ClientProbe {
             "URLs in cooldown now",
             stats.cooldown.len() as u64,
         ));
+        if let Some(online) = &self.online {
+            samples.extend(online.samples());
+        }
         samples
     }
 }
@@ -347,10 +356,18 @@ async fn client(args: ClientArgs) -> Result<(), String> {
         }
     };
     tracing::info!(?thresholds, "client starting");
+    // CONF-2: the online judge sees every journal line (and needs the journal on to see any).
+    let online = args.journal.conform.then(OnlineConformance::new);
+    let observers = online.iter().map(OnlineConformance::observer).collect();
+    let journal = Journal::open(&args.journal.config(), observers).map_err(|e| e.to_string())?;
     let client = ClientHandle::start(ClientConfig {
         thresholds,
         channel: ChannelConfig::default(),
         directory,
+        journal: ClientJournal {
+            journal,
+            key: "client".to_owned(),
+        },
     });
     // OPS-1 under systemd: ready once the first relay channel is up.
     let channel = client.stats_watch();
@@ -364,6 +381,7 @@ async fn client(args: ClientArgs) -> Result<(), String> {
         let probe = Arc::new(ClientProbe {
             stats: client.stats_watch(),
             candidates: client.candidates_watch(),
+            online: online.clone(),
         });
         probes::serve_alone("client", listen, probe, probes_stop_rx).await?;
     }

@@ -37,9 +37,11 @@ use tokio::time::Instant;
 use switchyard_adapters::failover::channel::{BackoffConfig, ChannelConfig};
 use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
 use switchyard_adapters::failover::driver::{
-    ChannelMark, ClientConfig, ClientHandle, LogLine, Observer,
+    ChannelMark, ClientConfig, ClientHandle, ClientJournal, LogLine, Observer,
 };
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
+use switchyard_adapters::journal::{Journal, JournalConfig, MAX_LINES_PER_SECOND};
+use switchyard_spec::conform::{Conformance, Verdict as ConformVerdict};
 
 /// A drill scene, as named in the seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -325,6 +327,11 @@ impl TapeHandle {
         self.with(|t| t.now_ms())
     }
 
+    /// The run's panel name (`1`, `5 (probing off)`).
+    fn panel_name(&self) -> String {
+        self.with(|t| t.timeline.label.clone())
+    }
+
     fn line(&self, at_ms: u64, line: String) {
         self.with(|t| {
             t.emit(at_ms, &line);
@@ -559,6 +566,8 @@ struct Stage {
     thresholds: Thresholds,
     /// Scene 5's second run.
     more_timelines: Vec<SceneTimeline>,
+    /// CONF-1: the client's journal, judged when the run ends.
+    journal_path: PathBuf,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -615,11 +624,29 @@ impl Stage {
         std::fs::write(&path, json).map_err(|e| StageError::Setup(e.to_string()))?;
         let public = directory::parse_public_key("drill key", &public)
             .map_err(|e| StageError::Setup(e.to_string()))?;
+        // CONF-1: every run journals its client; `finish` judges the file by the spec.
+        let journal_path = journal_path_for(dir.path(), &tape);
+        // One key per run, so the journals of a whole drill can be judged in one `conform`.
+        let journal_key = format!("drill-scene-{}", tape.panel_name());
+        let journal = Journal::open(
+            &JournalConfig {
+                path: Some(journal_path.clone()),
+                to_log: false,
+                // No gap in a drill's journal: the bound is far above what a client decides.
+                max_lines_per_second: MAX_LINES_PER_SECOND,
+            },
+            Vec::new(),
+        )
+        .map_err(|e| StageError::Setup(e.to_string()))?;
         // Subscribed before the client starts: its first `[relay-attach]` is never missed.
         let (client, observer) = ClientHandle::start_observed(ClientConfig {
             thresholds,
             channel: drill_channel(),
             directory: DirectoryConfig::Signed { path, key: public },
+            journal: ClientJournal {
+                journal,
+                key: journal_key,
+            },
         });
         let (forwarder, lines) = forward_lines(&client, observer, tape.clone());
         Ok(Stage {
@@ -639,6 +666,7 @@ impl Stage {
             timings: Vec::new(),
             thresholds,
             more_timelines: Vec::new(),
+            journal_path,
         })
     }
 
@@ -846,18 +874,23 @@ impl Stage {
         let Stage {
             client,
             seen,
-            steps,
+            mut steps,
             timings,
             a,
             b,
             forwarder,
             tape,
             mut more_timelines,
+            journal_path,
             ..
         } = self;
         client.stop().await;
         // The client's line senders are gone with it: the forwarder drains what is left.
         let _ = forwarder.await;
+        // CONF-1: the run's journal (flushed when the client stopped), judged by the spec.
+        let step = conformance_step(&scene, &journal_path);
+        tape.step(&step);
+        steps.push(step);
         // Clean-up stops are not part of the scene: the timeline ends before them.
         let timeline = tape.finish();
         for relay in [a, b].into_iter().flatten() {
@@ -871,6 +904,67 @@ impl Stage {
             timings,
             timelines: more_timelines,
         }
+    }
+}
+
+/// Where a run's journal goes: `SWITCHYARD_DRILL_JOURNAL_DIR` keeps it (one file per run,
+/// named after the run's panel), otherwise the run's temporary directory.
+fn journal_path_for(temp: &std::path::Path, tape: &TapeHandle) -> PathBuf {
+    let name: String = tape
+        .panel_name()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let file = format!("drill-scene-{name}.journal.jsonl");
+    match std::env::var_os("SWITCHYARD_DRILL_JOURNAL_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join(file),
+        _ => temp.join(file),
+    }
+}
+
+/// CONF-1: the run's journal judged by the spec, as one drill step (`<scene>-CONF`).
+fn conformance_step(scene: &Scene, path: &std::path::Path) -> StepResult {
+    let id = format!("{}-CONF", scene.name());
+    let judged = std::fs::read_to_string(path)
+        .map_err(|e| format!("journal {}: {e}", path.display()))
+        .and_then(|text| {
+            let mut conformance = Conformance::new();
+            for (i, line) in text.lines().enumerate() {
+                conformance
+                    .feed_text(i as u64 + 1, line)
+                    .map_err(|e| format!("journal {}: {e}", path.display()))?;
+            }
+            let lines = conformance.lines();
+            Ok((lines, conformance.finish()))
+        });
+    let (verdict, detail) = match judged {
+        Err(e) => (Verdict::Fail, e),
+        Ok((lines, verdicts)) => match verdicts.iter().find_map(|(key, v)| match v {
+            ConformVerdict::Departs { departure, .. } => Some((key, departure)),
+            ConformVerdict::Conforms { .. } => None,
+        }) {
+            None if verdicts.is_empty() => (Verdict::Fail, "the journal is empty".to_owned()),
+            None => (
+                Verdict::Pass,
+                format!("the client's journal conforms to the spec ({lines} lines, CONF-1)"),
+            ),
+            Some((key, d)) => (
+                Verdict::Fail,
+                format!(
+                    "{key} departs at line {} of {}: {} breaks {}: the spec allowed {}",
+                    d.line,
+                    path.display(),
+                    d.event,
+                    d.requirement,
+                    d.allowed
+                ),
+            ),
+        },
+    };
+    StepResult {
+        id,
+        verdict,
+        detail,
     }
 }
 
@@ -1373,6 +1467,7 @@ mod tests {
             thresholds: drill_thresholds(),
             channel: drill_channel(),
             directory: DirectoryConfig::Pinned(url.clone()),
+            journal: ClientJournal::default(),
         });
         let mut stats = client.stats_watch();
         stats

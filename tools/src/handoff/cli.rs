@@ -333,37 +333,7 @@ pub struct CellArgs {
     #[command(flatten)]
     store_limits: StoreLimitArgs,
     #[command(flatten)]
-    journal: HandoffJournalArgs,
-}
-
-/// CONF-1: the journal of a cell or a director (off by default; docs/HANDOFF.md, "Journal").
-#[derive(Args, Debug, Clone)]
-pub struct HandoffJournalArgs {
-    /// Append the journal (one JSON line per input, decision and effect) to this file.
-    #[arg(long = "journal", env = "SWITCHYARD_JOURNAL")]
-    journal_file: Option<std::path::PathBuf>,
-    /// Write each journal line into the log as well (the `journal` field, target
-    /// `switchyard::journal`).
-    #[arg(long, env = "SWITCHYARD_JOURNAL_LOG")]
-    journal_log: bool,
-    /// Journal lines written per second at most (the rest are dropped and counted as a gap).
-    #[arg(long, env = "SWITCHYARD_JOURNAL_MAX_LINES_PER_SECOND",
-          default_value_t = switchyard_adapters::journal::DEFAULT_MAX_LINES_PER_SECOND,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(switchyard_adapters::journal::MAX_LINES_PER_SECOND)))]
-    journal_max_lines_per_second: u32,
-}
-
-impl HandoffJournalArgs {
-    /// The journal these flags ask for (off when neither `--journal` nor `--journal-log`).
-    fn open(&self) -> Result<switchyard_adapters::journal::Journal, Failure> {
-        let config = switchyard_adapters::journal::JournalConfig {
-            path: self.journal_file.clone(),
-            to_log: self.journal_log,
-            max_lines_per_second: self.journal_max_lines_per_second,
-        };
-        switchyard_adapters::journal::Journal::open(&config, Vec::new())
-            .map_err(|e| refused(e.to_string()))
-    }
+    journal: switchyard_adapters::journal::JournalArgs,
 }
 
 #[derive(Args, Debug)]
@@ -441,7 +411,7 @@ pub struct DirectorArgs {
           value_parser = clap::value_parser!(u64).range(250..=300_000))]
     store_retry_max_ms: u64,
     #[command(flatten)]
-    journal: HandoffJournalArgs,
+    journal: switchyard_adapters::journal::JournalArgs,
 }
 
 #[derive(Args, Debug)]
@@ -907,8 +877,14 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         "store limits in force"
     );
     let mut cfg = CellConfig::new(CellId(a.cell_id), a.listen, internal, desktop);
-    let journal = a.journal.open()?;
+    let (journal, online) = open_journal(&a.journal)?;
     cfg.journal = journal.clone();
+    if let Some(online) = online {
+        cfg.extra_samples =
+            switchyard_adapters::handoff::cell::ExtraSamples(Some(Arc::new(move || {
+                online.samples()
+            })));
+    }
     cfg.public_url = a.public_url;
     cfg.capacity = a.capacity;
     cfg.handoff_capable = !a.no_handoff_capability;
@@ -1044,7 +1020,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         secret,
         interval: Duration::from_millis(a.interval_ms),
     };
-    let journal = a.journal.open()?;
+    let (journal, online) = open_journal(&a.journal)?;
     let start = StoreStart::default();
     if a.once {
         let store =
@@ -1064,6 +1040,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     let stop_rx = stop.listener();
     let probe = Arc::new(DirectorProbe {
         start: Arc::new(start),
+        online: online.clone(),
         totals: std::sync::OnceLock::new(),
     });
     probes::serve_alone("director", a.metrics_listen, probe.clone(), stop_rx.clone()).await?;
@@ -1111,6 +1088,8 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
 /// OPS-2: the director is ready once it reached the store, unless its last pass failed on it.
 struct DirectorProbe {
     start: Arc<StoreStart>,
+    /// CONF-2: the online judge (`--conform`).
+    online: Option<crate::conform_online::OnlineConformance>,
     /// Set once the store is reached and the director runs.
     totals: std::sync::OnceLock<Arc<std::sync::Mutex<DirectorTotals>>>,
 }
@@ -1159,6 +1138,9 @@ impl Probe for DirectorProbe {
             "attempts to reach the store at start that failed",
             u64::from(self.start.failed()),
         ));
+        if let Some(online) = &self.online {
+            samples.extend(online.samples());
+        }
         samples
     }
 }
@@ -1340,4 +1322,27 @@ mod tests {
         assert!(parse_measure("2:120").is_err());
         assert!(parse_measure("x:1:2").is_err());
     }
+}
+
+/// CONF-1: the journal `--journal` / `--journal-log` ask for (off when neither); CONF-2: with
+/// `--conform`, the online judge as its observer (returned, for the metrics).
+fn open_journal(
+    args: &switchyard_adapters::journal::JournalArgs,
+) -> Result<
+    (
+        switchyard_adapters::journal::Journal,
+        Option<crate::conform_online::OnlineConformance>,
+    ),
+    Failure,
+> {
+    let online = args
+        .conform
+        .then(crate::conform_online::OnlineConformance::new);
+    let observers = online
+        .iter()
+        .map(crate::conform_online::OnlineConformance::observer)
+        .collect();
+    let journal = switchyard_adapters::journal::Journal::open(&args.config(), observers)
+        .map_err(|e| refused(e.to_string()))?;
+    Ok((journal, online))
 }

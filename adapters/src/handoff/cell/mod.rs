@@ -116,6 +116,21 @@ pub struct CellConfig {
     /// CONF-1: the journal (`--journal`; off by default): per host, under
     /// `cell/<cell>/host/<host>`, every input of the core, every action and the client effects.
     pub journal: Journal,
+    /// CONF-2: samples the binary adds to the cell's `/metrics` (the online judge's
+    /// `switchyard_conformance_departures_total{requirement}` with `--conform`).
+    pub extra_samples: ExtraSamples,
+}
+
+/// Samples a binary adds to a cell's `/metrics` (CONF-2), read at every scrape.
+#[derive(Clone, Default)]
+pub struct ExtraSamples(pub Option<Arc<dyn Fn() -> Vec<Sample> + Send + Sync>>);
+
+impl std::fmt::Debug for ExtraSamples {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ExtraSamples")
+            .field(&self.0.is_some())
+            .finish()
+    }
 }
 
 /// SEC-3: the default resolve bound per peer address: 50 a second after a burst of 200 (a
@@ -154,6 +169,7 @@ impl CellConfig {
             fence_retry_max: Duration::from_millis(FENCE_RETRY_MAX_MS),
             resolve_rate: DEFAULT_RESOLVE_RATE,
             journal: Journal::off(),
+            extra_samples: ExtraSamples::default(),
         }
     }
 
@@ -754,6 +770,9 @@ impl Probe for CellProbe {
                 g.client_conns_live,
             ),
         ]);
+        if let Some(extra) = &self.0.cfg.extra_samples.0 {
+            samples.extend(extra());
+        }
         samples
     }
 }
