@@ -1312,18 +1312,6 @@ fn parse_public_url(value: &str) -> Result<String, String> {
     Ok(value.to_owned())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::parse_measure;
-
-    #[test]
-    fn measure_flag_is_validated() {
-        assert_eq!(parse_measure("2:120:60"), Ok((2, 120, 60)));
-        assert!(parse_measure("2:120").is_err());
-        assert!(parse_measure("x:1:2").is_err());
-    }
-}
-
 /// CONF-1: the journal `--journal` / `--journal-log` ask for (off when neither); CONF-2: with
 /// `--conform`, the online judge as its observer (returned, for the metrics).
 fn open_journal(
@@ -1345,4 +1333,16 @@ fn open_journal(
     let journal = switchyard_adapters::journal::Journal::open(&args.config(), observers)
         .map_err(|e| refused(e.to_string()))?;
     Ok((journal, online))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_measure;
+
+    #[test]
+    fn measure_flag_is_validated() {
+        assert_eq!(parse_measure("2:120:60"), Ok((2, 120, 60)));
+        assert!(parse_measure("2:120").is_err());
+        assert!(parse_measure("x:1:2").is_err());
+    }
 }
