@@ -301,7 +301,8 @@ async fn t3_busy_hosts_neither_starve_idle_ones_nor_spend_the_budget(backend: Ba
         },
         rig.store.clone(),
         rig.clock.clone(),
-    );
+    )
+    .with_journal(rig.journal.clone());
     let mut moved_after = None;
     for pass in 1..=4 {
         let r = director.pass().await.expect("pass");

@@ -561,7 +561,8 @@ async fn l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting(
         },
         rig.store.clone(),
         rig.clock.clone(),
-    );
+    )
+    .with_journal(rig.journal.clone());
     let mut reports: Vec<PassReport> = Vec::new();
     let mut stranded = fenced.clone();
     for _ in 0..4 {

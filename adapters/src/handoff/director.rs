@@ -29,7 +29,10 @@ use super::clock::Clock;
 use super::http::{self, HttpError};
 use super::proto::{HandoffAnswer, HANDOFF_PATH};
 use super::store::{SqlStore, StoreFailure};
+use crate::journal::Journal;
 use crate::stop::StopListener;
+use switchyard_core::handoff::{DirectorRecord, Examined};
+use switchyard_core::journal::JournalRecord;
 
 #[derive(Debug, Clone)]
 pub struct DirectorConfig {
@@ -185,6 +188,8 @@ pub struct Director {
     clock: Clock,
     /// OPS-2: what `run` has done so far (the probes read it).
     totals: Arc<Mutex<DirectorTotals>>,
+    /// CONF-1: the pass journal (off unless `--journal`), under `director/<id>`.
+    journal: Journal,
 }
 
 /// Send one signed request; transport failures (lost responses) are retried with the same
@@ -268,7 +273,29 @@ impl Director {
             store,
             clock,
             totals: Arc::default(),
+            journal: Journal::off(),
         }
+    }
+
+    /// CONF-1: this director journaling its passes to `journal` (a `Start` line first).
+    #[must_use]
+    pub fn with_journal(mut self, journal: Journal) -> Director {
+        self.journal = journal;
+        self.note(|| DirectorRecord::Start);
+        self
+    }
+
+    fn note(&self, rec: impl FnOnce() -> DirectorRecord) {
+        if self.journal.is_on() {
+            let key = format!("director/{}", self.cfg.id);
+            self.journal
+                .record(&key, self.clock.now(), || JournalRecord::Director(rec()));
+        }
+    }
+
+    /// CONF-1: writes what the journal buffered (at the end of a run).
+    pub fn flush_journal(&self) {
+        self.journal.flush();
     }
 
     /// OPS-2: the running totals, for the probes.
@@ -284,6 +311,7 @@ impl Director {
     /// next pass starts with the page that failed.
     pub async fn pass(&self) -> Result<PassReport, StoreFailure> {
         let mut report = PassReport::default();
+        self.note(|| DirectorRecord::Pass);
         let now = self.clock.now();
         let expired = self.store.expire_migrations(now).await?;
         report.expired_migrations = u32::try_from(expired.len()).unwrap_or(u32::MAX);
@@ -330,7 +358,18 @@ impl Director {
         report: &mut PassReport,
     ) -> Result<(), StoreFailure> {
         report.examined += 1;
-        let req = match budget.dispatch(&d) {
+        let dispatch = budget.dispatch(&d);
+        self.note(|| DirectorRecord::Examined {
+            host: d.host,
+            decision: match &dispatch {
+                Dispatch::Send(_) => Examined::Dispatch,
+                Dispatch::Ineligible(why) => Examined::Ineligible {
+                    rule: why.name().to_owned(),
+                },
+                Dispatch::Held => Examined::Held,
+            },
+        });
+        let req = match dispatch {
             Dispatch::Send(req) => req,
             Dispatch::Ineligible(why) => {
                 // Keyed by the stable name: reports outlive variant renames.
@@ -361,6 +400,11 @@ impl Director {
             Some((url, incarnation)) => {
                 report.dispatched += 1;
                 report.sent.push(req.op_id);
+                self.note(|| DirectorRecord::Sent {
+                    op_id: req.op_id,
+                    source: req.source,
+                    target: req.target,
+                });
                 send_request(
                     &url,
                     &self.cfg.secret,
@@ -382,7 +426,13 @@ impl Director {
                 }
             }
         }
-        match budget.handle_outcome(&outcome) {
+        let class = budget.handle_outcome(&outcome);
+        self.note(|| DirectorRecord::Answer {
+            op_id: req.op_id,
+            outcome,
+            class,
+        });
+        match class {
             DispatchClass::Deferred => report.deferred += 1,
             DispatchClass::Finished => report.finished += 1,
             DispatchClass::Skipped => report.skipped += 1,

@@ -17,11 +17,13 @@ use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::*;
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
+use switchyard_adapters::journal::{Journal, JournalConfig, MAX_LINES_PER_SECOND};
 use switchyard_core::handoff::store::{StoreConfig, TxnOutcome};
 use switchyard_core::handoff::GateState;
 use switchyard_core::handoff::HandoffReply;
 use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId};
 use switchyard_core::handoff::{HandoffRequest, Measurement, PolicyConfig};
+use switchyard_spec::conform::{Conformance, Verdict};
 use tokio_tungstenite::tungstenite::Message;
 
 #[path = "../support_pg/mod.rs"]
@@ -87,6 +89,99 @@ pub struct Rig {
     pub clock: Clock,
     pub cells: BTreeMap<u32, CellHandle>,
     _tmp: Option<tempfile::TempDir>,
+    /// CONF-1: every cell (and a director given [`Rig::journal`]) journals into
+    /// `journal_dir/journal.jsonl`; when the rig is dropped the journal is judged by the spec's
+    /// `Conformance` and every key must conform (the test fails otherwise).
+    pub journal: Journal,
+    pub journal_dir: tempfile::TempDir,
+    /// Set by a test that means its journal to depart (and checks that itself).
+    pub skip_conformance: bool,
+}
+
+impl Rig {
+    /// The file the rig's journal is written to.
+    pub fn journal_path(&self) -> std::path::PathBuf {
+        self.journal_dir.path().join("journal.jsonl")
+    }
+
+    /// CONF-1: stops the cells, flushes the journal and judges it: every key's verdict, and
+    /// the journal's text.
+    pub fn judge_journal(&mut self) -> (Vec<(String, Verdict)>, String) {
+        for cell in self.cells.values() {
+            cell.kill();
+        }
+        self.journal.flush();
+        let text = std::fs::read_to_string(self.journal_path()).unwrap_or_default();
+        (judge_text(&text), text)
+    }
+
+    /// CONF-1: the journal conforms, every key (the check every rig test gets on drop).
+    pub fn assert_conforms(&mut self) -> usize {
+        let (verdicts, text) = self.judge_journal();
+        let departed: Vec<String> = verdicts
+            .iter()
+            .filter_map(|(key, v)| v.departure().map(|d| format!("{key}: {d:?}")))
+            .collect();
+        if !departed.is_empty() {
+            let kept = std::env::temp_dir().join(format!(
+                "switchyard-departed-journal-{}.jsonl",
+                std::process::id()
+            ));
+            let _ = std::fs::write(&kept, &text);
+            panic!(
+                "CONF-1: the journal departs from the spec (kept at {}):\n{}",
+                kept.display(),
+                departed.join("\n")
+            );
+        }
+        eprintln!(
+            "CONF-1: {} journal keys conform ({} lines)",
+            verdicts.len(),
+            text.lines().count()
+        );
+        verdicts.len()
+    }
+}
+
+/// CONF-1: judges a journal's text with the spec's `Conformance`; a line that does not read
+/// fails the test (the writer wrote it).
+pub fn judge_text(text: &str) -> Vec<(String, Verdict)> {
+    let mut conformance = Conformance::new();
+    for (i, line) in text.lines().enumerate() {
+        conformance
+            .feed_text(i as u64 + 1, line)
+            .unwrap_or_else(|e| panic!("journal line {}: {e}", i + 1));
+    }
+    conformance.finish()
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if self.skip_conformance {
+            return;
+        }
+        if std::thread::panicking() {
+            // The test failed already: say what the journal shows too, never panic again.
+            for cell in self.cells.values() {
+                cell.kill();
+            }
+            self.journal.flush();
+            let text = std::fs::read_to_string(self.journal_path()).unwrap_or_default();
+            let mut conformance = Conformance::new();
+            for (i, line) in text.lines().enumerate() {
+                if conformance.feed_text(i as u64 + 1, line).is_err() {
+                    eprintln!("CONF-1: journal line {} does not read", i + 1);
+                }
+            }
+            for (key, verdict) in conformance.finish() {
+                if let Some(d) = verdict.departure() {
+                    eprintln!("CONF-1: {key}: {d:?}");
+                }
+            }
+            return;
+        }
+        self.assert_conforms();
+    }
 }
 
 impl Rig {
@@ -124,6 +219,16 @@ impl Rig {
             .put_settings(&store_config(), true)
             .await
             .expect("settings");
+        let journal_dir = tempfile::tempdir().expect("journal dir");
+        let journal = Journal::open(
+            &JournalConfig {
+                path: Some(journal_dir.path().join("journal.jsonl")),
+                to_log: false,
+                max_lines_per_second: MAX_LINES_PER_SECOND,
+            },
+            Vec::new(),
+        )
+        .expect("journal");
         Rig {
             backend,
             url,
@@ -131,6 +236,9 @@ impl Rig {
             clock: Clock::default(),
             cells: BTreeMap::new(),
             _tmp: tmp,
+            journal,
+            journal_dir,
+            skip_conformance: false,
         }
     }
 
@@ -185,6 +293,7 @@ impl Rig {
         cfg.hard_drain_deadline = Duration::from_millis(500);
         // HO-L2: short, so a restart after a kill (a crash) waits only briefly for the lease.
         cfg.cell_lease = Duration::from_millis(300);
+        cfg.journal = self.journal.clone();
         cfg
     }
 
@@ -192,7 +301,10 @@ impl Rig {
         self.start_with(self.cell_config(cell, true)).await
     }
 
-    pub async fn start_with(&mut self, cfg: CellConfig) -> &CellHandle {
+    pub async fn start_with(&mut self, mut cfg: CellConfig) -> &CellHandle {
+        if !cfg.journal.is_on() {
+            cfg.journal = self.journal.clone();
+        }
         let id = cfg.cell.0;
         // A restart after a kill waits for the dead process's lease to run out (HO-L2).
         let give_up = std::time::Instant::now() + cfg.cell_lease * 4;

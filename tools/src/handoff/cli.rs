@@ -332,6 +332,8 @@ pub struct CellArgs {
     limits: LimitArgs,
     #[command(flatten)]
     store_limits: StoreLimitArgs,
+    #[command(flatten)]
+    journal: switchyard_adapters::journal::JournalArgs,
 }
 
 #[derive(Args, Debug)]
@@ -408,6 +410,8 @@ pub struct DirectorArgs {
     #[arg(long, env = "SWITCHYARD_DIRECTOR_STORE_RETRY_MAX_MS", default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(250..=300_000))]
     store_retry_max_ms: u64,
+    #[command(flatten)]
+    journal: switchyard_adapters::journal::JournalArgs,
 }
 
 #[derive(Args, Debug)]
@@ -873,6 +877,14 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         "store limits in force"
     );
     let mut cfg = CellConfig::new(CellId(a.cell_id), a.listen, internal, desktop);
+    let (journal, online) = open_journal(&a.journal)?;
+    cfg.journal = journal.clone();
+    if let Some(online) = online {
+        cfg.extra_samples =
+            switchyard_adapters::handoff::cell::ExtraSamples(Some(Arc::new(move || {
+                online.samples()
+            })));
+    }
     cfg.public_url = a.public_url;
     cfg.capacity = a.capacity;
     cfg.handoff_capable = !a.no_handoff_capability;
@@ -918,6 +930,7 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         stats = Some(cell.shutdown(attempts_bound).await);
     })
     .await?;
+    journal.flush();
     if let Some(s) = stats {
         info!(
             cell = a.cell_id,
@@ -1007,12 +1020,14 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         secret,
         interval: Duration::from_millis(a.interval_ms),
     };
+    let (journal, online) = open_journal(&a.journal)?;
     let start = StoreStart::default();
     if a.once {
         let store =
             open_store_with_retry(schedule, &start, || open_store_classified(&a.db)).await?;
-        let director = Director::new(cfg, store, Clock::default());
+        let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
         let report = director.pass().await.map_err(|e| e.to_string())?;
+        director.flush_journal();
         print_json(&report);
         return Ok(());
     }
@@ -1025,6 +1040,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     let stop_rx = stop.listener();
     let probe = Arc::new(DirectorProbe {
         start: Arc::new(start),
+        online: online.clone(),
         totals: std::sync::OnceLock::new(),
     });
     probes::serve_alone("director", a.metrics_listen, probe.clone(), stop_rx.clone()).await?;
@@ -1040,7 +1056,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let director = Director::new(cfg, store, Clock::default());
+    let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
     let _ = probe.totals.set(director.totals());
     let mut task = tokio::spawn(director.run(stop_rx));
     let totals = tokio::select! {
@@ -1072,6 +1088,8 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
 /// OPS-2: the director is ready once it reached the store, unless its last pass failed on it.
 struct DirectorProbe {
     start: Arc<StoreStart>,
+    /// CONF-2: the online judge (`--conform`).
+    online: Option<crate::conform_online::OnlineConformance>,
     /// Set once the store is reached and the director runs.
     totals: std::sync::OnceLock<Arc<std::sync::Mutex<DirectorTotals>>>,
 }
@@ -1120,6 +1138,9 @@ impl Probe for DirectorProbe {
             "attempts to reach the store at start that failed",
             u64::from(self.start.failed()),
         ));
+        if let Some(online) = &self.online {
+            samples.extend(online.samples());
+        }
         samples
     }
 }
@@ -1289,6 +1310,29 @@ fn parse_public_url(value: &str) -> Result<String, String> {
         ));
     }
     Ok(value.to_owned())
+}
+
+/// CONF-1: the journal `--journal` / `--journal-log` ask for (off when neither); CONF-2: with
+/// `--conform`, the online judge as its observer (returned, for the metrics).
+fn open_journal(
+    args: &switchyard_adapters::journal::JournalArgs,
+) -> Result<
+    (
+        switchyard_adapters::journal::Journal,
+        Option<crate::conform_online::OnlineConformance>,
+    ),
+    Failure,
+> {
+    let online = args
+        .conform
+        .then(crate::conform_online::OnlineConformance::new);
+    let observers = online
+        .iter()
+        .map(crate::conform_online::OnlineConformance::observer)
+        .collect();
+    let journal = switchyard_adapters::journal::Journal::open(&args.config(), observers)
+        .map_err(|e| refused(e.to_string()))?;
+    Ok((journal, online))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use switchyard_core::handoff::CellWork;
 use switchyard_core::handoff::HostId;
 use switchyard_core::handoff::{admission_refusal_name, client_close_code, close_code};
-use switchyard_core::handoff::{AdmissionRefusal, WorkKind};
+use switchyard_core::handoff::{AdmissionRefusal, CellRecord, WorkKind, WorkOp};
 use switchyard_core::handoff::{Attach, AttachClose, AttachStep, PersistFailed};
 use switchyard_core::peer_limits::{Pressure, RateRefusal};
 use tokio::sync::{mpsc, watch};
@@ -67,7 +67,12 @@ impl Refused {
         }
     }
 
-    async fn close(self, sh: &Shared, socket: WebSocket) {
+    async fn close(self, sh: &Shared, host: HostId, socket: WebSocket) {
+        // CONF-1: the effect HO-S3 reads (a client turned away, never spliced).
+        sh.locked().note(host, |_| CellRecord::ClientRefused {
+            code: self.code,
+            reason: self.reason.to_owned(),
+        });
         match self.code {
             close_code::WRONG_CELL => sh.stats.bump(|s| s.wrong_cell_closes += 1),
             close_code::TOO_MANY_CLIENTS => sh.stats.bump(|s| s.clients_host_full += 1),
@@ -216,14 +221,14 @@ pub(super) async fn client_ws(
         // Test seam (inert in release builds): the 4401 close is pending here.
         sh.hooks.client_refused.reached().await;
         return ws.on_upgrade(move |socket| async move {
-            Refused::unauthenticated(e).close(&sh, socket).await;
+            Refused::unauthenticated(e).close(&sh, host, socket).await;
         });
     }
     // HO-7: ownership before the first await that could admit this host.
     let work = Work::acquire(&sh, host, WorkKind::Accept);
     match work {
         Err(refusal) => ws.on_upgrade(move |socket| async move {
-            Refused::admission(refusal).close(&sh, socket).await;
+            Refused::admission(refusal).close(&sh, host, socket).await;
         }),
         // If the upgrade never completes, the callback (and the guard in it) is dropped.
         Ok(work) => ws.on_upgrade(move |socket| client_session(sh, host, work, socket)),
@@ -241,8 +246,35 @@ struct AttachGuard {
 impl AttachGuard {
     fn poll(&mut self, attached: impl FnOnce(&mut LockedCell, CellWork)) -> AttachStep {
         let attach = &mut self.attach;
-        self.sh.input(self.host, |ep| {
+        let host = self.host;
+        self.sh.input(host, |ep| {
+            let before = ep.counters(host).map_or(0, |c| c.accepts);
             let step = attach.poll(&mut ep.cell);
+            // CONF-1: the attach machine's work inputs, as one record per step.
+            let (op, ok) = match step {
+                AttachStep::Persist { .. } => (Some(WorkOp::Revalidate), true),
+                AttachStep::Attached(_) => (
+                    Some(WorkOp::Convert {
+                        to: WorkKind::ClientConn,
+                    }),
+                    true,
+                ),
+                AttachStep::Close(_) => (
+                    Some(WorkOp::Release),
+                    ep.counters(host).map_or(0, |c| c.accepts) < before,
+                ),
+                AttachStep::Wait => (None, false),
+            };
+            if let Some(op) = op {
+                ep.note(host, |ep| CellRecord::Work {
+                    op,
+                    kind: WorkKind::Accept,
+                    machine: ep.cell.machine(host).map(|(m, _)| m),
+                    ok,
+                    refused: None,
+                    after: ep.counters(host),
+                });
+            }
             if let AttachStep::Attached(conn) = step {
                 // In the same lock as the convert: a hard drain cannot fall in between.
                 attached(ep, conn);
@@ -256,16 +288,27 @@ impl Drop for AttachGuard {
     fn drop(&mut self) {
         if self.attach.ticket().is_some() {
             let attach = &mut self.attach;
-            let _ = self
-                .sh
-                .input(self.host, |ep| attach.handle_cancel(&mut ep.cell));
+            let host = self.host;
+            let _ = self.sh.input(host, |ep| {
+                let machine = attach.ticket().map(|w| w.machine);
+                let report = attach.handle_cancel(&mut ep.cell);
+                ep.note(host, |ep| CellRecord::Work {
+                    op: WorkOp::Release,
+                    kind: WorkKind::Accept,
+                    machine,
+                    ok: report == Some(switchyard_core::handoff::ReleaseReport::Released),
+                    refused: None,
+                    after: ep.counters(host),
+                });
+                report
+            });
         }
     }
 }
 
 async fn client_session(sh: Arc<Shared>, host: HostId, work: Work, socket: WebSocket) {
     let Some(accept) = work.into_core() else {
-        return Refused::ABANDONED.close(&sh, socket).await;
+        return Refused::ABANDONED.close(&sh, host, socket).await;
     };
     let mut attach = AttachGuard {
         sh: sh.clone(),
@@ -306,10 +349,10 @@ async fn client_session(sh: Arc<Shared>, host: HostId, work: Work, socket: WebSo
                     code: close.close_code(),
                     reason: close.name(),
                 };
-                return refused.close(&sh, socket).await;
+                return refused.close(&sh, host, socket).await;
             }
             // Not reachable (each poll follows an input); closing is the safe answer.
-            AttachStep::Wait => return Refused::ABANDONED.close(&sh, socket).await,
+            AttachStep::Wait => return Refused::ABANDONED.close(&sh, host, socket).await,
         }
     };
     let Some(drain_rx) = drain_rx else {
@@ -318,7 +361,11 @@ async fn client_session(sh: Arc<Shared>, host: HostId, work: Work, socket: WebSo
     let work = Work::adopt(&sh, conn_work);
     sh.stats.bump(|s| s.clients_attached += 1);
     client_loop(&sh, host, conn, socket, rx, drain_rx).await;
-    sh.locked().detach_client(host, conn);
+    {
+        let mut ep = sh.locked();
+        ep.detach_client(host, conn);
+        ep.note(host, |_| CellRecord::ClientLeft { conn });
+    }
     drop(work);
 }
 

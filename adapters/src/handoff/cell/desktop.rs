@@ -17,7 +17,7 @@ use switchyard_core::handoff::{
     after_insert, after_register, EnrolRefusal, RegisterTry, Registered, RegistrationStep,
 };
 use switchyard_core::handoff::{CellId, HostId, SourceAuthority};
-use switchyard_core::handoff::{Heartbeat, WorkKind};
+use switchyard_core::handoff::{CellRecord, Heartbeat, WorkKind, WorkOp};
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -55,10 +55,21 @@ pub(super) async fn desktop_ws(
     // refused before the store is written.
     let begun = sh.input(host, |ep| match ep.cell.control_refusal(host) {
         Some(refusal) => Err(refusal.name()),
-        None => ep
-            .cell
-            .handle_begin_control(host)
-            .map_err(admission_refusal_name),
+        None => {
+            let begun = ep.cell.handle_begin_control(host);
+            // CONF-1: at a live machine the activation is a ControlOp acquire.
+            if !matches!(begun, Ok(None)) {
+                ep.note(host, |ep| CellRecord::Work {
+                    op: WorkOp::Acquire,
+                    kind: WorkKind::ControlOp,
+                    machine: begun.ok().flatten().map(|w| w.machine),
+                    ok: begun.is_ok(),
+                    refused: begun.err(),
+                    after: ep.counters(host),
+                });
+            }
+            begun.map_err(admission_refusal_name)
+        }
     });
     let op = match begun {
         Ok(op) => op.map(|w| Work::adopt(&sh, w)),
@@ -173,6 +184,10 @@ async fn desktop_session(
     let op = op.and_then(Work::into_core);
     let installed = sh.input(host, |ep| {
         let installed = ep.cell.handle_install_control(now, authority, capable, op);
+        ep.note(host, |ep| CellRecord::Install {
+            result: installed,
+            after: ep.counters(host),
+        });
         if let Ok(i) = installed {
             // Linked before the decisions run: a replaced session's close is for another link.
             ep.link_control(host, i, tx);
@@ -212,7 +227,12 @@ async fn desktop_session(
     let now = sh.clock.now();
     sh.input(host, |ep| {
         ep.unlink_control(installed.session);
-        ep.cell.handle_control_closed(now, host, installed.session)
+        let told = ep.cell.handle_control_closed(now, host, installed.session);
+        ep.note(host, |_| CellRecord::ControlClosed {
+            session: installed.session,
+            told,
+        });
+        told
     });
 }
 

@@ -12,7 +12,7 @@ use switchyard_core::handoff::HandoffRequest;
 use switchyard_core::handoff::HostId;
 use switchyard_core::handoff::Identity;
 use switchyard_core::handoff::{answer_from_record, needs_durable_record};
-use switchyard_core::handoff::{Begin, HandoffReply};
+use switchyard_core::handoff::{Begin, CellRecord, HandoffReply};
 use tracing::{debug, info};
 
 use super::pump::wait_for;
@@ -107,21 +107,13 @@ pub(super) async fn handoff(
     let now = sh.clock.now();
     // The waiter is registered under the same lock as the input, so the reply (which needs a
     // later input) cannot be delivered before it.
-    let (immediate, waiter) = sh.input(host, |ep| match ep.cell.handle_request(now, &req) {
-        Begin::Started(a) => {
-            sh.stats.bump(|s| s.attempts_started += 1);
-            debug!(host = host.0, op = %a.op_id, "barrier installed");
-            (None, wait_for(&sh, req.op_id))
-        }
-        Begin::Answered(HandoffReply::InProgress { op_id }) => (None, wait_for(&sh, op_id)),
-        Begin::Answered(r) => {
-            if let HandoffReply::Busy { counters, .. } = &r {
-                sh.stats.bump(|s| s.busy_answers += 1);
-                // OPS-2: the answer that keeps a host home, visible in the cell's log.
-                info!(host = host.0, busy = ?counters.busy_kinds(), "handoff answered busy");
-            }
-            (Some(r), None)
-        }
+    let (immediate, waiter) = sh.input(host, |ep| {
+        let begin = ep.cell.handle_request(now, &req);
+        ep.note(host, |_| CellRecord::Request {
+            request: req,
+            begin,
+        });
+        answer(&sh, host, &req, begin)
     });
     let mut reply = match (immediate, waiter) {
         (Some(r), _) => r,
@@ -141,6 +133,35 @@ pub(super) async fn handoff(
         }
     }
     Json(HandoffAnswer::of(reply)).into_response()
+}
+
+/// What the handler does with the core's immediate answer: an answer now, or a waiter for the
+/// result (registered under the input's lock).
+fn answer(
+    sh: &Shared,
+    host: HostId,
+    req: &HandoffRequest,
+    begin: Begin,
+) -> (
+    Option<HandoffReply>,
+    Option<tokio::sync::oneshot::Receiver<HandoffReply>>,
+) {
+    match begin {
+        Begin::Started(a) => {
+            sh.stats.bump(|s| s.attempts_started += 1);
+            debug!(host = host.0, op = %a.op_id, "barrier installed");
+            (None, wait_for(sh, req.op_id))
+        }
+        Begin::Answered(HandoffReply::InProgress { op_id }) => (None, wait_for(sh, op_id)),
+        Begin::Answered(r) => {
+            if let HandoffReply::Busy { counters, .. } = &r {
+                sh.stats.bump(|s| s.busy_answers += 1);
+                // OPS-2: the answer that keeps a host home, visible in the cell's log.
+                info!(host = host.0, busy = ?counters.busy_kinds(), "handoff answered busy");
+            }
+            (Some(r), None)
+        }
+    }
 }
 
 /// HO-A5: emergency drain / auth enforcement of one host at this cell.
@@ -164,6 +185,10 @@ pub(super) async fn drain(
     // `HardDrain` / `CloseControl`, whether or not the machine was drained already.
     let (applied, clients) = sh.input(host, |ep| {
         let applied = ep.cell.handle_emergency_drain(now, host, req.reason.into());
+        ep.note(host, |_| CellRecord::EmergencyDrain {
+            reason: req.reason.into(),
+            applied,
+        });
         (applied, ep.clients(host))
     });
     if applied == Some(true) {
@@ -190,7 +215,14 @@ pub(super) async fn undrain(
         Err(e) => return bad_request("undrain request", e),
     };
     let host = HostId(req.host);
-    match sh.input(host, |ep| ep.cell.handle_undrain(host)) {
+    let undrained = sh.input(host, |ep| {
+        let undrained = ep.cell.handle_undrain(host);
+        ep.note(host, |_| CellRecord::Undrain {
+            refused: undrained.err().map(|r| r.name().to_owned()),
+        });
+        undrained
+    });
+    match undrained {
         Ok(()) => {
             sh.stats.bump(|s| s.undrains += 1);
             info!(

@@ -13,16 +13,20 @@ use switchyard_core::handoff::store::reconcile_result;
 use switchyard_core::handoff::{
     CellAction, CloseReason, Fed, Installed, MachineId, SessionId, SourceCell,
 };
+use switchyard_core::handoff::{CellRecord, QuiescenceCounters};
 use switchyard_core::handoff::{
     DurableResult, FenceResult, HandoffAction, HandoffReply, RetireReason,
 };
 use switchyard_core::handoff::{HostId, OpId};
+use switchyard_core::journal::JournalRecord;
 use switchyard_core::MonoMs;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
 use super::Shared;
+use crate::handoff::clock::Clock;
 use crate::handoff::proto::{CellToClient, CellToDesktop};
+use crate::journal::Journal;
 
 /// Bounds of the waiting directors.
 const MAX_WAITERS: usize = 4096;
@@ -75,15 +79,47 @@ pub(super) struct LockedCell {
     pub(super) cell: SourceCell,
     hosts: HashMap<HostId, HostLocal>,
     controls: HashMap<SessionId, ControlLink>,
+    /// CONF-1: the cell's journal (off unless `--journal`), written under this lock so a
+    /// host's lines are in the order its machine saw them; `clock` stamps them.
+    journal: Journal,
+    clock: Clock,
+}
+
+/// CONF-1: the journal key of one host of one cell process: `cell/<cell>/<incarnation>/host/<host>`
+/// (a restarted cell is a new incarnation, so a new key: its machines start afresh).
+#[must_use]
+pub fn host_key(
+    cell: switchyard_core::handoff::CellId,
+    incarnation: switchyard_core::handoff::Incarnation,
+    host: HostId,
+) -> String {
+    format!("cell/{}/{}/host/{}", cell.0, incarnation.0, host.0)
 }
 
 impl LockedCell {
-    pub(super) fn new(cell: SourceCell) -> LockedCell {
+    pub(super) fn new(cell: SourceCell, journal: Journal, clock: Clock) -> LockedCell {
         LockedCell {
             cell,
             hosts: HashMap::new(),
             controls: HashMap::new(),
+            journal,
+            clock,
         }
+    }
+
+    /// CONF-1: journal `rec` for `host` (built only when the journal is on).
+    pub(super) fn note(&self, host: HostId, rec: impl FnOnce(&LockedCell) -> CellRecord) {
+        if !self.journal.is_on() {
+            return;
+        }
+        let key = host_key(self.cell.cell_id(), self.cell.incarnation(), host);
+        self.journal
+            .record(&key, self.clock.now(), || JournalRecord::Cell(rec(self)));
+    }
+
+    /// The counters of the host's machine (a journal record's `after`).
+    pub(super) fn counters(&self, host: HostId) -> Option<QuiescenceCounters> {
+        self.cell.machine(host).map(|(_, m)| m.gate().counters())
     }
 
     /// The host's local state for `machine`. A drain watch belongs to one machine: a new
@@ -119,7 +155,10 @@ impl LockedCell {
     ) -> watch::Receiver<bool> {
         let local = self.local(host, machine);
         local.clients.insert(conn, tx);
-        local.drain.subscribe()
+        let drain = local.drain.subscribe();
+        // CONF-1: the effect HO-S3 reads, where the socket is spliced in.
+        self.note(host, |_| CellRecord::ClientAdmitted { conn });
+        drain
     }
 
     pub(super) fn detach_client(&mut self, host: HostId, conn: u64) {
@@ -214,6 +253,7 @@ fn pump(sh: &Arc<Shared>, ep: &mut LockedCell, host: HostId) {
         if !touched.contains(&of) {
             touched.push(of);
         }
+        ep.note(of, |_| CellRecord::Action(action));
         execute(sh, ep, action);
     }
     if alive {
@@ -297,7 +337,9 @@ fn rearm(sh: &Arc<Shared>, ep: &mut LockedCell, host: HostId) {
         // HO-A2 / HO-S3: a deadline only (re)starts reconciliation; the core keeps the barrier.
         feed(&sh2, host, |ep| {
             ep.fired(host, machine, at);
-            ep.cell.handle_timeout(now, host, machine)
+            let fed = ep.cell.handle_timeout(now, host, machine);
+            ep.note(host, |_| CellRecord::Timeout { machine, fed });
+            fed
         });
     });
     local.timer = Some(Armed {
@@ -336,8 +378,16 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 };
                 let now = sh.clock.now();
                 feed(&sh, host, |ep| {
-                    ep.cell
-                        .handle_transaction_result(now, host, machine, attempt, result)
+                    let fed = ep
+                        .cell
+                        .handle_transaction_result(now, host, machine, attempt, result);
+                    ep.note(host, |_| CellRecord::TransactionResult {
+                        machine,
+                        attempt,
+                        result,
+                        fed,
+                    });
+                    fed
                 });
             });
         }
@@ -360,8 +410,16 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 };
                 let now = sh.clock.now();
                 feed(&sh, host, |ep| {
-                    ep.cell
-                        .handle_reconcile_result(now, host, machine, attempt, result)
+                    let fed = ep
+                        .cell
+                        .handle_reconcile_result(now, host, machine, attempt, result);
+                    ep.note(host, |_| CellRecord::ReconcileResult {
+                        machine,
+                        attempt,
+                        result,
+                        fed,
+                    });
+                    fed
                 });
             });
         }
@@ -414,7 +472,13 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 };
                 let now = sh.clock.now();
                 feed(&sh, host, |ep| {
-                    ep.cell.handle_fence_result(now, host, machine, result)
+                    let fed = ep.cell.handle_fence_result(now, host, machine, result);
+                    ep.note(host, |_| CellRecord::FenceResult {
+                        machine,
+                        result,
+                        fed,
+                    });
+                    fed
                 });
             });
         }
@@ -502,6 +566,8 @@ mod tests {
             ),
             hosts: HashMap::from([(HostId(7), local)]),
             controls: HashMap::new(),
+            journal: Journal::off(),
+            clock: Clock::default(),
         };
         assert!(*ep.local(HostId(7), MachineId(1)).drain.borrow());
         assert!(!*ep.local(HostId(7), MachineId(2)).drain.borrow());

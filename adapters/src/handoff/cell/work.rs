@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use switchyard_core::handoff::CellWork;
 use switchyard_core::handoff::HostId;
-use switchyard_core::handoff::{AdmissionRefusal, ReleaseReport, WorkKind};
+use switchyard_core::handoff::{AdmissionRefusal, CellRecord, ReleaseReport, WorkKind, WorkOp};
 use tracing::debug;
 
 use super::Shared;
@@ -25,7 +25,18 @@ impl Work {
         host: HostId,
         kind: WorkKind,
     ) -> Result<Work, AdmissionRefusal> {
-        let work = sh.input(host, |ep| ep.cell.handle_acquire(host, kind))?;
+        let work = sh.input(host, |ep| {
+            let work = ep.cell.handle_acquire(host, kind);
+            ep.note(host, |ep| CellRecord::Work {
+                op: WorkOp::Acquire,
+                kind,
+                machine: work.as_ref().ok().map(|w| w.machine),
+                ok: work.is_ok(),
+                refused: work.as_ref().err().copied(),
+                after: ep.counters(host),
+            });
+            work
+        })?;
         Ok(Work::adopt(sh, work))
     }
 
@@ -49,9 +60,18 @@ impl Work {
         let Some(work) = self.work else {
             return false;
         };
-        let live = self
-            .sh
-            .input(work.host, |ep| ep.cell.handle_revalidate(&work));
+        let live = self.sh.input(work.host, |ep| {
+            let live = ep.cell.handle_revalidate(&work);
+            ep.note(work.host, |ep| CellRecord::Work {
+                op: WorkOp::Revalidate,
+                kind: work.ticket.kind,
+                machine: Some(work.machine),
+                ok: live,
+                refused: None,
+                after: ep.counters(work.host),
+            });
+            live
+        });
         if !live {
             debug!(host = work.host.0, "continuation abandoned");
             self.work = None;
@@ -65,9 +85,23 @@ impl Drop for Work {
         let Some(work) = self.work.take() else {
             return;
         };
-        let report = self.sh.input(work.host, |ep| ep.cell.handle_release(&work));
+        let report = self.sh.input(work.host, |ep| release(ep, &work));
         if report != Some(ReleaseReport::Released) {
             debug!(host = work.host.0, ?report, "release was a no-op");
         }
     }
+}
+
+/// HO-7: release `work` in the core, journaled (CONF-1).
+pub(super) fn release(ep: &mut super::pump::LockedCell, work: &CellWork) -> Option<ReleaseReport> {
+    let report = ep.cell.handle_release(work);
+    ep.note(work.host, |ep| CellRecord::Work {
+        op: WorkOp::Release,
+        kind: work.ticket.kind,
+        machine: Some(work.machine),
+        ok: report == Some(ReleaseReport::Released),
+        refused: None,
+        after: ep.counters(work.host),
+    });
+    report
 }
