@@ -256,15 +256,35 @@ impl Supervisor {
             .is_some_and(|at| now.since_ms(at) < self.thresholds.grace_ms);
         if !throttled {
             self.last_skip_logged_at = Some(now);
-            let excluded = (0..self.listed.len())
-                .filter(|id| !self.is_clean_id(*id, now))
-                .count();
+            // One pass over the list (as the count alone took), at most once per GRACE_MS; the
+            // explanation keeps the first few, so the line does not grow with the list.
+            let mut excluded = 0;
+            let mut exclusions = Vec::new();
+            let mut more = 0;
+            for id in 0..self.listed.len() {
+                if !self.is_clean_id(id, now) {
+                    excluded += 1;
+                }
+                let Some(rule) = self.exclusion_rule(id, now) else {
+                    continue;
+                };
+                if exclusions.len() < MAX_EXPLAINED_EXCLUSIONS {
+                    exclusions.push(Exclusion {
+                        url: self.candidates.url(id).clone(),
+                        rule,
+                    });
+                } else {
+                    more += 1;
+                }
+            }
             self.emit(Event::Skipped(Skip::NoCandidate {
                 health: self.health_snapshot(now),
                 candidates: self.listed.len(),
                 excluded,
                 exempt_enabled: self.thresholds.exempt,
                 next_probe_in_ms: self.probe.next_round_at.map(|at| at.since_ms(now)),
+                exclusions,
+                more,
             }));
         }
     }
@@ -996,6 +1016,39 @@ impl Supervisor {
     #[inline]
     fn is_current(&self, id: usize) -> bool {
         self.derived.current_id.map(usize::from) == Some(id)
+    }
+
+    /// EXPLAIN-1: the rule that keeps listed URL `id` out of the health chain at `now`, or
+    /// `None` when nothing does (a clean URL, or a cooling one whose exemption or due probe is
+    /// still to be had: a tick's chain would open it, so a no-candidate line never meets one).
+    /// The last bar the URL meets, in the health path's order: FO-D3, FO-D4/FO-D6, FO-X3.
+    fn exclusion_rule(&self, id: usize, now: MonoMs) -> Option<ExclusionRule> {
+        if self.is_current(id) {
+            return Some(ExclusionRule::Current);
+        }
+        let state = &self.listed[id];
+        let entry = state.cooldown.filter(|entry| entry.is_cooling(now))?;
+        let (kind, left_ms) = (entry.kind, entry.until.since_ms(now));
+        if !self.thresholds.exempt {
+            return Some(ExclusionRule::Cooling { kind, left_ms });
+        }
+        if !entry.exempted_this_cycle() {
+            return None;
+        }
+        if !self.thresholds.probing_enabled() {
+            return Some(ExclusionRule::ExemptionSpent { kind, left_ms });
+        }
+        if state.probed {
+            return Some(ExclusionRule::ProbedThisRound { kind, left_ms });
+        }
+        match self.probe.next_round_at {
+            Some(at) if at > now => Some(ExclusionRule::ProbeNotDue {
+                kind,
+                left_ms,
+                next_round_in_ms: at.since_ms(now),
+            }),
+            _ => None,
+        }
     }
 
     /// FO-D3 by id: not current, not cooling.

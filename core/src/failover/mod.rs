@@ -66,6 +66,7 @@ pub use render::{
 };
 pub use types::{
     ChannelAction, ChannelState, CooldownEntry, CooldownKind, CooldownView, DirectoryOutcome,
-    DirectoryRejection, DirectorySource, Event, Exemption, FailoverCounters, HealthSnapshot,
-    OpenFailure, Origin, Output, RelayUrl, Skip, Stats, SwitchReason, SwitchRecord,
+    DirectoryRejection, DirectorySource, Event, Exclusion, ExclusionRule, Exemption,
+    FailoverCounters, HealthSnapshot, OpenFailure, Origin, Output, RelayUrl, Skip, Stats,
+    SwitchReason, SwitchRecord, MAX_EXPLAINED_EXCLUSIONS,
 };

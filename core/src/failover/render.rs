@@ -152,6 +152,8 @@ fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
             excluded,
             exempt_enabled,
             next_probe_in_ms,
+            exclusions,
+            more,
         } => {
             out.write_str(match health.state {
                 None => "no channel",
@@ -166,7 +168,7 @@ fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
             if let Some(in_ms) = next_probe_in_ms {
                 write!(out, "; next probe round in {in_ms} ms")?;
             }
-            Ok(())
+            write_exclusions(out, exclusions, *more)
         }
         Skip::OpenFailed {
             url,
@@ -231,4 +233,54 @@ fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
             ),
         },
     }
+}
+
+/// EXPLAIN-1: `; excluded: <url> (<rule>[: details]), ... and N more`: at most
+/// [`MAX_EXPLAINED_EXCLUSIONS`] URLs, whatever the length of the list.
+fn write_exclusions(
+    out: &mut impl Write,
+    exclusions: &[Exclusion],
+    more: usize,
+) -> std::fmt::Result {
+    if exclusions.is_empty() && more == 0 {
+        return Ok(());
+    }
+    out.write_str("; excluded:")?;
+    for (i, exclusion) in exclusions.iter().enumerate() {
+        let sep = if i == 0 { " " } else { ", " };
+        write!(out, "{sep}{} ({}", exclusion.url, exclusion.rule.name())?;
+        match exclusion.rule {
+            ExclusionRule::Current => out.write_str(": the current channel")?,
+            ExclusionRule::Cooling { kind, left_ms } => write!(
+                out,
+                ": {} {left_ms} ms left, exemption off",
+                kind.as_str()
+            )?,
+            ExclusionRule::ExemptionSpent { kind, left_ms } => write!(
+                out,
+                ": {} {left_ms} ms left, exempted this cooldown cycle",
+                kind.as_str()
+            )?,
+            ExclusionRule::ProbeNotDue {
+                kind,
+                left_ms,
+                next_round_in_ms,
+            } => write!(
+                out,
+                ": {} {left_ms} ms left, exemption spent, next probe round in {next_round_in_ms} ms",
+                kind.as_str()
+            )?,
+            ExclusionRule::ProbedThisRound { kind, left_ms } => write!(
+                out,
+                ": {} {left_ms} ms left, exemption spent, probed this round",
+                kind.as_str()
+            )?,
+        }
+        out.write_str(")")?;
+    }
+    if more > 0 {
+        let sep = if exclusions.is_empty() { " " } else { ", " };
+        write!(out, "{sep}and {more} more")?;
+    }
+    Ok(())
 }
