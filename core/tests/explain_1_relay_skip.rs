@@ -7,20 +7,17 @@ mod fo_rig;
 use fo_rig::*;
 use switchyard_core::failover::*;
 
-/// The last no-candidate event's exclusions and count of the rest, and its line.
+/// The explanation of the no-candidate line the last input (a tick) emitted, asked of the core
+/// right after it (as the driver does), and that line as logged.
 fn last_no_candidate(rig: &Rig) -> (Vec<Exclusion>, usize, String) {
     let at = rig
         .events
         .iter()
         .rposition(|e| matches!(e, Event::Skipped(Skip::NoCandidate { .. })))
         .expect("a no-candidate line");
-    let Event::Skipped(Skip::NoCandidate {
-        exclusions, more, ..
-    }) = &rig.events[at]
-    else {
-        unreachable!()
-    };
-    (exclusions.clone(), *more, rig.lines[at].clone())
+    assert_eq!(at, rig.events.len() - 1, "the last input emitted it");
+    let Exclusions { named, more } = rig.sup.exclusions(rig.now);
+    (named, more, rig.lines[at].clone())
 }
 
 fn left_ms(rig: &Rig, u: &str) -> u64 {
@@ -200,21 +197,43 @@ fn explain_1_twelve_urls_give_eight_names_and_a_count_of_four() {
     }
 }
 
-/// The prefix check the model checker uses agrees with the full line.
+/// The prefix check the model checker uses agrees with the line; the explanation is appended
+/// to the event's own rendering, never instead of it.
 #[test]
-fn explain_1_the_longer_line_keeps_its_prefix() {
+fn explain_1_the_longer_line_keeps_its_prefix_and_wording() {
     let rig = exemptions_spent(thresholds());
-    let at = rig
-        .events
-        .iter()
-        .rposition(|e| matches!(e, Event::Skipped(Skip::NoCandidate { .. })))
-        .expect("a no-candidate line");
-    let event = &rig.events[at];
+    let event = rig.events.last().expect("the no-candidate event");
+    assert!(matches!(event, Event::Skipped(Skip::NoCandidate { .. })));
+    let line = rig.lines.last().expect("its line");
     assert!(renders_with_prefix(event, SKIP_PREFIX));
     assert!(!renders_with_prefix(event, SWITCH_PREFIX));
-    let line = render(event);
-    assert!(renders_with_prefix(event, &line));
-    assert!(!renders_with_prefix(event, &format!("{line}x")));
+    let plain = render(event);
+    assert!(line.starts_with(&plain), "{line}");
+    assert!(line[plain.len()..].starts_with("; excluded: "), "{line}");
+    assert!(renders_with_prefix(event, &plain));
+    // Any other event renders as before.
+    let mut rig = Rig::production(thresholds());
+    rig.current_dies();
+    rig.tick();
+    let open_failed = rig.open_fail(A2);
+    assert!(open_failed);
+    for (event, line) in rig.events.iter().zip(&rig.lines) {
+        assert_eq!(*line, render(event));
+    }
+}
+
+/// Asked at any instant, not only after a no-candidate line: a URL the chain would open is not
+/// excluded.
+#[test]
+fn explain_1_a_clean_url_is_not_excluded() {
+    let mut rig = Rig::production(thresholds());
+    let Exclusions { named, more } = rig.sup.exclusions(rig.now);
+    assert_eq!(named, [excl(A1, ExclusionRule::Current)]);
+    assert_eq!(more, 0);
+    rig.current_dies();
+    rig.tick();
+    assert_eq!(rig.opening(), Some(A2));
+    assert!(rig.skip_lines().is_empty());
 }
 
 /// A probe whose failure is reported after the channel recovered (which reset the probe

@@ -754,8 +754,10 @@ fn open_kind(exempt: bool, probe: bool) -> OpenKind {
 /// The core's outputs of one input, as decisions. `ChannelAction::Open` carries no origin: it is
 /// taken from the core's open in flight after the input (`sup.open_in_flight()`), which must be
 /// that open (an open always ends the handling of an input); without a matching open in flight the
-/// origin is reported as `Health` and the views differ anyway.
-pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
+/// origin is reported as `Health` and the views differ anyway. EXPLAIN-1: a no-candidate line
+/// carries what the core's `exclusions(now)` says after the input made at `now` (what its log
+/// line prints, `render_explained`).
+pub fn core_decisions(outputs: &[Output], sup: &Supervisor, now: MonoMs) -> Vec<Decision> {
     let mut decisions = Vec::new();
     for output in outputs {
         let decision = match output {
@@ -789,12 +791,13 @@ pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
                     url: url.clone(),
                     origin: *origin,
                 },
-                Skip::NoCandidate {
-                    exclusions, more, ..
-                } => SkipKind::NoCandidate {
-                    exclusions: exclusions.clone(),
-                    more: *more,
-                },
+                Skip::NoCandidate { .. } => {
+                    let explained = sup.exclusions(now);
+                    SkipKind::NoCandidate {
+                        exclusions: explained.named,
+                        more: explained.more,
+                    }
+                }
                 Skip::OpenFailed {
                     url, exempt, probe, ..
                 } => SkipKind::OpenFailed {

@@ -47,7 +47,7 @@ impl Both {
     fn compare(&mut self, input: String, oracle: Vec<Decision>) -> Vec<Decision> {
         self.log.push(format!("@{} {input}", self.now.as_ms()));
         let outputs = self.drain_core();
-        let core = core_decisions(&outputs, &self.core);
+        let core = core_decisions(&outputs, &self.core, self.now);
         let core_v: OracleView = core_view(&self.core, self.now);
         let oracle_v = self.oracle.view(self.now);
         // The model's borrowed comparison answers exactly as the views compare.

@@ -256,35 +256,19 @@ impl Supervisor {
             .is_some_and(|at| now.since_ms(at) < self.thresholds.grace_ms);
         if !throttled {
             self.last_skip_logged_at = Some(now);
-            // One pass over the list (as the count alone took), at most once per GRACE_MS; the
-            // explanation keeps the first few, so the line does not grow with the list.
-            let mut excluded = 0;
-            let mut exclusions = Vec::new();
-            let mut more = 0;
-            for id in 0..self.listed.len() {
-                if !self.is_clean_id(id, now) {
-                    excluded += 1;
-                }
-                let Some(rule) = self.exclusion_rule(id, now) else {
-                    continue;
-                };
-                if exclusions.len() < MAX_EXPLAINED_EXCLUSIONS {
-                    exclusions.push(Exclusion {
-                        url: self.candidates.url(id).clone(),
-                        rule,
-                    });
-                } else {
-                    more += 1;
-                }
-            }
+            let excluded = (0..self.listed.len())
+                .filter(|id| !self.is_clean_id(*id, now))
+                .count();
+            // EXPLAIN-1: the per-URL explanation is not in the event: building it would put a
+            // heap allocation on a tick (no tick allocates, benches/tests/no_alloc.rs) or grow
+            // every `Output` held inline. `exclusions(now)` answers it from this very state
+            // while the caller drains this tick's outputs (`render_explained`).
             self.emit(Event::Skipped(Skip::NoCandidate {
                 health: self.health_snapshot(now),
                 candidates: self.listed.len(),
                 excluded,
                 exempt_enabled: self.thresholds.exempt,
                 next_probe_in_ms: self.probe.next_round_at.map(|at| at.since_ms(now)),
-                exclusions,
-                more,
             }));
         }
     }
@@ -576,6 +560,30 @@ impl Supervisor {
     /// shortened by this, at most by a quarter, so `PROBE_MAX_MS` stays a bound.
     pub fn set_probe_jitter_ms(&mut self, jitter_ms: u64) {
         self.probe_jitter_ms = jitter_ms;
+    }
+
+    /// EXPLAIN-1: why the listed URLs are not candidates of the health chain at `now`: the
+    /// first [`MAX_EXPLAINED_EXCLUSIONS`] excluded ones in list order with the rule that
+    /// excludes each, and a count of the rest. Asked right after a tick that emitted
+    /// `Skip::NoCandidate` (before the next input: nothing changed since), it explains that
+    /// line: there every listed URL is excluded. One pass over the list; it allocates (the
+    /// caller asks once per no-candidate line, at most once per `GRACE_MS`), the tick never.
+    pub fn exclusions(&self, now: MonoMs) -> Exclusions {
+        let mut out = Exclusions::default();
+        for id in 0..self.listed.len() {
+            let Some(rule) = self.exclusion_rule(id, now) else {
+                continue;
+            };
+            if out.named.len() < MAX_EXPLAINED_EXCLUSIONS {
+                out.named.push(Exclusion {
+                    url: self.candidates.url(id).clone(),
+                    rule,
+                });
+            } else {
+                out.more += 1;
+            }
+        }
+        out
     }
 
     /// FO-X2: URLs whose open failed since the chain last moved (the passed-over set).

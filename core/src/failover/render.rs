@@ -5,7 +5,9 @@
 
 use std::fmt::Write;
 
+use super::machine::Supervisor;
 use super::types::*;
+use crate::MonoMs;
 
 pub const SWITCH_PREFIX: &str = "[relay-switch]";
 pub const SKIP_PREFIX: &str = "[relay-skip]";
@@ -18,6 +20,20 @@ pub fn render(event: &Event) -> String {
     let mut line = String::new();
     // Writing into a String cannot fail.
     let _ = write_event(&mut line, event);
+    line
+}
+
+/// EXPLAIN-1: the log line for an event just drained from `sup`, decided at `now` (before the
+/// next input): [`render`], and a no-candidate line followed by its per-URL explanation
+/// ([`Supervisor::exclusions`]), `; excluded: URL (rule: details), …` with at most
+/// [`MAX_EXPLAINED_EXCLUSIONS`] URLs and `, and N more`. Every other event renders as `render`.
+pub fn render_explained(event: &Event, sup: &Supervisor, now: MonoMs) -> String {
+    let mut line = render(event);
+    if let Event::Skipped(Skip::NoCandidate { .. }) = event {
+        let exclusions = sup.exclusions(now);
+        // Writing into a String cannot fail.
+        let _ = write_exclusions(&mut line, &exclusions.named, exclusions.more);
+    }
     line
 }
 
@@ -152,8 +168,6 @@ fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
             excluded,
             exempt_enabled,
             next_probe_in_ms,
-            exclusions,
-            more,
         } => {
             out.write_str(match health.state {
                 None => "no channel",
@@ -168,7 +182,7 @@ fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
             if let Some(in_ms) = next_probe_in_ms {
                 write!(out, "; next probe round in {in_ms} ms")?;
             }
-            write_exclusions(out, exclusions, *more)
+            Ok(())
         }
         Skip::OpenFailed {
             url,

@@ -301,11 +301,6 @@ pub enum Skip {
         exempt_enabled: bool,
         /// FO-X3: when the next probe round is due (`None`: probing off or not yet scheduled).
         next_probe_in_ms: Option<u64>,
-        /// EXPLAIN-1: why each listed URL was not a candidate, the first
-        /// [`MAX_EXPLAINED_EXCLUSIONS`] in list order; `more` counts the rest. Bounded, so the
-        /// line does not grow with the list.
-        exclusions: Vec<Exclusion>,
-        more: usize,
     },
     /// The new channel did not come up; the old one (if any) is kept and the target cools.
     OpenFailed {
@@ -340,6 +335,16 @@ pub enum Skip {
 /// EXPLAIN-1: a `[relay-skip]` no-candidate line names at most this many excluded URLs (the
 /// first in list order) and counts the rest.
 pub const MAX_EXPLAINED_EXCLUSIONS: usize = 8;
+
+/// EXPLAIN-1: why the listed URLs are not candidates of the health chain at an instant
+/// ([`Supervisor::exclusions`](super::Supervisor::exclusions)): the first
+/// [`MAX_EXPLAINED_EXCLUSIONS`] excluded URLs in list order, and how many more are excluded.
+/// Bounded, so the line that prints it does not grow with the list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Exclusions {
+    pub named: Vec<Exclusion>,
+    pub more: usize,
+}
 
 /// EXPLAIN-1: one listed URL the health path could not open, and the rule that excluded it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
