@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
-use switchyard_core::handoff::{CellId, HostId, Measurement};
+use switchyard_core::handoff::store::{StoreBounds, StoreConfig};
+use switchyard_core::handoff::{CellId, HostId, Measurement, PolicyConfig};
 
 const SECRET: &str = "explain-test-secret-0123456789";
 
@@ -26,6 +27,19 @@ fn runtime() -> tokio::runtime::Runtime {
 /// 3 a capable target that is full (capacity 1, host 9 on it), 4 a target without the
 /// capability. Hosts 1..=9, each in the situation its expected rule names.
 async fn seed(store: &SqlStore) {
+    let config = StoreConfig {
+        enabled: true,
+        policy: PolicyConfig {
+            freshness_window_ms: 600_000,
+            host_cooldown_ms: 3_600_000,
+        },
+        max_in_flight_migrations: 100,
+        rate_window_ms: 60_000,
+        max_commits_per_window: 100,
+        registration_timeout_ms: 30_000,
+        bounds: StoreBounds::FLEET,
+    };
+    store.put_settings(&config, true).await.expect("settings");
     let now = Clock::default().now();
     let refusing = "http://127.0.0.1:9";
     for (cell, capacity, capable) in [
