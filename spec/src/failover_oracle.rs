@@ -18,8 +18,8 @@
 use serde::{Deserialize, Serialize};
 pub use switchyard_core::failover::RelayUrl;
 use switchyard_core::failover::{
-    ChannelAction, ChannelState, CooldownKind, Event, FailoverCounters, OpenFailure, Origin,
-    Output, Skip, Supervisor, Thresholds,
+    ChannelAction, ChannelState, CooldownKind, Event, Exclusion, ExclusionRule, FailoverCounters,
+    OpenFailure, Origin, Output, Skip, Supervisor, Thresholds,
 };
 use switchyard_core::MonoMs;
 
@@ -44,7 +44,11 @@ pub enum SkipKind {
         url: RelayUrl,
         origin: Origin,
     },
-    NoCandidate,
+    /// EXPLAIN-1: the first eight excluded listed URLs with their rules, and how many more.
+    NoCandidate {
+        exclusions: Vec<Exclusion>,
+        more: usize,
+    },
     OpenFailed {
         url: RelayUrl,
         exempt: bool,
@@ -447,6 +451,61 @@ impl FoOracle {
         false
     }
 
+    /// EXPLAIN-1, from the rules above and this oracle's own state: why each listed URL is
+    /// not opened by the health chain. The rule named is the last bar the URL meets in the
+    /// chain's order: the current URL (never a candidate); cooling with the exemption off
+    /// (FO-D6-OFF); cooling with this cycle's exemption used (FO-D4) and probing off; with
+    /// probing on, probed in the round under way, or the next round not yet due (FO-X3). A
+    /// URL the chain could still open (clean, passed over or not: a tick starts a new round;
+    /// an unspent exemption; a due probe) is not excluded. The first eight in list order are
+    /// named, the rest counted.
+    fn explain_exclusions(&self, now: MonoMs) -> (Vec<Exclusion>, usize) {
+        let mut named = Vec::new();
+        let mut more = 0;
+        for url in &self.list {
+            let rule = if self.is_current(url) {
+                Some(ExclusionRule::Current)
+            } else {
+                match self.entry_of(url) {
+                    Some(e) if e.until > now => {
+                        let kind = e.kind;
+                        let left_ms = e.until.since_ms(now);
+                        if !self.thresholds.exempt {
+                            Some(ExclusionRule::Cooling { kind, left_ms })
+                        } else if !e.exempted_this_cycle {
+                            None
+                        } else if !self.probing_on() {
+                            Some(ExclusionRule::ExemptionSpent { kind, left_ms })
+                        } else if self.probed.contains(url) {
+                            Some(ExclusionRule::ProbedThisRound { kind, left_ms })
+                        } else {
+                            match self.next_round_at {
+                                Some(at) if at > now => Some(ExclusionRule::ProbeNotDue {
+                                    kind,
+                                    left_ms,
+                                    next_round_in_ms: at.since_ms(now),
+                                }),
+                                _ => None,
+                            }
+                        }
+                    }
+                    _ => None,
+                }
+            };
+            if let Some(rule) = rule {
+                if named.len() < 8 {
+                    named.push(Exclusion {
+                        url: url.clone(),
+                        rule,
+                    });
+                } else {
+                    more += 1;
+                }
+            }
+        }
+        (named, more)
+    }
+
     // ----- the inputs -----
 
     /// FO-X3: the adapter's jitter for the probe intervals.
@@ -483,7 +542,8 @@ impl FoOracle {
         };
         if emit {
             self.last_no_candidate_at = Some(now);
-            out.push(Decision::Skip(SkipKind::NoCandidate));
+            let (exclusions, more) = self.explain_exclusions(now);
+            out.push(Decision::Skip(SkipKind::NoCandidate { exclusions, more }));
         }
         out
     }
@@ -704,8 +764,10 @@ fn open_kind(exempt: bool, probe: bool) -> OpenKind {
 /// The core's outputs of one input, as decisions. `ChannelAction::Open` carries no origin: it is
 /// taken from the core's open in flight after the input (`sup.open_in_flight()`), which must be
 /// that open (an open always ends the handling of an input); without a matching open in flight the
-/// origin is reported as `Health` and the views differ anyway.
-pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
+/// origin is reported as `Health` and the views differ anyway. EXPLAIN-1: a no-candidate line
+/// carries what the core's `exclusions(now)` says after the input made at `now` (what its log
+/// line prints, `render_explained`).
+pub fn core_decisions(outputs: &[Output], sup: &Supervisor, now: MonoMs) -> Vec<Decision> {
     let mut decisions = Vec::new();
     for output in outputs {
         let decision = match output {
@@ -739,7 +801,13 @@ pub fn core_decisions(outputs: &[Output], sup: &Supervisor) -> Vec<Decision> {
                     url: url.clone(),
                     origin: *origin,
                 },
-                Skip::NoCandidate { .. } => SkipKind::NoCandidate,
+                Skip::NoCandidate { .. } => {
+                    let explained = sup.exclusions(now);
+                    SkipKind::NoCandidate {
+                        exclusions: explained.named,
+                        more: explained.more,
+                    }
+                }
                 Skip::OpenFailed {
                     url, exempt, probe, ..
                 } => SkipKind::OpenFailed {

@@ -728,7 +728,7 @@ fn logged(d: &Decision) -> bool {
     matches!(
         d,
         Decision::Switched { .. }
-            | Decision::Skip(SkipKind::NoCandidate)
+            | Decision::Skip(SkipKind::NoCandidate { .. })
             | Decision::Skip(SkipKind::OpenFailed { .. })
             | Decision::Skip(SkipKind::StillCooling { .. })
     )
@@ -763,7 +763,7 @@ fn decision_words_at(d: &Decision, n: &Node, clock: &Clock) -> String {
                 if *exempt { ", exempt" } else { "" }
             )
         }
-        Decision::Skip(SkipKind::NoCandidate) => {
+        Decision::Skip(SkipKind::NoCandidate { .. }) => {
             format!("no other candidate, staying in backoff at {at}")
         }
         Decision::Skip(SkipKind::OpenFailed { url, exempt, .. }) => format!(
@@ -1157,7 +1157,7 @@ impl<'a> Search<'a> {
                 true
             }
             (
-                Decision::Skip(SkipKind::NoCandidate),
+                Decision::Skip(SkipKind::NoCandidate { .. }),
                 ObsKind::NoCandidate {
                     health,
                     candidates,

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use switchyard_core::failover::{
-    render, ChannelAction, ChannelState, Event, OpenFailure, Output, RelayUrl, Stats, Supervisor,
-    Thresholds,
+    render_explained, ChannelAction, ChannelState, Event, OpenFailure, Output, RelayUrl, Stats,
+    Supervisor, Thresholds,
 };
 use switchyard_core::MonoMs;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -408,7 +408,9 @@ impl Driver {
     }
 
     fn log(&self, now: MonoMs, event: &Event) {
-        let line = render(event);
+        // EXPLAIN-1: drained right after the input made at `now`, so the core's explanation of
+        // a no-candidate line is of the state that decided it.
+        let line = render_explained(event, &self.supervisor, now);
         match event {
             Event::Switched(record) => tracing::info!(
                 seq = record.seq,

@@ -310,6 +310,24 @@ impl Director {
     /// read while dispatching) leaves the cursor after the last page it completed and the
     /// next pass starts with the page that failed.
     pub async fn pass(&self) -> Result<PassReport, StoreFailure> {
+        self.pass_recording(None).await
+    }
+
+    /// EXPLAIN-1: [`pass`](Self::pass), also handing each examined host's decision (the
+    /// core's verdict and the numbers it rests on) to `examined`, in the order examined, before
+    /// it is acted on; a pass that fails keeps what it examined. Bounded by the pass's scan
+    /// limits (one decision per host examined). `director --once --explain` prints them.
+    pub async fn pass_explained(
+        &self,
+        examined: &mut Vec<Decision>,
+    ) -> Result<PassReport, StoreFailure> {
+        self.pass_recording(Some(examined)).await
+    }
+
+    async fn pass_recording(
+        &self,
+        mut examined: Option<&mut Vec<Decision>>,
+    ) -> Result<PassReport, StoreFailure> {
         let mut report = PassReport::default();
         self.note(|| DirectorRecord::Pass);
         let now = self.clock.now();
@@ -334,6 +352,9 @@ impl Director {
                 }
             };
             let decisions = pass.handle_page(self.clock.now(), &self.cfg.policy, &rows);
+            if let Some(examined) = examined.as_deref_mut() {
+                examined.extend_from_slice(&decisions);
+            }
             for d in decisions {
                 self.dispatch(d, &mut budget, &mut urls, &mut report)
                     .await?;

@@ -259,6 +259,10 @@ impl Supervisor {
             let excluded = (0..self.listed.len())
                 .filter(|id| !self.is_clean_id(*id, now))
                 .count();
+            // EXPLAIN-1: the per-URL explanation is not in the event: building it would put a
+            // heap allocation on a tick (no tick allocates, benches/tests/no_alloc.rs) or grow
+            // every `Output` held inline. `exclusions(now)` answers it from this very state
+            // while the caller drains this tick's outputs (`render_explained`).
             self.emit(Event::Skipped(Skip::NoCandidate {
                 health: self.health_snapshot(now),
                 candidates: self.listed.len(),
@@ -556,6 +560,30 @@ impl Supervisor {
     /// shortened by this, at most by a quarter, so `PROBE_MAX_MS` stays a bound.
     pub fn set_probe_jitter_ms(&mut self, jitter_ms: u64) {
         self.probe_jitter_ms = jitter_ms;
+    }
+
+    /// EXPLAIN-1: why the listed URLs are not candidates of the health chain at `now`: the
+    /// first [`MAX_EXPLAINED_EXCLUSIONS`] excluded ones in list order with the rule that
+    /// excludes each, and a count of the rest. Asked right after a tick that emitted
+    /// `Skip::NoCandidate` (before the next input: nothing changed since), it explains that
+    /// line: there every listed URL is excluded. One pass over the list; it allocates (the
+    /// caller asks once per no-candidate line, at most once per `GRACE_MS`), the tick never.
+    pub fn exclusions(&self, now: MonoMs) -> Exclusions {
+        let mut out = Exclusions::default();
+        for id in 0..self.listed.len() {
+            let Some(rule) = self.exclusion_rule(id, now) else {
+                continue;
+            };
+            if out.named.len() < MAX_EXPLAINED_EXCLUSIONS {
+                out.named.push(Exclusion {
+                    url: self.candidates.url(id).clone(),
+                    rule,
+                });
+            } else {
+                out.more += 1;
+            }
+        }
+        out
     }
 
     /// FO-X2: URLs whose open failed since the chain last moved (the passed-over set).
@@ -996,6 +1024,39 @@ impl Supervisor {
     #[inline]
     fn is_current(&self, id: usize) -> bool {
         self.derived.current_id.map(usize::from) == Some(id)
+    }
+
+    /// EXPLAIN-1: the rule that keeps listed URL `id` out of the health chain at `now`, or
+    /// `None` when nothing does (a clean URL, or a cooling one whose exemption or due probe is
+    /// still to be had: a tick's chain would open it, so a no-candidate line never meets one).
+    /// The last bar the URL meets, in the health path's order: FO-D3, FO-D4/FO-D6, FO-X3.
+    fn exclusion_rule(&self, id: usize, now: MonoMs) -> Option<ExclusionRule> {
+        if self.is_current(id) {
+            return Some(ExclusionRule::Current);
+        }
+        let state = &self.listed[id];
+        let entry = state.cooldown.filter(|entry| entry.is_cooling(now))?;
+        let (kind, left_ms) = (entry.kind, entry.until.since_ms(now));
+        if !self.thresholds.exempt {
+            return Some(ExclusionRule::Cooling { kind, left_ms });
+        }
+        if !entry.exempted_this_cycle() {
+            return None;
+        }
+        if !self.thresholds.probing_enabled() {
+            return Some(ExclusionRule::ExemptionSpent { kind, left_ms });
+        }
+        if state.probed {
+            return Some(ExclusionRule::ProbedThisRound { kind, left_ms });
+        }
+        match self.probe.next_round_at {
+            Some(at) if at > now => Some(ExclusionRule::ProbeNotDue {
+                kind,
+                left_ms,
+                next_round_in_ms: at.since_ms(now),
+            }),
+            _ => None,
+        }
     }
 
     /// FO-D3 by id: not current, not cooling.

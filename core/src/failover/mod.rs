@@ -64,10 +64,12 @@ pub use machine::{
     MAX_PENDING_OUTPUTS, MAX_TRACKED_URLS,
 };
 pub use render::{
-    render, renders_with_prefix, ATTACH_PREFIX, EXEMPT_MARKER, SKIP_PREFIX, SWITCH_PREFIX,
+    render, render_explained, renders_with_prefix, ATTACH_PREFIX, EXEMPT_MARKER, SKIP_PREFIX,
+    SWITCH_PREFIX,
 };
 pub use types::{
     ChannelAction, ChannelState, CooldownEntry, CooldownKind, CooldownView, DirectoryOutcome,
-    DirectoryRejection, DirectorySource, Event, Exemption, FailoverCounters, HealthSnapshot,
-    OpenFailure, Origin, Output, RelayUrl, Skip, Stats, SwitchReason, SwitchRecord,
+    DirectoryRejection, DirectorySource, Event, Exclusion, ExclusionRule, Exclusions, Exemption,
+    FailoverCounters, HealthSnapshot, OpenFailure, Origin, Output, RelayUrl, Skip, Stats,
+    SwitchReason, SwitchRecord, MAX_EXPLAINED_EXCLUSIONS,
 };

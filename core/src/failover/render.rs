@@ -5,7 +5,9 @@
 
 use std::fmt::Write;
 
+use super::machine::Supervisor;
 use super::types::*;
+use crate::MonoMs;
 
 pub const SWITCH_PREFIX: &str = "[relay-switch]";
 pub const SKIP_PREFIX: &str = "[relay-skip]";
@@ -18,6 +20,20 @@ pub fn render(event: &Event) -> String {
     let mut line = String::new();
     // Writing into a String cannot fail.
     let _ = write_event(&mut line, event);
+    line
+}
+
+/// EXPLAIN-1: the log line for an event just drained from `sup`, decided at `now` (before the
+/// next input): [`render`], and a no-candidate line followed by its per-URL explanation
+/// ([`Supervisor::exclusions`]), `; excluded: URL (rule: details), …` with at most
+/// [`MAX_EXPLAINED_EXCLUSIONS`] URLs and `, and N more`. Every other event renders as `render`.
+pub fn render_explained(event: &Event, sup: &Supervisor, now: MonoMs) -> String {
+    let mut line = render(event);
+    if let Event::Skipped(Skip::NoCandidate { .. }) = event {
+        let exclusions = sup.exclusions(now);
+        // Writing into a String cannot fail.
+        let _ = write_exclusions(&mut line, &exclusions.named, exclusions.more);
+    }
     line
 }
 
@@ -231,4 +247,54 @@ fn write_skip(out: &mut impl Write, skip: &Skip) -> std::fmt::Result {
             ),
         },
     }
+}
+
+/// EXPLAIN-1: `; excluded: <url> (<rule>[: details]), ... and N more`: at most
+/// [`MAX_EXPLAINED_EXCLUSIONS`] URLs, whatever the length of the list.
+fn write_exclusions(
+    out: &mut impl Write,
+    exclusions: &[Exclusion],
+    more: usize,
+) -> std::fmt::Result {
+    if exclusions.is_empty() && more == 0 {
+        return Ok(());
+    }
+    out.write_str("; excluded:")?;
+    for (i, exclusion) in exclusions.iter().enumerate() {
+        let sep = if i == 0 { " " } else { ", " };
+        write!(out, "{sep}{} ({}", exclusion.url, exclusion.rule.name())?;
+        match exclusion.rule {
+            ExclusionRule::Current => out.write_str(": the current channel")?,
+            ExclusionRule::Cooling { kind, left_ms } => write!(
+                out,
+                ": {} {left_ms} ms left, exemption off",
+                kind.as_str()
+            )?,
+            ExclusionRule::ExemptionSpent { kind, left_ms } => write!(
+                out,
+                ": {} {left_ms} ms left, exempted this cooldown cycle",
+                kind.as_str()
+            )?,
+            ExclusionRule::ProbeNotDue {
+                kind,
+                left_ms,
+                next_round_in_ms,
+            } => write!(
+                out,
+                ": {} {left_ms} ms left, exemption spent, next probe round in {next_round_in_ms} ms",
+                kind.as_str()
+            )?,
+            ExclusionRule::ProbedThisRound { kind, left_ms } => write!(
+                out,
+                ": {} {left_ms} ms left, exemption spent, probed this round",
+                kind.as_str()
+            )?,
+        }
+        out.write_str(")")?;
+    }
+    if more > 0 {
+        let sep = if exclusions.is_empty() { " " } else { ", " };
+        write!(out, "{sep}and {more} more")?;
+    }
+    Ok(())
 }

@@ -332,6 +332,66 @@ pub enum Skip {
     DirectoryRejected { why: DirectoryRejection },
 }
 
+/// EXPLAIN-1: a `[relay-skip]` no-candidate line names at most this many excluded URLs (the
+/// first in list order) and counts the rest.
+pub const MAX_EXPLAINED_EXCLUSIONS: usize = 8;
+
+/// EXPLAIN-1: why the listed URLs are not candidates of the health chain at an instant
+/// ([`Supervisor::exclusions`](super::Supervisor::exclusions)): the first
+/// [`MAX_EXPLAINED_EXCLUSIONS`] excluded URLs in list order, and how many more are excluded.
+/// Bounded, so the line that prints it does not grow with the list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Exclusions {
+    pub named: Vec<Exclusion>,
+    pub more: usize,
+}
+
+/// EXPLAIN-1: one listed URL the health path could not open, and the rule that excluded it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Exclusion {
+    pub url: RelayUrl,
+    pub rule: ExclusionRule,
+}
+
+/// EXPLAIN-1: the rule that kept a listed URL out of the health chain, decided by the core (the
+/// last bar it met: a cooling URL with its exemption spent and probing on is excluded by the
+/// probe schedule). `kind` and `left_ms` are its cooldown entry's kind and time left. There is
+/// no "passed over" rule (FO-X2): the line comes from a tick, and a tick starts a new round of
+/// the passed-over set, so a URL that is not cooling is opened, never excluded. Nor
+/// "unlisted": the line explains the listed URLs (an open is never started on another, FO-R5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "rule", rename_all = "kebab-case")]
+pub enum ExclusionRule {
+    /// The current channel: never its own candidate.
+    Current,
+    /// FO-D2 / FO-D6-OFF: cooling, and the exemption is off.
+    Cooling { kind: CooldownKind, left_ms: u64 },
+    /// FO-D4: cooling, and its one exemption of this cooldown cycle was used (probing off).
+    ExemptionSpent { kind: CooldownKind, left_ms: u64 },
+    /// FO-X3: cooling, exemption spent, and the next probe round is not due yet.
+    ProbeNotDue {
+        kind: CooldownKind,
+        left_ms: u64,
+        next_round_in_ms: u64,
+    },
+    /// FO-X3: cooling, exemption spent, and already probed (and failed) in the round under way
+    /// (or by a probe whose answer came after the schedule was reset).
+    ProbedThisRound { kind: CooldownKind, left_ms: u64 },
+}
+
+impl ExclusionRule {
+    /// The rule's name as the `[relay-skip]` line prints it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ExclusionRule::Current => "current",
+            ExclusionRule::Cooling { .. } => "cooling",
+            ExclusionRule::ExemptionSpent { .. } => "exemption-spent",
+            ExclusionRule::ProbeNotDue { .. } => "probe-not-due",
+            ExclusionRule::ProbedThisRound { .. } => "probed-this-round",
+        }
+    }
+}
+
 /// Why a directory update was refused by the core.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -48,41 +48,275 @@ pub struct TargetView {
 }
 
 /// HO-3 / HO-C1 / HO-S1: pure eligibility. Returns the request to send (op id derived from
-/// the exact authority and target) or the named reason to skip. Reserves nothing.
+/// the exact authority and target) or the named reason to skip. Reserves nothing. The
+/// decision is [`explain`]'s, without the numbers.
 pub fn evaluate(
     now: MonoMs,
     director: &DirectorPolicy,
     candidate: &CandidateView,
     target: Option<&TargetView>,
 ) -> Result<HandoffRequest, Ineligible> {
+    explain(now, director, candidate, target).0
+}
+
+/// EXPLAIN-1: HO-3's improvement, as the rule compares it: at least
+/// [`MIN_IMPROVEMENT_MS`](policy::MIN_IMPROVEMENT_MS) ms and
+/// [`MIN_IMPROVEMENT_PERCENT`](policy::MIN_IMPROVEMENT_PERCENT) % of the current RTT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Improvement {
+    pub current_rtt_ms: u32,
+    pub target_rtt_ms: u32,
+    /// `current - target`, 0 when the target is not faster.
+    pub improvement_ms: u64,
+    /// `improvement_ms * 100 / current`, rounded down (below 20 exactly when the rule refuses).
+    pub improvement_percent: u64,
+}
+
+impl Improvement {
+    fn of(measurement: &Measurement) -> Improvement {
+        let current = u64::from(measurement.current_rtt_ms);
+        let gain = current.saturating_sub(u64::from(measurement.target_rtt_ms));
+        Improvement {
+            current_rtt_ms: measurement.current_rtt_ms,
+            target_rtt_ms: measurement.target_rtt_ms,
+            improvement_ms: gain,
+            improvement_percent: (gain * 100).checked_div(current).unwrap_or(0),
+        }
+    }
+}
+
+/// EXPLAIN-1: the numbers behind one examined host's verdict: what the rule that decided
+/// compared (or, for an eligible host, what every rule compared).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Evidence {
+    /// The rule compares no number: the correction is off (HO-A5), there is no measurement,
+    /// or the desktop did not negotiate the capability (HO-C1).
+    Nothing,
+    /// The cells involved: the target is the source cell, unknown, or one of them lacks the
+    /// idle-handoff capability (HO-C1).
+    Cells { source: CellId, target: CellId },
+    /// HO-3: the host's cohort bucket against the configured percentage (in iff below).
+    Cohort { bucket: u8, cohort_percent: u8 },
+    /// HO-3: the measurement's age against the freshness window (fresh iff not above).
+    Freshness { age_ms: u64, window_ms: u64 },
+    /// The measurement is this far in the future.
+    FromFuture { ahead_ms: u64 },
+    /// HO-3: the improvement against 25 ms and 20 %.
+    Improvement(Improvement),
+    /// HO-3: the host moved recently; it may move again at `until`.
+    Cooldown { until: MonoMs, left_ms: u64 },
+    /// HO-3: the target's capacity used against its limit (room iff `load < capacity`).
+    Capacity {
+        target: CellId,
+        load: u32,
+        capacity: u32,
+    },
+    /// Eligible: the request goes to `target`; every rule's numbers.
+    Eligible {
+        target: CellId,
+        bucket: u8,
+        cohort_percent: u8,
+        age_ms: u64,
+        window_ms: u64,
+        improvement: Improvement,
+        load: u32,
+        capacity: u32,
+    },
+}
+
+/// HO-3 / HO-C1 / HO-S1 and EXPLAIN-1: the eligibility decision (the one [`evaluate`]
+/// returns) together with the numbers the deciding rule compared. Pure; the checks run in the
+/// order `evaluate` always applied them.
+pub fn explain(
+    now: MonoMs,
+    director: &DirectorPolicy,
+    candidate: &CandidateView,
+    target: Option<&TargetView>,
+) -> (Result<HandoffRequest, Ineligible>, Evidence) {
     if !director.enabled {
-        return Err(Ineligible::Disabled);
+        return (Err(Ineligible::Disabled), Evidence::Nothing);
     }
     let Some((target_cell, measurement)) = candidate.measurement else {
-        return Err(Ineligible::NoMeasurement);
+        return (Err(Ineligible::NoMeasurement), Evidence::Nothing);
+    };
+    let cells = Evidence::Cells {
+        source: candidate.authority.cell,
+        target: target_cell,
     };
     if target_cell == candidate.authority.cell {
-        return Err(Ineligible::SameCell);
+        return (Err(Ineligible::SameCell), cells);
     }
     let Some(target) = target.filter(|t| t.cell == target_cell) else {
-        return Err(Ineligible::UnknownTarget);
+        return (Err(Ineligible::UnknownTarget), cells);
     };
-    policy::check_capabilities(
+    if let Err(why) = policy::check_capabilities(
         candidate.source_cell_capable,
         target.capable,
         candidate.desktop_capable,
-    )?;
-    policy::check_cohort(candidate.authority.host, director.cohort_percent)?;
-    policy::check_freshness(now, &measurement, director.policy.freshness_window_ms)?;
-    policy::check_improvement(measurement.current_rtt_ms, measurement.target_rtt_ms)?;
-    policy::check_cooldown(now, candidate.cooldown_until)?;
-    policy::check_capacity(target.load, target.capacity)?;
-    Ok(HandoffRequest::new(
-        candidate.authority,
-        target_cell,
-        director.cohort_percent,
-        measurement,
-    ))
+    ) {
+        let evidence = match why {
+            Ineligible::DesktopNotCapable => Evidence::Nothing,
+            _ => cells,
+        };
+        return (Err(why), evidence);
+    }
+    let host = candidate.authority.host;
+    let bucket = policy::cohort_bucket(host);
+    let cohort_percent = director.cohort_percent;
+    if let Err(why) = policy::check_cohort(host, cohort_percent) {
+        return (
+            Err(why),
+            Evidence::Cohort {
+                bucket,
+                cohort_percent,
+            },
+        );
+    }
+    let window_ms = director.policy.freshness_window_ms;
+    let age_ms = now.since_ms(measurement.measured_at);
+    if let Err(why) = policy::check_freshness(now, &measurement, window_ms) {
+        let evidence = match why {
+            Ineligible::MeasurementFromFuture => Evidence::FromFuture {
+                ahead_ms: measurement.measured_at.since_ms(now),
+            },
+            _ => Evidence::Freshness { age_ms, window_ms },
+        };
+        return (Err(why), evidence);
+    }
+    let improvement = Improvement::of(&measurement);
+    if let Err(why) =
+        policy::check_improvement(measurement.current_rtt_ms, measurement.target_rtt_ms)
+    {
+        return (Err(why), Evidence::Improvement(improvement));
+    }
+    if let Err(why) = policy::check_cooldown(now, candidate.cooldown_until) {
+        let until = candidate.cooldown_until.unwrap_or(now);
+        return (
+            Err(why),
+            Evidence::Cooldown {
+                until,
+                left_ms: until.since_ms(now),
+            },
+        );
+    }
+    if let Err(why) = policy::check_capacity(target.load, target.capacity) {
+        return (
+            Err(why),
+            Evidence::Capacity {
+                target: target_cell,
+                load: target.load,
+                capacity: target.capacity,
+            },
+        );
+    }
+    (
+        Ok(HandoffRequest::new(
+            candidate.authority,
+            target_cell,
+            cohort_percent,
+            measurement,
+        )),
+        Evidence::Eligible {
+            target: target_cell,
+            bucket,
+            cohort_percent,
+            age_ms,
+            window_ms,
+            improvement,
+            load: target.load,
+            capacity: target.capacity,
+        },
+    )
+}
+
+/// EXPLAIN-1: the prefix of `director --explain`'s lines (one per examined host).
+pub const EXPLAIN_PREFIX: &str = "[handoff-explain]";
+
+/// EXPLAIN-1: one examined host's line: `[handoff-explain] host=<id> ineligible
+/// rule=<name> <numbers>` (the rule's stable name, as the report's `ineligible` keys; each
+/// comparison as `value<limit` or `value>=limit`), or `... eligible target=<cell> <numbers>`.
+#[must_use]
+pub fn explain_line(decision: &Decision) -> String {
+    use std::fmt::Write;
+    let mut line = format!("{EXPLAIN_PREFIX} host={}", decision.host.0);
+    // Writing into a String cannot fail.
+    let _ = match decision.verdict {
+        Err(why) => write!(line, " ineligible rule={}", why.name()),
+        Ok(_) => write!(line, " eligible"),
+    };
+    let cmp = |value: u64, limit: u64| if value < limit { "<" } else { ">=" };
+    let _ = match decision.evidence {
+        Evidence::Nothing => Ok(()),
+        Evidence::Cells { source, target } => {
+            write!(line, " source_cell={} target_cell={}", source.0, target.0)
+        }
+        Evidence::Cohort {
+            bucket,
+            cohort_percent,
+        } => write!(
+            line,
+            " cohort_bucket={bucket}{}cohort_percent={cohort_percent}",
+            cmp(u64::from(bucket), u64::from(cohort_percent))
+        ),
+        Evidence::Freshness { age_ms, window_ms } => write!(
+            line,
+            " age_ms={age_ms}{}freshness_window_ms={window_ms}",
+            if age_ms > window_ms { ">" } else { "<=" }
+        ),
+        Evidence::FromFuture { ahead_ms } => write!(line, " measured_ahead_ms={ahead_ms}"),
+        Evidence::Improvement(i) => write_improvement(&mut line, &i),
+        Evidence::Cooldown { until, left_ms } => {
+            write!(
+                line,
+                " cooldown_until_ms={} left_ms={left_ms}",
+                until.as_ms()
+            )
+        }
+        Evidence::Capacity {
+            target,
+            load,
+            capacity,
+        } => write!(
+            line,
+            " target_cell={} capacity_used={load}/{capacity}",
+            target.0
+        ),
+        Evidence::Eligible {
+            target,
+            bucket,
+            cohort_percent,
+            age_ms,
+            window_ms,
+            improvement,
+            load,
+            capacity,
+        } => {
+            let _ = write!(line, " target_cell={}", target.0);
+            let _ = write_improvement(&mut line, &improvement);
+            write!(
+                line,
+                " cohort_bucket={bucket}<cohort_percent={cohort_percent} age_ms={age_ms}<=freshness_window_ms={window_ms} capacity_used={load}/{capacity}"
+            )
+        }
+    };
+    line
+}
+
+fn write_improvement(line: &mut String, i: &Improvement) -> std::fmt::Result {
+    use std::fmt::Write;
+    let min_ms = u64::from(policy::MIN_IMPROVEMENT_MS);
+    let min_percent = u64::from(policy::MIN_IMPROVEMENT_PERCENT);
+    let cmp = |value: u64, limit: u64| if value < limit { "<" } else { ">=" };
+    write!(
+        line,
+        " current_rtt_ms={} target_rtt_ms={} improvement_ms={}{}{min_ms} improvement_percent={}{}{min_percent}",
+        i.current_rtt_ms,
+        i.target_rtt_ms,
+        i.improvement_ms,
+        cmp(i.improvement_ms, min_ms),
+        i.improvement_percent,
+        cmp(i.improvement_percent, min_percent),
+    )
 }
 
 /// HO-S2 / SCALE-3: the persisted position of a director's sweep over the host list (ordered
@@ -154,6 +388,8 @@ pub struct CandidateRow {
 pub struct Decision {
     pub host: HostId,
     pub verdict: Result<HandoffRequest, Ineligible>,
+    /// EXPLAIN-1: the numbers the verdict rests on ([`explain_line`] prints them).
+    pub evidence: Evidence,
 }
 
 /// HO-S1 / HO-S2 / SCALE-3: one read-only selection pass over keyset pages. Drive it with
@@ -251,11 +487,15 @@ impl SelectionPass {
                 self.rejected_rows = self.rejected_rows.saturating_add(1);
                 continue;
             }
-            let verdict = evaluate(now, director, &row.candidate, row.target.as_ref());
+            let (verdict, evidence) = explain(now, director, &row.candidate, row.target.as_ref());
             if verdict.is_ok() {
                 self.dispatched += 1;
             }
-            decisions.push(Decision { host, verdict });
+            decisions.push(Decision {
+                host,
+                verdict,
+                evidence,
+            });
             crate::invariant!(last.is_none_or(|l| host > l), "keys strictly increase");
             last = Some(host);
             self.examined += 1;
@@ -443,6 +683,7 @@ mod tests {
         Decision {
             host: HostId(7),
             verdict,
+            evidence: Evidence::Nothing,
         }
     }
 

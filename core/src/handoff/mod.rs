@@ -82,9 +82,10 @@ pub use cell::{
     TurnAway, TurnAwayFrame, UndrainRefusal, STORE_UNAVAILABLE_TURN_AWAY,
 };
 pub use director::{
-    evaluate, CandidateRow, CandidateView, Decision, DirectorPolicy, Dispatch, DispatchBudget,
-    DispatchClass, DispatchOutcome, PageCursor, PageQuery, ScanLimits, ScanLimitsError,
-    SelectionPass, TargetView, MAX_DISPATCH_PER_PASS, MAX_PAGES_PER_PASS, MAX_PAGE_SIZE,
+    evaluate, explain, explain_line, CandidateRow, CandidateView, Decision, DirectorPolicy,
+    Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, Evidence, Improvement, PageCursor,
+    PageQuery, ScanLimits, ScanLimitsError, SelectionPass, TargetView, EXPLAIN_PREFIX,
+    MAX_DISPATCH_PER_PASS, MAX_PAGES_PER_PASS, MAX_PAGE_SIZE,
 };
 pub use enrol::{
     after_insert, after_register, EnrolRefusal, RegisterTry, Registered, RegistrationStep,

@@ -56,7 +56,8 @@ impl Rig {
             match output {
                 Output::Action(action) => self.actions.push(action),
                 Output::Event(event) => {
-                    self.lines.push(render(&event));
+                    self.lines
+                        .push(render_explained(&event, &self.sup, self.now));
                     self.events.push(event);
                 }
             }

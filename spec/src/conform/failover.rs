@@ -378,7 +378,7 @@ fn skip_matches(skip: &Skip, kind: &SkipKind) -> bool {
         (Skip::StillCooling { url, origin, .. }, SkipKind::StillCooling { url: u, origin: o }) => {
             url == u && origin == o
         }
-        (Skip::NoCandidate { .. }, SkipKind::NoCandidate) => true,
+        (Skip::NoCandidate { .. }, SkipKind::NoCandidate { .. }) => true,
         (
             Skip::OpenFailed {
                 url, exempt, probe, ..
@@ -526,7 +526,7 @@ fn describe(decision: &Decision) -> String {
                     origin.as_str()
                 )
             }
-            SkipKind::NoCandidate => "[relay-skip] no other candidate".to_owned(),
+            SkipKind::NoCandidate { .. } => "[relay-skip] no other candidate".to_owned(),
             SkipKind::OpenFailed { url, .. } => format!("[relay-skip] {url} did not come up"),
             SkipKind::OpenInFlight => "[relay-skip] an open is in flight".to_owned(),
             SkipKind::NotInList => "[relay-skip] left the list while opening".to_owned(),

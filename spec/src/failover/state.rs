@@ -293,7 +293,7 @@ impl FoState {
         while let Some(output) = self.sup.poll_output() {
             outputs.push(output);
         }
-        if core_decisions(&outputs, &self.sup) != oracle
+        if core_decisions(&outputs, &self.sup, now) != oracle
             || !core_view_agrees(&self.sup, &self.oracle, now)
         {
             self.last.oracle_differs = true;

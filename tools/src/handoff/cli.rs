@@ -18,8 +18,8 @@ use switchyard_core::handoff::store::{
 };
 use switchyard_core::handoff::DrainReason;
 use switchyard_core::handoff::PolicyConfig;
+use switchyard_core::handoff::{explain_line, DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::{CellId, Incarnation};
-use switchyard_core::handoff::{DirectorPolicy, ScanLimits};
 use switchyard_core::handoff::{StartFailure, StartRetry, DIRECTOR_START_RETRY};
 use switchyard_core::peer_limits::RateBounds;
 use tracing::{info, warn};
@@ -393,6 +393,13 @@ pub struct DirectorArgs {
     /// Run one pass, print its JSON report, exit.
     #[arg(long)]
     once: bool,
+    /// EXPLAIN-1 (with --once): before the report, print one line per host examined:
+    /// `[handoff-explain] host=<id> ineligible rule=<name> <numbers>` (HO-3's improvement in ms
+    /// against 25 and in % against 20, cohort bucket against the percent, the target's capacity
+    /// used/limit, the cooldown's end, the measurement's age against the freshness window; the
+    /// cells of an HO-C1 refusal), or `... eligible target_cell=<cell> <numbers>`.
+    #[arg(long, requires = "once")]
+    explain: bool,
     /// OPS-2: where /healthz, /readyz and /metrics listen (not with --once).
     #[arg(
         long,
@@ -1026,6 +1033,17 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         let store =
             open_store_with_retry(schedule, &start, || open_store_classified(&a.db)).await?;
         let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
+        if a.explain {
+            // EXPLAIN-1: the core decided and explained each host; this only prints. A pass
+            // that failed still shows the hosts it examined.
+            let mut examined = Vec::new();
+            let pass = director.pass_explained(&mut examined).await;
+            for decision in &examined {
+                print_line(&explain_line(decision));
+            }
+            print_json(&pass.map_err(|e| e.to_string())?);
+            return Ok(());
+        }
         let report = director.pass().await.map_err(|e| e.to_string())?;
         director.flush_journal();
         print_json(&report);
