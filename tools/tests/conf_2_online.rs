@@ -16,7 +16,7 @@ use switchyard_core::failover::{
 use switchyard_core::journal::JournalRecord;
 use switchyard_core::MonoMs;
 use switchyard_spec::conform::generate::{generated_thresholds, SimulatedClient};
-use switchyard_spec::conform::{Conformance, Verdict};
+use switchyard_spec::conform::{judge_text, Verdict};
 use switchyard_tools::conform_online::OnlineConformance;
 
 #[test]
@@ -67,14 +67,7 @@ fn conf_2_a_client_with_conform_on_a_live_relay_journals_a_conforming_run() {
         client.log()
     );
     let text = std::fs::read_to_string(&journal).expect("the journal was written");
-    let mut conformance = Conformance::new();
-    for (i, line) in text.lines().enumerate() {
-        conformance
-            .feed_text(i as u64 + 1, line)
-            .expect("every line reads");
-    }
-    let lines = conformance.lines();
-    let verdicts = conformance.finish();
+    let (lines, verdicts) = judge_text(&text).expect("every line reads");
     assert_eq!(verdicts.len(), 1, "{verdicts:?}");
     assert!(
         matches!(verdicts[0].1, Verdict::Conforms { .. }),
@@ -186,14 +179,7 @@ fn conf_1_a_json_log_with_journal_log_is_a_journal_conform_reads() {
     client.signal("TERM");
     assert_eq!(client.exit_within(Duration::from_secs(10)), Some(0));
     let log = client.log();
-    let mut conformance = Conformance::new();
-    for (i, line) in log.lines().enumerate() {
-        conformance
-            .feed_text(i as u64 + 1, line)
-            .unwrap_or_else(|e| panic!("{e}\n{log}"));
-    }
-    let lines = conformance.lines();
-    let verdicts = conformance.finish();
+    let (lines, verdicts) = judge_text(&log).unwrap_or_else(|e| panic!("{e}\n{log}"));
     assert_eq!(verdicts.len(), 1, "{verdicts:?}\n{log}");
     assert!(
         matches!(verdicts[0].1, Verdict::Conforms { .. }),

@@ -15,7 +15,7 @@ use support_bin::Process;
 use support_directory::sign_raw;
 use switchyard_adapters::failover::directory;
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
-use switchyard_spec::conform::{Conformance, Verdict};
+use switchyard_spec::conform::{judge_text, Verdict};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
@@ -146,13 +146,7 @@ fn fo_r5a_conf_1_an_open_whose_url_left_the_list_is_never_adopted_and_the_journa
     assert_eq!(client.exit_within(Duration::from_secs(10)), Some(0));
 
     let text = std::fs::read_to_string(&journal).expect("the journal was written");
-    let mut conformance = Conformance::new();
-    for (i, line) in text.lines().enumerate() {
-        conformance
-            .feed_text(i as u64 + 1, line)
-            .expect("every line reads");
-    }
-    let verdicts = conformance.finish();
+    let (_, verdicts) = judge_text(&text).expect("every line reads");
     assert_eq!(verdicts.len(), 1, "{verdicts:?}");
     match &verdicts[0].1 {
         Verdict::Conforms { .. } => {}

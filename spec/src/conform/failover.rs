@@ -84,20 +84,29 @@ impl FailoverJudge {
         self.gap_open = false;
     }
 
+    /// The departure when every possible state still owes the journal a decision of the last
+    /// input: the journal went on (or ended) without it.
+    fn owed_everywhere(&self, line: u64) -> Option<Departure> {
+        if !self.possible.iter().all(|p| !p.owed().is_empty()) {
+            return None;
+        }
+        let p = &self.possible[0];
+        let (input_line, what) = self
+            .last_input
+            .as_ref()
+            .map_or((line, String::new()), |(l, i)| (*l, describe_input(i)));
+        Some(Departure {
+            line: input_line,
+            event: format!("{what} with no `{}` after it", describe(&p.owed()[0])),
+            requirement: missing_requirement(&p.owed()[0]),
+            allowed: describe_all(&p.decided),
+        })
+    }
+
     fn input(&mut self, line: u64, at: MonoMs, input: &FailoverInput) -> Judged {
         // Whatever the last input decided must have been shown before the next input.
-        if self.possible.iter().all(|p| !p.owed().is_empty()) {
-            let p = &self.possible[0];
-            let (input_line, what) = self
-                .last_input
-                .as_ref()
-                .map_or((line, String::new()), |(l, i)| (*l, describe_input(i)));
-            return Err(Departure {
-                line: input_line,
-                event: format!("{what} with no `{}` after it", describe(&p.owed()[0])),
-                requirement: missing_requirement(&p.owed()[0]),
-                allowed: describe_all(&p.decided),
-            });
+        if let Some(missing) = self.owed_everywhere(line) {
+            return Err(missing);
         }
         self.possible.retain(|p| p.owed().is_empty());
         if let FailoverInput::Directory { urls, .. } = input {
@@ -282,18 +291,8 @@ impl Judge for FailoverJudge {
         if self.gap_open || self.possible.is_empty() {
             return Ok(());
         }
-        if self.possible.iter().all(|p| !p.owed().is_empty()) {
-            let p = &self.possible[0];
-            let (input_line, what) = self
-                .last_input
-                .as_ref()
-                .map_or((line, String::new()), |(l, i)| (*l, describe_input(i)));
-            return Err(Departure {
-                line: input_line,
-                event: format!("{what} with no `{}` after it", describe(&p.owed()[0])),
-                requirement: missing_requirement(&p.owed()[0]),
-                allowed: describe_all(&p.decided),
-            });
+        if let Some(missing) = self.owed_everywhere(line) {
+            return Err(missing);
         }
         Ok(())
     }

@@ -254,6 +254,17 @@ impl Conformance {
     }
 }
 
+/// Judges a whole journal held as text (a test's or the drill's, read back after the run):
+/// the lines judged and every key's verdict. The first unreadable line is the error.
+pub fn judge_text(text: &str) -> Result<(u64, Vec<(String, Verdict)>), ReadError> {
+    let mut conformance = Conformance::new();
+    for (i, line) in text.lines().enumerate() {
+        conformance.feed_text(i as u64 + 1, line)?;
+    }
+    let lines = conformance.lines();
+    Ok((lines, conformance.finish()))
+}
+
 /// The judge a key's first line asks for.
 fn judge_for(rec: &JournalRecord) -> Option<Box<dyn Judge + Send>> {
     match rec {

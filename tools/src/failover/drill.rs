@@ -41,7 +41,7 @@ use switchyard_adapters::failover::driver::{
 };
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
 use switchyard_adapters::journal::{Journal, JournalConfig, MAX_LINES_PER_SECOND};
-use switchyard_spec::conform::{Conformance, Verdict as ConformVerdict};
+use switchyard_spec::conform::{judge_text, Verdict as ConformVerdict};
 
 /// A drill scene, as named in the seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -927,16 +927,7 @@ fn conformance_step(scene: &Scene, path: &std::path::Path) -> StepResult {
     let id = format!("{}-CONF", scene.name());
     let judged = std::fs::read_to_string(path)
         .map_err(|e| format!("journal {}: {e}", path.display()))
-        .and_then(|text| {
-            let mut conformance = Conformance::new();
-            for (i, line) in text.lines().enumerate() {
-                conformance
-                    .feed_text(i as u64 + 1, line)
-                    .map_err(|e| format!("journal {}: {e}", path.display()))?;
-            }
-            let lines = conformance.lines();
-            Ok((lines, conformance.finish()))
-        });
+        .and_then(|text| judge_text(&text).map_err(|e| format!("journal {}: {e}", path.display())));
     let (verdict, detail) = match judged {
         Err(e) => (Verdict::Fail, e),
         Ok((lines, verdicts)) => match verdicts.iter().find_map(|(key, v)| match v {
