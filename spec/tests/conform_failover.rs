@@ -8,7 +8,10 @@ use switchyard_core::failover::{
 };
 use switchyard_core::journal::{JournalLine, JournalRecord};
 use switchyard_core::MonoMs;
-use switchyard_spec::conform::generate::{generate, generated_thresholds, SimulatedClient};
+use switchyard_spec::conform::generate::{
+    edit_refusal_into_open, generate, generated_thresholds, switched_then_directory,
+    SimulatedClient,
+};
 use switchyard_spec::conform::{Conformance, Departure, Verdict};
 
 fn judge(lines: &[JournalLine]) -> Vec<(String, Verdict)> {
@@ -29,42 +32,6 @@ fn departure(lines: &[JournalLine]) -> Option<Departure> {
 
 fn url(s: &str) -> RelayUrl {
     RelayUrl::new(s)
-}
-
-fn list() -> Vec<RelayUrl> {
-    vec![url("wss://a/r"), url("wss://b/r"), url("wss://c/r")]
-}
-
-/// Attached to a, a turns unhealthy, the tick switches to b (a cools), then a directory update
-/// with a first asks to go back to a: FO-D1 refuses (a is cooling).
-fn switched_then_directory(client: &mut SimulatedClient) {
-    client.give(
-        MonoMs(100),
-        FailoverInput::OpenSucceeded {
-            url: url("wss://a/r"),
-        },
-    );
-    client.give(
-        MonoMs(1_000),
-        FailoverInput::ChannelState {
-            url: url("wss://a/r"),
-            state: ChannelState::Backoff { attempts: 3 },
-        },
-    );
-    client.give(MonoMs(5_000), FailoverInput::Tick { jitter_ms: 0 });
-    client.give(
-        MonoMs(5_100),
-        FailoverInput::OpenSucceeded {
-            url: url("wss://b/r"),
-        },
-    );
-    client.give(
-        MonoMs(6_000),
-        FailoverInput::Directory {
-            urls: list(),
-            source: DirectorySource::Cache,
-        },
-    );
 }
 
 fn scripted(script: impl FnOnce(&mut SimulatedClient)) -> Vec<JournalLine> {
@@ -101,18 +68,7 @@ fn conf_1_a_journal_of_the_core_and_a_faithful_driver_conforms() {
 fn conf_1_fo_d1_an_open_of_a_cooling_url_on_the_directory_path_departs_at_that_line() {
     let mut lines = scripted(switched_then_directory);
     // The directory update's refusal, edited into an open of the cooling URL.
-    let at = position(
-        &lines,
-        |r| matches!(r, FailoverRecord::Output(Output::Event(e)) if format!("{e:?}").contains("StillCooling")),
-    );
-    lines[at].rec = JournalRecord::Failover(FailoverRecord::Output(Output::Action(
-        ChannelAction::Open {
-            url: url("wss://a/r"),
-            timeout_ms: 2_000,
-            exempt: false,
-            probe: false,
-        },
-    )));
+    let at = edit_refusal_into_open(&mut lines);
     let d = departure(&lines).expect("the edited journal departs");
     assert_eq!(d.requirement, "FO-D1", "{d:?}");
     assert_eq!(d.line, at as u64 + 1, "{d:?}");

@@ -10,12 +10,9 @@ use std::time::{Duration, Instant};
 use support_bin::{http_get, Process};
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
 use switchyard_adapters::probes;
-use switchyard_core::failover::{
-    ChannelAction, ChannelState, DirectorySource, FailoverInput, FailoverRecord, Output, RelayUrl,
+use switchyard_spec::conform::generate::{
+    edit_refusal_into_open, generated_thresholds, switched_then_directory, SimulatedClient,
 };
-use switchyard_core::journal::JournalRecord;
-use switchyard_core::MonoMs;
-use switchyard_spec::conform::generate::{generated_thresholds, SimulatedClient};
 use switchyard_spec::conform::{judge_text, Verdict};
 use switchyard_tools::conform_online::OnlineConformance;
 
@@ -80,50 +77,11 @@ fn conf_2_a_client_with_conform_on_a_live_relay_journals_a_conforming_run() {
 
 #[test]
 fn conf_2_the_online_judge_counts_one_departure_per_key_by_requirement() {
-    let url = RelayUrl::new;
     let mut client = SimulatedClient::new("client-7", 3, generated_thresholds());
-    client.give(
-        MonoMs(100),
-        FailoverInput::OpenSucceeded {
-            url: url("wss://a/r"),
-        },
-    );
-    client.give(
-        MonoMs(1_000),
-        FailoverInput::ChannelState {
-            url: url("wss://a/r"),
-            state: ChannelState::Backoff { attempts: 3 },
-        },
-    );
-    client.give(MonoMs(5_000), FailoverInput::Tick { jitter_ms: 0 });
-    client.give(
-        MonoMs(5_100),
-        FailoverInput::OpenSucceeded {
-            url: url("wss://b/r"),
-        },
-    );
-    client.give(
-        MonoMs(6_000),
-        FailoverInput::Directory {
-            urls: vec![url("wss://a/r"), url("wss://b/r"), url("wss://c/r")],
-            source: DirectorySource::Cache,
-        },
-    );
-    client.give(MonoMs(7_000), FailoverInput::Tick { jitter_ms: 0 });
+    switched_then_directory(&mut client);
     let mut lines = client.take_lines();
     // The directory path's refusal of the cooling URL, edited into an open of it.
-    let at = lines
-        .iter()
-        .position(|l| format!("{:?}", l.rec).contains("StillCooling"))
-        .expect("a refusal");
-    lines[at].rec = JournalRecord::Failover(FailoverRecord::Output(Output::Action(
-        ChannelAction::Open {
-            url: url("wss://a/r"),
-            timeout_ms: 2_000,
-            exempt: false,
-            probe: false,
-        },
-    )));
+    edit_refusal_into_open(&mut lines);
     // Twice, as two keys would: the second key departs too; each key once.
     let online = OnlineConformance::new();
     let mut observe = online.observer();

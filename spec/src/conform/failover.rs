@@ -95,12 +95,12 @@ impl FailoverJudge {
             .last_input
             .as_ref()
             .map_or((line, String::new()), |(l, i)| (*l, describe_input(i)));
-        Some(Departure {
-            line: input_line,
-            event: format!("{what} with no `{}` after it", describe(&p.owed()[0])),
-            requirement: missing_requirement(&p.owed()[0]),
-            allowed: describe_all(&p.decided),
-        })
+        Some(Departure::new(
+            input_line,
+            missing_requirement(&p.owed()[0]),
+            format!("{what} with no `{}` after it", describe(&p.owed()[0])),
+            describe_all(&p.decided),
+        ))
     }
 
     fn input(&mut self, line: u64, at: MonoMs, input: &FailoverInput) -> Judged {
@@ -129,12 +129,12 @@ impl FailoverJudge {
         };
         if !self.possible.iter().any(owed_next) {
             let p = &self.possible[0];
-            return Err(Departure {
+            return Err(Departure::new(
                 line,
-                event: describe_output(output),
-                requirement: classify_output(output, p, self.last_input.as_ref(), at),
-                allowed: describe_owed(p),
-            });
+                classify_output(output, p, self.last_input.as_ref(), at),
+                describe_output(output),
+                describe_owed(p),
+            ));
         }
         if self.possible.len() > 1 {
             self.possible.retain(owed_next);
@@ -161,15 +161,15 @@ impl FailoverJudge {
                 FailoverEffect::OpenStarted { url } if !p.oracle.list().contains(url) => "FO-R5",
                 _ => "FO-ORACLE",
             };
-            return Err(Departure {
+            return Err(Departure::new(
                 line,
-                event: describe_effect(effect),
                 requirement,
-                allowed: format!(
+                describe_effect(effect),
+                format!(
                     "only what the last input decided: {}",
                     describe_all(&p.decided)
                 ),
-            });
+            ));
         }
         if self.possible.len() > 1 {
             self.possible.retain(allowed);
@@ -269,12 +269,12 @@ impl Judge for FailoverJudge {
             return Ok(());
         }
         if self.thresholds.is_none() {
-            return Err(Departure {
+            return Err(Departure::new(
                 line,
-                event: "a record before the journal's start".to_owned(),
-                requirement: "CONF-1",
-                allowed: "a `start` record (with the thresholds) first".to_owned(),
-            });
+                "CONF-1",
+                "a record before the journal's start",
+                "a `start` record (with the thresholds) first",
+            ));
         }
         if self.gap_open {
             self.search_gap(at);

@@ -204,6 +204,54 @@ impl SimulatedClient {
     }
 }
 
+/// The FO-D1 scene the conformance tests edit: attached to `wss://a/r`, a turns unhealthy, the
+/// tick switches to `wss://b/r` (a cools), then a directory update listing a first asks to go
+/// back to a, which the directory path refuses while a cools.
+pub fn switched_then_directory(client: &mut SimulatedClient) {
+    let a = RelayUrl::new("wss://a/r");
+    let b = RelayUrl::new("wss://b/r");
+    client.give(MonoMs(100), FailoverInput::OpenSucceeded { url: a.clone() });
+    let unhealthy = ChannelState::Backoff { attempts: 3 };
+    client.give(
+        MonoMs(1_000),
+        FailoverInput::ChannelState {
+            url: a.clone(),
+            state: unhealthy,
+        },
+    );
+    client.give(MonoMs(5_000), FailoverInput::Tick { jitter_ms: 0 });
+    client.give(
+        MonoMs(5_100),
+        FailoverInput::OpenSucceeded { url: b.clone() },
+    );
+    let urls = vec![a, b, RelayUrl::new("wss://c/r")];
+    let source = DirectorySource::Cache;
+    client.give(MonoMs(6_000), FailoverInput::Directory { urls, source });
+}
+
+/// [`switched_then_directory`]'s journal with its one hand-put bug: the directory path's
+/// refusal of the cooling `wss://a/r` edited into an open of it. Returns the edited index.
+///
+/// # Panics
+/// If `lines` holds no still-cooling refusal (the scene was not the one above).
+pub fn edit_refusal_into_open(lines: &mut [JournalLine]) -> usize {
+    let at = lines
+        .iter()
+        .position(|l| {
+            matches!(&l.rec, JournalRecord::Failover(FailoverRecord::Output(Output::Event(e)))
+                if format!("{e:?}").contains("StillCooling"))
+        })
+        .expect("the scene's journal holds the directory path's refusal");
+    let open = ChannelAction::Open {
+        url: RelayUrl::new("wss://a/r"),
+        timeout_ms: 2_000,
+        exempt: false,
+        probe: false,
+    };
+    lines[at].rec = JournalRecord::Failover(FailoverRecord::Output(Output::Action(open)));
+    at
+}
+
 /// A journal of about `lines` lines from `clients` simulated clients, interleaved, seeded by
 /// `seed`; `out` receives each line in order.
 pub fn generate(lines: u64, clients: u32, seed: u64, mut out: impl FnMut(&JournalLine)) {

@@ -98,11 +98,8 @@ impl CellJudge {
     }
 
     fn cell(&mut self, line: u64, rec: &CellRecord) -> Judged {
-        let depart = |requirement: &'static str, event: String, allowed: &str| Departure {
-            line,
-            event,
-            requirement,
-            allowed: allowed.to_owned(),
+        let depart = |requirement: &'static str, event: String, allowed: &str| {
+            Departure::new(line, requirement, event, allowed)
         };
         match rec {
             CellRecord::Start
@@ -324,11 +321,8 @@ impl CellJudge {
     }
 
     fn action(&mut self, line: u64, action: &CellAction) -> Judged {
-        let depart = |requirement: &'static str, event: String, allowed: String| Departure {
-            line,
-            event,
-            requirement,
-            allowed,
+        let depart = |requirement: &'static str, event: String, allowed: String| {
+            Departure::new(line, requirement, event, allowed)
         };
         match action {
             CellAction::Forget { .. } => {
@@ -472,26 +466,24 @@ impl CellJudge {
                 _ => None,
             };
             if let Some((requirement, event)) = refusal {
-                return Err(Departure {
+                return Err(Departure::new(
                     line,
-                    event,
                     requirement,
-                    allowed:
-                        "refused: no new work while a barrier stands, after a retirement or a drain"
-                            .to_owned(),
-                });
+                    event,
+                    "refused: no new work while a barrier stands, after a retirement or a drain",
+                ));
             }
         }
         let same_machine = machine.is_some() && machine == self.machine;
         if let (Some(before), Some(after), true) = (self.counters, after, same_machine) {
             let allowed = allowed_after(before, op, kind, ok);
             if !allowed.contains(&after) {
-                return Err(Departure {
+                return Err(Departure::new(
                     line,
-                    event: format!("{event}: the gate's counters became {after:?}"),
-                    requirement: "HO-7",
-                    allowed: format!("from {before:?}, one of {allowed:?}"),
-                });
+                    "HO-7",
+                    format!("{event}: the gate's counters became {after:?}"),
+                    format!("from {before:?}, one of {allowed:?}"),
+                ));
             }
         }
         if op == WorkOp::Acquire && ok && machine.is_some() {
@@ -609,17 +601,17 @@ impl Judge for DirectorJudge {
                 } => {
                     let derived = OpId::derive(source, *target);
                     if *op_id != derived {
-                        return Err(Departure {
+                        return Err(Departure::new(
                             line,
-                            event: format!(
+                            "HO-S1",
+                            format!(
                                 "request sent with op {op_id} for host {} to cell {}",
                                 source.host.0, target.0
                             ),
-                            requirement: "HO-S1",
-                            allowed: format!(
+                            format!(
                                 "op {derived}: the UUIDv5 of the exact source authority and target (the same on every retry)"
                             ),
-                        });
+                        ));
                     }
                     self.pending = Some(*op_id);
                     Ok(())
@@ -631,34 +623,34 @@ impl Judge for DirectorJudge {
                 } => {
                     if let Some(sent) = self.pending {
                         if sent != *op_id {
-                            return Err(Departure {
+                            return Err(Departure::new(
                                 line,
-                                event: format!("an answer for op {op_id}"),
-                                requirement: "HO-S1",
-                                allowed: format!("the answer to the op sent, {sent}"),
-                            });
+                                "HO-S1",
+                                format!("an answer for op {op_id}"),
+                                format!("the answer to the op sent, {sent}"),
+                            ));
                         }
                     }
                     if let DispatchOutcome::Answered(reply) = outcome {
                         if reply.op_id() != *op_id {
-                            return Err(Departure {
+                            return Err(Departure::new(
                                 line,
-                                event: format!("op {op_id} answered for op {}", reply.op_id()),
-                                requirement: "HO-S1",
-                                allowed: format!("an answer naming op {op_id}"),
-                            });
+                                "HO-S1",
+                                format!("op {op_id} answered for op {}", reply.op_id()),
+                                format!("an answer naming op {op_id}"),
+                            ));
                         }
                     }
                     let must = class_of(outcome);
                     if must != *class {
-                        return Err(Departure {
+                        return Err(Departure::new(
                             line,
-                            event: format!("answer {outcome:?} counted as {class:?}"),
-                            requirement: "HO-S2",
-                            allowed: format!(
+                            "HO-S2",
+                            format!("answer {outcome:?} counted as {class:?}"),
+                            format!(
                                 "{must:?} (busy and in progress are deferrals, never failures)"
                             ),
-                        });
+                        ));
                     }
                     self.pending = None;
                     Ok(())
@@ -684,12 +676,12 @@ impl Judge for DirectorJudge {
 
 /// A key whose lines come from two kinds of journal: two writers share a key.
 pub(crate) fn mixed(line: u64, rec: &JournalRecord) -> Departure {
-    Departure {
+    Departure::new(
         line,
-        event: format!("{rec:?}"),
-        requirement: "CONF-1",
-        allowed: "lines of one kind of journal per key (two writers share this key)".to_owned(),
-    }
+        "CONF-1",
+        format!("{rec:?}"),
+        "lines of one kind of journal per key (two writers share this key)",
+    )
 }
 
 /// CONF-3: a generated cell journal of `hosts` hosts, `rounds` handoff rounds each (a client

@@ -39,6 +39,24 @@ pub struct Departure {
     pub allowed: String,
 }
 
+impl Departure {
+    /// A departure at `line`: `event` breaks `requirement`; the spec allowed `allowed`.
+    #[must_use]
+    pub fn new(
+        line: u64,
+        requirement: &'static str,
+        event: impl Into<String>,
+        allowed: impl Into<String>,
+    ) -> Departure {
+        Departure {
+            line,
+            event: event.into(),
+            requirement,
+            allowed: allowed.into(),
+        }
+    }
+}
+
 /// A judge's answer to one line.
 pub type Judged = Result<(), Departure>;
 
