@@ -1,34 +1,13 @@
 //! CONF-1 / CONF-3: `switchyard-check conform` as an operator runs it: files and `-`, the text
 //! and JSON reports, exit 0 / 1 / 2, an unreadable line named.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod support_conform;
+
+use support_conform::conform;
 
 use switchyard_core::failover::{ChannelAction, FailoverRecord, Output};
 use switchyard_core::journal::{JournalLine, JournalRecord};
 use switchyard_spec::conform::generate::generate;
-
-fn conform(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard-check"))
-        .arg("conform")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run switchyard-check conform");
-    let mut input = child.stdin.take().expect("stdin");
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).expect("write stdin");
-    }
-    drop(input);
-    let output = child.wait_with_output().expect("wait");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
 
 fn journal(lines: u64, clients: u32) -> Vec<JournalLine> {
     let mut out = Vec::new();

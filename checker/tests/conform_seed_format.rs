@@ -1,36 +1,14 @@
 //! CONF-1 (seed format): `switchyard-check conform --seed-format` as a newcomer runs it, on the
 //! fixtures in `tests/seed_lines/`.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod support_conform;
+
+use support_conform::conform;
 
 const PROD: &str = "wss://alotbuy.com/dshs-relay,wss://relay-direct.alotbuy.com/dshs-relay,wss://106.54.21.172/dshs-relay";
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/seed_lines/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn conform(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard-check"))
-        .arg("conform")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run switchyard-check");
-    {
-        let mut input = child.stdin.take().expect("stdin");
-        if let Some(text) = stdin {
-            input.write_all(text.as_bytes()).expect("write stdin");
-        }
-    }
-    let output = child.wait_with_output().expect("wait");
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 #[test]
