@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use sqlx::{Connection, Executor, PgConnection};
-use switchyard_adapters::handoff::store::{SqlStore, StoreOptions};
+use switchyard_adapters::handoff::store::{BulkSeed, SeedError, SqlStore, StoreOptions};
 use switchyard_core::handoff::store::{
     CellRow, LimitSettings, StartRefusal, StoreBounds, StoreConfig, StoreError,
 };
@@ -251,4 +251,67 @@ async fn scale_2_registrations_of_one_cell_share_its_row() {
         "a start must wait for a shared holder of the row"
     );
     holder.execute("ROLLBACK").await.expect("rollback");
+}
+
+/// SCALE-1: a bulk seed writes only into an empty store, and its refusal names what it found:
+/// the cells counted (at most `max_cells` rows), the hosts probed (one row, not a count of a
+/// million: the refusal's cost is the same at every N, `benches/benches/scale.rs`). A refused
+/// seed writes nothing.
+#[tokio::test]
+async fn scale_1_a_bulk_seed_into_a_store_that_holds_cells_or_hosts_is_refused_not_empty() {
+    let seed = BulkSeed {
+        cells: 3,
+        hosts: 40,
+        dense_hosts: 10,
+        capacity: 1_000,
+        measured_every: 0,
+        measured_at: MonoMs(0),
+        timeout: Duration::from_secs(60),
+    };
+    // A cell and no host.
+    let url = support_pg::fresh_db("seed_cells_only").await;
+    let sql = store(&url, Duration::from_secs(20)).await;
+    match sql.seed_bulk(&seed).await {
+        Err(e @ SeedError::NotEmpty { .. }) => {
+            assert!(
+                matches!(
+                    e,
+                    SeedError::NotEmpty {
+                        cells: 1,
+                        hosts: false
+                    }
+                ),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("found 1 cells, no hosts"), "{e}");
+        }
+        other => panic!("a store with a cell must refuse the seed, got {other:?}"),
+    }
+    assert!(sql.rows().await.expect("rows").assignments.is_empty());
+
+    // An empty store is seeded; a second seed finds its cells and hosts.
+    let url = support_pg::fresh_db("seed_twice").await;
+    let sql = SqlStore::connect(&url, StoreOptions::default())
+        .await
+        .expect("store");
+    sql.put_settings(&config(), true).await.expect("settings");
+    sql.seed_bulk(&seed).await.expect("the first seed");
+    match sql.seed_bulk(&seed).await {
+        Err(e @ SeedError::NotEmpty { .. }) => {
+            assert!(
+                matches!(
+                    e,
+                    SeedError::NotEmpty {
+                        cells: 3,
+                        hosts: true
+                    }
+                ),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains("found 3 cells and hosts"), "{e}");
+        }
+        other => panic!("a seeded store must refuse a second seed, got {other:?}"),
+    }
+    assert_eq!(sql.rows().await.expect("rows").assignments.len(), 40);
+    assert_eq!(sql.audit_limits().await.expect("audit"), Ok(()));
 }

@@ -3,7 +3,8 @@
 //! store's real paths:
 //!
 //! 1. seeding: `SqlStore::seed_bulk` (generate_series), then `SqlStore::audit_limits` must
-//!    hold (every counter agrees with the rows);
+//!    hold (every counter agrees with the rows); then a second `seed_bulk`, which must be
+//!    refused `NotEmpty` (its cost is a probe of one row, the same at every N);
 //! 2. a full director sweep: page after page of `MAX_PAGE_SIZE` hosts through
 //!    `SqlStore::candidate_page` and `SelectionPass::handle_page`, the director's `pass()` minus
 //!    the dispatch (the seed makes nobody eligible: no measurement, or a measured target that
@@ -54,7 +55,7 @@ use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig};
 use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::proto::CLIENT_PATH;
-use switchyard_adapters::handoff::store::{BulkSeed, SqlStore, StoreOptions};
+use switchyard_adapters::handoff::store::{BulkSeed, SeedError, SqlStore, StoreOptions};
 use switchyard_core::handoff::store::{RegisterRefusal, StoreError as SetupRefusal};
 use switchyard_core::handoff::PolicyConfig;
 use switchyard_core::handoff::{CellId, HostId, Incarnation};
@@ -455,6 +456,7 @@ fn unix_ms() -> u64 {
 struct SizeReport {
     n: u64,
     seed: Duration,
+    refuse: Duration,
     sweep: Sweep,
     enrol: Batch,
     rereg: Batch,
@@ -485,6 +487,15 @@ async fn size(n: u64, bound: Duration, out: &Path, label: &str) -> SizeReport {
         "seed: {n} hosts in {:.1} s (vacuumed and analysed)",
         seeded.as_secs_f64()
     );
+    // A second seed into the full store is refused by a probe of one row, not a count of N.
+    let t = Instant::now();
+    let again = store.seed_bulk(&seed).await;
+    let refused = t.elapsed();
+    assert!(
+        matches!(again, Err(SeedError::NotEmpty { hosts: true, .. })),
+        "a second seed must be refused NotEmpty, got {again:?}"
+    );
+    println!("seed refused (not empty): {:.2} ms", ms(refused));
 
     // The sweep's store waits for a page as long as the phase may last (the director's own
     // bound is DIRECTOR_TXN_TIMEOUT; pages slower than that are counted).
@@ -592,6 +603,7 @@ async fn size(n: u64, bound: Duration, out: &Path, label: &str) -> SizeReport {
     SizeReport {
         n,
         seed: seeded,
+        refuse: refused,
         sweep: s,
         enrol: enrolled,
         rereg,
@@ -1010,6 +1022,9 @@ fn figures(reports: &[SizeReport]) -> Vec<Figure> {
     vec![
         each("seed_s", "seed (s)", f1, &|r| {
             (Some(r.seed.as_secs_f64()), String::new())
+        }),
+        each("seed_refused_ms", "second seed refused (ms)", f2, &|r| {
+            (Some(ms(r.refuse)), String::new())
         }),
         each("enrol_mean_ms", "enrolment per host, mean (ms)", f2, &|r| {
             (
