@@ -1,12 +1,15 @@
 //! CONF-1: the journal of a real handoff end-to-end run (two cells over TCP, a desktop, a
 //! client, a committed move) conforms; the same journal with one event edited departs at that
 //! line with that requirement: a barrier reopened without a terminal outcome (HO-A2), a client
-//! admitted under a barrier (HO-S3).
+//! admitted under a barrier (HO-S3), a store call that timed out read as its outcome (HO-A2).
 
 mod handoff_rig;
 
 use handoff_rig::*;
-use switchyard_core::handoff::{Begin, CellAction, CellRecord, HandoffAction};
+use switchyard_core::handoff::store::StoreFault;
+use switchyard_core::handoff::{
+    Begin, CellAction, CellRecord, HandoffAction, StoreAnswer, StoreCall,
+};
 use switchyard_core::journal::{JournalLine, JournalRecord};
 
 /// A real run: a client attaches and leaves, the source is asked to hand the host off and
@@ -135,6 +138,39 @@ async fn conf_1_handoff_e2e_journal_conforms_and_one_edited_event_departs_ho_a2_
         departure_of(&render(&edited), &key),
         Some((at as u64 + 2, "HO-S3")),
         "a client admitted under a barrier departs at its line"
+    );
+
+    // (c) HO-A2: the store's answer to the transaction was a timeout, and the commit was fed
+    // all the same (what a driver that reads a timeout as an outcome journals).
+    let answered = lines
+        .iter()
+        .position(|l| {
+            l.key == key
+                && matches!(
+                    l.rec,
+                    JournalRecord::Cell(CellRecord::StoreAnswered {
+                        call: StoreCall::Transaction,
+                        answer: StoreAnswer::Outcome(_),
+                    })
+                )
+        })
+        .expect("the transaction's answer journaled");
+    assert!(
+        matches!(
+            lines[answered + 1].rec,
+            JournalRecord::Cell(CellRecord::TransactionResult { .. })
+        ),
+        "the answer is the line before the result fed"
+    );
+    let mut edited = lines.clone();
+    edited[answered].rec = JournalRecord::Cell(CellRecord::StoreAnswered {
+        call: StoreCall::Transaction,
+        answer: StoreAnswer::Fault(StoreFault::TimedOut),
+    });
+    assert_eq!(
+        departure_of(&render(&edited), &key),
+        Some((answered as u64 + 2, "HO-A2")),
+        "a timeout fed as the transaction's outcome departs at the result"
     );
 
     // The unedited journal conforms (each key).

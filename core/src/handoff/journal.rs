@@ -18,6 +18,7 @@ use super::cell::{CellAction, Fed, InstallRefusal, Installed, MachineId, Session
 use super::director::{DispatchClass, DispatchOutcome};
 use super::ids::{CellId, HostId, OpId, SourceAuthority};
 use super::policy::HandoffRequest;
+use super::store::{StoreFault, TxnOutcome};
 
 /// One source cell journal record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +50,14 @@ pub enum CellRecord {
     Request {
         request: HandoffRequest,
         begin: Begin,
+    },
+    /// HO-A2 effect: what a store call answered, as the driver got it and before it read it
+    /// (written just before the [`CellRecord::TransactionResult`] or
+    /// [`CellRecord::ReconcileResult`] that feeds its reading to the machine), so a driver that
+    /// reads a timeout as an abort is seen.
+    StoreAnswered {
+        call: StoreCall,
+        answer: StoreAnswer,
     },
     /// HO-S4..S6: `handle_transaction_result`.
     TransactionResult {
@@ -89,6 +98,28 @@ pub enum CellRecord {
     ClientLeft { conn: u64 },
     /// HO-S3 effect: the driver closed a client's socket with `code` before admitting it.
     ClientRefused { code: u16, reason: String },
+}
+
+/// The store call a [`CellRecord::StoreAnswered`] records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreCall {
+    /// The assignment transaction (`RunTransaction`).
+    Transaction,
+    /// The locked reconciliation by op id (`Reconcile`).
+    Reconcile,
+}
+
+/// What a store call answered, unread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreAnswer {
+    /// A durable outcome.
+    Outcome(TxnOutcome),
+    /// A reconciliation that could not write its fence (the store is full).
+    NoFence,
+    /// No answer: what happened, as the executor classified it.
+    Fault(StoreFault),
 }
 
 /// Which work input a [`CellRecord::Work`] records.

@@ -95,7 +95,7 @@ pub use ids::{
     SourceAuthority, OP_ID_NAMESPACE,
 };
 pub use internal_auth::{check_claim, Claim, ClaimRefusal, Identity, NonceRefusal, ReplayCache};
-pub use journal::{CellRecord, DirectorRecord, Examined, WorkOp};
+pub use journal::{CellRecord, DirectorRecord, Examined, StoreAnswer, StoreCall, WorkOp};
 pub use lifecycle::{
     LeaseKeeper, LeaseStep, Renewal, RetryStep, StartAttempts, StartFailure, StartRetry,
     DIRECTOR_START_RETRY,

@@ -22,7 +22,11 @@
 //! - HO-S5: a commit retires the source (a `RetireSourceDraining` as committed needs the
 //!   committed outcome), and a retired machine admits nothing again;
 //! - HO-1: a source retires only with zero counters (no client is closed by a handoff); a
-//!   client spliced in holds a counted connection.
+//!   client spliced in holds a counted connection;
+//! - HO-A2: a store call's answer (`StoreAnswered`, the line before the result fed) read as the
+//!   requirement reads it: an outcome as the store gave it, and no answer (a timeout, a fault,
+//!   a fence not written) never as an outcome, so a driver that reads a timeout as an abort
+//!   and reopens departs.
 //!
 //! Gaps ([`JournalRecord::Gap`]): a cell key re-synchronises. After a gap the counters are
 //! unknown until the next record that carries them (`after` of a work or install record), and
@@ -41,7 +45,7 @@
 use switchyard_core::handoff::{
     Begin, CellAction, CellRecord, DirectorRecord, DispatchClass, DispatchOutcome, Disposition,
     DurableResult, Fed, HandoffAction, HandoffReply, InstallKind, MachineId, OpId,
-    QuiescenceCounters, RetireReason, TxnOutcome, WorkKind, WorkOp,
+    QuiescenceCounters, RetireReason, StoreAnswer, StoreCall, TxnOutcome, WorkKind, WorkOp,
 };
 use switchyard_core::journal::{JournalLine, JournalRecord};
 
@@ -75,6 +79,8 @@ pub struct CellJudge {
     outcome: Option<TxnOutcome>,
     /// HO-1: clients spliced in and not yet gone (`None`: unknown, after a gap).
     clients: Option<u32>,
+    /// HO-A2: the store's answer on the line before, unread (only the next line reads it).
+    answer: Option<(StoreCall, StoreAnswer)>,
 }
 
 impl Default for CellJudge {
@@ -87,6 +93,7 @@ impl Default for CellJudge {
             drained: false,
             outcome: None,
             clients: Some(0),
+            answer: None,
         }
     }
 }
@@ -97,7 +104,12 @@ impl CellJudge {
         CellJudge::default()
     }
 
-    fn cell(&mut self, line: u64, rec: &CellRecord) -> Judged {
+    fn cell(
+        &mut self,
+        line: u64,
+        rec: &CellRecord,
+        answered: Option<(StoreCall, StoreAnswer)>,
+    ) -> Judged {
         let depart = |requirement: &'static str, event: String, allowed: &str| {
             Departure::new(line, requirement, event, allowed)
         };
@@ -231,6 +243,10 @@ impl CellJudge {
                     Begin::Answered(_) => Ok(()),
                 }
             }
+            CellRecord::StoreAnswered { call, answer } => {
+                self.answer = Some((*call, *answer));
+                Ok(())
+            }
             CellRecord::TransactionResult {
                 attempt,
                 result,
@@ -243,6 +259,14 @@ impl CellJudge {
                 fed,
                 ..
             } => {
+                let call = if matches!(rec, CellRecord::TransactionResult { .. }) {
+                    StoreCall::Transaction
+                } else {
+                    StoreCall::Reconcile
+                };
+                if let Some(answered) = answered {
+                    read_as_the_spec_reads(line, call, answered, result)?;
+                }
                 if let (Fed::Applied(Disposition::Applied), DurableResult::Done(outcome)) =
                     (fed, result)
                 {
@@ -531,10 +555,43 @@ fn allowed_after(
     out
 }
 
+/// HO-A2, transcribed from the requirement ("never reopen on timeout alone"): the reading fed to
+/// the machine after a store call. An outcome is fed as the store gave it; no answer (a fault:
+/// unavailable, a timeout, an error inside the transaction, a lost commit, a bad row; or a
+/// reconciliation that could not write its fence) is never fed as an outcome: the barrier stays
+/// until a locked reconciliation establishes one. Owes the core's `durable_result_of` nothing.
+fn read_as_the_spec_reads(
+    line: u64,
+    call: StoreCall,
+    (answered_call, answer): (StoreCall, StoreAnswer),
+    result: &DurableResult,
+) -> Judged {
+    let depart = |event: String, allowed: String| Departure::new(line, "HO-A2", event, allowed);
+    if answered_call != call {
+        return Err(depart(
+            format!("the {call:?} fed after the store answered a {answered_call:?} ({answer:?})"),
+            "each store call's answer read by its own result".to_owned(),
+        ));
+    }
+    match (answer, result) {
+        (StoreAnswer::Outcome(got), DurableResult::Done(fed)) if got == *fed => Ok(()),
+        (StoreAnswer::Outcome(got), fed) => Err(depart(
+            format!("the store answered {got:?} and the driver fed {fed:?}"),
+            format!("the store's outcome as it came: Done({got:?})"),
+        )),
+        (StoreAnswer::Fault(_) | StoreAnswer::NoFence, DurableResult::Done(fed)) => Err(depart(
+            format!("the store gave no answer ({answer:?}) and the driver fed the outcome {fed:?}"),
+            "no outcome without an answer: ambiguous (reconcile by op id under the lock) or unavailable (quarantined); never reopened on a timeout alone".to_owned(),
+        )),
+        (StoreAnswer::Fault(_) | StoreAnswer::NoFence, _) => Ok(()),
+    }
+}
+
 impl Judge for CellJudge {
     fn judge(&mut self, line: u64, journal: &JournalLine) -> Judged {
+        let answered = self.answer.take();
         match &journal.rec {
-            JournalRecord::Cell(rec) => self.cell(line, rec),
+            JournalRecord::Cell(rec) => self.cell(line, rec, answered),
             JournalRecord::Gap { .. } => {
                 self.gaps += 1;
                 self.counters = None;
@@ -837,6 +894,13 @@ pub fn generated_cell_journal(hosts: u64, rounds: u64) -> Vec<JournalLine> {
                 }
             };
             push(
+                CellRecord::StoreAnswered {
+                    call: StoreCall::Transaction,
+                    answer: StoreAnswer::Outcome(outcome),
+                },
+                &mut out,
+            );
+            push(
                 CellRecord::TransactionResult {
                     machine,
                     attempt,
@@ -963,6 +1027,85 @@ mod tests {
         lines.remove(at);
         let d = judge(&lines).expect("departs");
         assert_eq!((d.line, d.requirement), (at as u64 + 1, "HO-A2"));
+    }
+
+    /// The generated journal's first `StoreAnswered` replaced by `answer`.
+    fn with_first_answer(answer: StoreAnswer) -> (Vec<JournalLine>, usize) {
+        let mut lines = generated_cell_journal(1, 2);
+        let at = find(&lines, |r| matches!(r, CellRecord::StoreAnswered { .. }));
+        if let JournalRecord::Cell(CellRecord::StoreAnswered { answer: a, .. }) = &mut lines[at].rec
+        {
+            *a = answer;
+        }
+        (lines, at)
+    }
+
+    #[test]
+    fn conf_1_ho_a2_a_store_timeout_fed_as_a_rollback_departs_at_the_result() {
+        use switchyard_core::handoff::store::StoreFault;
+        for fault in [
+            StoreFault::TimedOut,
+            StoreFault::CommitLost,
+            StoreFault::InTransaction,
+            StoreFault::Unavailable,
+        ] {
+            // The driver read the fault as the round's rollback (and reopened).
+            let (lines, at) = with_first_answer(StoreAnswer::Fault(fault));
+            let d = judge(&lines).expect("departs");
+            assert_eq!(
+                (d.line, d.requirement),
+                (at as u64 + 2, "HO-A2"),
+                "{fault:?}"
+            );
+            assert!(d.event.contains("no answer"), "{}", d.event);
+        }
+        // A fence not written fed as an outcome departs the same way.
+        let (lines, at) = with_first_answer(StoreAnswer::NoFence);
+        let d = judge(&lines).expect("departs");
+        assert_eq!((d.line, d.requirement), (at as u64 + 2, "HO-A2"));
+    }
+
+    #[test]
+    fn conf_1_ho_a2_an_outcome_the_driver_changed_departs() {
+        let (lines, at) = with_first_answer(StoreAnswer::Outcome(TxnOutcome::Committed {
+            target: CellId(2),
+            new_epoch: Epoch(2),
+        }));
+        let d = judge(&lines).expect("departs");
+        assert_eq!((d.line, d.requirement), (at as u64 + 2, "HO-A2"));
+    }
+
+    #[test]
+    fn conf_1_ho_a2_a_timeout_fed_as_ambiguous_conforms() {
+        use switchyard_core::handoff::store::StoreFault;
+        use switchyard_core::handoff::Ambiguity;
+        let (mut lines, at) = with_first_answer(StoreAnswer::Fault(StoreFault::TimedOut));
+        if let JournalRecord::Cell(CellRecord::TransactionResult { result, .. }) =
+            &mut lines[at + 1].rec
+        {
+            *result = DurableResult::Ambiguous(Ambiguity::Timeout);
+        }
+        // The journal ends there: the barrier stands, waiting for its reconciliation.
+        lines.truncate(at + 2);
+        assert_eq!(judge(&lines), None);
+        // A result whose call is not the one answered departs.
+        let JournalRecord::Cell(CellRecord::TransactionResult {
+            machine,
+            attempt,
+            result,
+            fed,
+        }) = lines[at + 1].rec.clone()
+        else {
+            unreachable!()
+        };
+        lines[at + 1].rec = JournalRecord::Cell(CellRecord::ReconcileResult {
+            machine,
+            attempt,
+            result,
+            fed,
+        });
+        let d = judge(&lines).expect("departs");
+        assert_eq!((d.line, d.requirement), (at as u64 + 2, "HO-A2"));
     }
 
     #[test]

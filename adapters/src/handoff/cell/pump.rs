@@ -13,7 +13,7 @@ use switchyard_core::handoff::store::reconcile_result;
 use switchyard_core::handoff::{
     CellAction, CloseReason, Fed, Installed, MachineId, SessionId, SourceCell,
 };
-use switchyard_core::handoff::{CellRecord, QuiescenceCounters};
+use switchyard_core::handoff::{CellRecord, QuiescenceCounters, StoreAnswer, StoreCall};
 use switchyard_core::handoff::{
     DurableResult, FenceResult, HandoffAction, HandoffReply, RetireReason,
 };
@@ -368,8 +368,9 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 if !sh.alive() {
                     return;
                 }
-                let result = match sh.store.run_transaction(sh.clock.now(), &request).await {
-                    Ok(outcome) => DurableResult::Done(outcome),
+                let answered = sh.store.run_transaction(sh.clock.now(), &request).await;
+                let result = match &answered {
+                    Ok(outcome) => DurableResult::Done(*outcome),
                     Err(failure) => {
                         warn!(host = host.0, op = %request.op_id, %failure, "assignment transaction");
                         sh.stats.bump(|s| s.store_failures += 1);
@@ -378,6 +379,14 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 };
                 let now = sh.clock.now();
                 feed(&sh, host, |ep| {
+                    // CONF-1: the store's answer as it came, then the reading fed to the core.
+                    ep.note(host, |_| CellRecord::StoreAnswered {
+                        call: StoreCall::Transaction,
+                        answer: match &answered {
+                            Ok(outcome) => StoreAnswer::Outcome(*outcome),
+                            Err(failure) => StoreAnswer::Fault(failure.fault()),
+                        },
+                    });
                     let fed = ep
                         .cell
                         .handle_transaction_result(now, host, machine, attempt, result);
@@ -398,10 +407,11 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 if !sh.alive() {
                     return;
                 }
-                let result = match sh.store.reconcile(sh.clock.now(), &request).await {
+                let answered = sh.store.reconcile(sh.clock.now(), &request).await;
+                let result = match &answered {
                     // HO-A2: the core reads the answer (a fence that could not be written
                     // keeps the source quarantined).
-                    Ok(answer) => reconcile_result(answer),
+                    Ok(answer) => reconcile_result(*answer),
                     Err(failure) => {
                         warn!(host = host.0, op = %request.op_id, %failure, "reconciliation");
                         sh.stats.bump(|s| s.store_failures += 1);
@@ -410,6 +420,14 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 };
                 let now = sh.clock.now();
                 feed(&sh, host, |ep| {
+                    ep.note(host, |_| CellRecord::StoreAnswered {
+                        call: StoreCall::Reconcile,
+                        answer: match &answered {
+                            Ok(Some(outcome)) => StoreAnswer::Outcome(*outcome),
+                            Ok(None) => StoreAnswer::NoFence,
+                            Err(failure) => StoreAnswer::Fault(failure.fault()),
+                        },
+                    });
                     let fed = ep
                         .cell
                         .handle_reconcile_result(now, host, machine, attempt, result);
