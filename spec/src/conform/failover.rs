@@ -1,6 +1,8 @@
 //! A failover client's journal judged (CONF-1): its inputs replayed through the naive
 //! [`FoOracle`] (the spec's transcription of the FO rules, which owes the core nothing), its
-//! outputs and the driver's effects checked against the oracle's decisions.
+//! outputs and the driver's effects checked against the oracle's decisions; and, beside the
+//! oracle, the model's properties judged on the spec's own record rebuilt from the same lines
+//! ([`FoProperties`], `fo_properties.rs`).
 //!
 //! After each input the oracle decides a list of [`Decision`]s; the journal's outputs that
 //! follow the input must be exactly those, in order, and every effect of the driver must be one
@@ -26,6 +28,7 @@ use switchyard_core::failover::{
 use switchyard_core::journal::{JournalLine, JournalRecord};
 use switchyard_core::MonoMs;
 
+use super::fo_properties::FoProperties;
 use super::{Departure, Judge, Judged};
 use crate::failover_oracle::{Decision, FoOracle, OpenKind, SkipKind};
 
@@ -64,6 +67,8 @@ pub struct FailoverJudge {
     /// A gap was read; the search runs at the next line's instant.
     gap_open: bool,
     gaps: u64,
+    /// The properties judged on the spec's own record, beside the oracle.
+    properties: FoProperties,
 }
 
 impl FailoverJudge {
@@ -254,7 +259,40 @@ impl FailoverJudge {
 }
 
 impl Judge for FailoverJudge {
+    /// The oracle's replay, then the properties on the spec's own record ([`FoProperties`]):
+    /// a line the oracle allows still departs if it breaks a property.
     fn judge(&mut self, line: u64, journal: &JournalLine) -> Judged {
+        self.replay(line, journal)?;
+        match &journal.rec {
+            JournalRecord::Failover(record) => {
+                self.properties.judge(line, MonoMs(journal.at_ms), record)
+            }
+            JournalRecord::Gap { .. } => {
+                self.properties.gap();
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn finish(&mut self, line: u64) -> Judged {
+        if self.gap_open || self.possible.is_empty() {
+            return Ok(());
+        }
+        if let Some(missing) = self.owed_everywhere(line) {
+            return Err(missing);
+        }
+        Ok(())
+    }
+
+    fn gaps_searched(&self) -> u64 {
+        self.gaps
+    }
+}
+
+impl FailoverJudge {
+    /// The oracle's side of [`Judge::judge`].
+    fn replay(&mut self, line: u64, journal: &JournalLine) -> Judged {
         let at = MonoMs(journal.at_ms);
         let record = match &journal.rec {
             JournalRecord::Failover(record) => record,
@@ -285,20 +323,6 @@ impl Judge for FailoverJudge {
             FailoverRecord::Output(output) => self.output(line, at, output),
             FailoverRecord::Effect(effect) => self.effect(line, effect),
         }
-    }
-
-    fn finish(&mut self, line: u64) -> Judged {
-        if self.gap_open || self.possible.is_empty() {
-            return Ok(());
-        }
-        if let Some(missing) = self.owed_everywhere(line) {
-            return Err(missing);
-        }
-        Ok(())
-    }
-
-    fn gaps_searched(&self) -> u64 {
-        self.gaps
     }
 }
 

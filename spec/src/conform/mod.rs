@@ -2,9 +2,10 @@
 //!
 //! The lines are grouped by key (a client, a host of a cell, a director); each key has its own
 //! judge, which replays the key's inputs through the spec's side (for failover the naive
-//! [`FoOracle`](crate::failover_oracle::FoOracle), which owes the core nothing; for handoff
-//! the spec's record of the barrier and the counters) and checks every output and effect the
-//! journal holds against what the spec allows there. The first line no behaviour of the spec
+//! [`FoOracle`](crate::failover_oracle::FoOracle), which owes the core nothing, and the
+//! failover properties on the spec's own record, `fo_properties`; for handoff the spec's record
+//! of the barrier and the counters, judged by the handoff properties) and checks every output
+//! and effect the journal holds against what the spec allows there. The first line no behaviour of the spec
 //! allows is the key's departure: its line, the event, the requirement it breaks and what the
 //! spec allowed instead. A key that departed is not judged further (one departure per key).
 //!
@@ -13,6 +14,7 @@
 //! [`MAX_KEYS`] (a key beyond it is refused with a named error, CONF-3).
 
 pub mod failover;
+pub mod fo_properties;
 pub mod generate;
 pub mod handoff;
 
