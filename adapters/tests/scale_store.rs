@@ -253,6 +253,16 @@ async fn scale_2_registrations_of_one_cell_share_its_row() {
     holder.execute("ROLLBACK").await.expect("rollback");
 }
 
+fn refused_not_empty(got: Result<(), SeedError>, cells: u64, hosts: bool, says: &str) {
+    match got {
+        Err(SeedError::NotEmpty { cells: c, hosts: h }) if (c, h) == (cells, hosts) => {
+            let e = SeedError::NotEmpty { cells, hosts };
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        other => panic!("want NotEmpty {{ cells: {cells}, hosts: {hosts} }}, got {other:?}"),
+    }
+}
+
 /// SCALE-1: a bulk seed writes only into an empty store, and its refusal names what it found:
 /// the cells counted (at most `max_cells` rows), the hosts probed (one row, not a count of a
 /// million: the refusal's cost is the same at every N, `benches/benches/scale.rs`). A refused
@@ -271,22 +281,12 @@ async fn scale_1_a_bulk_seed_into_a_store_that_holds_cells_or_hosts_is_refused_n
     // A cell and no host.
     let url = support_pg::fresh_db("seed_cells_only").await;
     let sql = store(&url, Duration::from_secs(20)).await;
-    match sql.seed_bulk(&seed).await {
-        Err(e @ SeedError::NotEmpty { .. }) => {
-            assert!(
-                matches!(
-                    e,
-                    SeedError::NotEmpty {
-                        cells: 1,
-                        hosts: false
-                    }
-                ),
-                "{e:?}"
-            );
-            assert!(e.to_string().contains("found 1 cells, no hosts"), "{e}");
-        }
-        other => panic!("a store with a cell must refuse the seed, got {other:?}"),
-    }
+    refused_not_empty(
+        sql.seed_bulk(&seed).await,
+        1,
+        false,
+        "found 1 cells, no hosts",
+    );
     assert!(sql.rows().await.expect("rows").assignments.is_empty());
 
     // An empty store is seeded; a second seed finds its cells and hosts.
@@ -296,22 +296,12 @@ async fn scale_1_a_bulk_seed_into_a_store_that_holds_cells_or_hosts_is_refused_n
         .expect("store");
     sql.put_settings(&config(), true).await.expect("settings");
     sql.seed_bulk(&seed).await.expect("the first seed");
-    match sql.seed_bulk(&seed).await {
-        Err(e @ SeedError::NotEmpty { .. }) => {
-            assert!(
-                matches!(
-                    e,
-                    SeedError::NotEmpty {
-                        cells: 3,
-                        hosts: true
-                    }
-                ),
-                "{e:?}"
-            );
-            assert!(e.to_string().contains("found 3 cells and hosts"), "{e}");
-        }
-        other => panic!("a seeded store must refuse a second seed, got {other:?}"),
-    }
+    refused_not_empty(
+        sql.seed_bulk(&seed).await,
+        3,
+        true,
+        "found 3 cells and hosts",
+    );
     assert_eq!(sql.rows().await.expect("rows").assignments.len(), 40);
     assert_eq!(sql.audit_limits().await.expect("audit"), Ok(()));
 }

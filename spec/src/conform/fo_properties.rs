@@ -552,8 +552,8 @@ mod tests {
         ]
     }
 
-    /// Then b fails clean, fails exempt (its exemption spent), and the next tick probes it.
-    fn to_first_probe() -> Vec<(u64, FailoverRecord)> {
+    /// Then b fails clean, fails exempt (its exemption spent), and the next tick comes (line 11).
+    fn b_exemption_spent() -> Vec<(u64, FailoverRecord)> {
         let mut j = attached_unhealthy();
         j.extend([
             (2_000, tick()),
@@ -562,8 +562,14 @@ mod tests {
             (2_100, open("wss://b/r", true, false)),
             (2_200, failed("wss://b/r")),
             (7_000, tick()),
-            (7_000, open("wss://b/r", false, true)),
         ]);
+        j
+    }
+
+    /// ... and that tick probes b (line 12).
+    fn to_first_probe() -> Vec<(u64, FailoverRecord)> {
+        let mut j = b_exemption_spent();
+        j.push((7_000, open("wss://b/r", false, true)));
         j
     }
 
@@ -597,16 +603,8 @@ mod tests {
         // b is not cooling: an exemption of a clean URL breaks FO-D6 before FO-D3.
         assert_eq!(d.requirement, "FO-D6", "{d:?}");
         // FO-D4: b's exemption spent, exempted again in the same cycle.
-        let mut j = attached_unhealthy();
-        j.extend([
-            (2_000, tick()),
-            (2_000, open("wss://b/r", false, false)),
-            (2_100, failed("wss://b/r")),
-            (2_100, open("wss://b/r", true, false)),
-            (2_200, failed("wss://b/r")),
-            (7_000, tick()),
-            (7_000, open("wss://b/r", true, false)),
-        ]);
+        let mut j = b_exemption_spent();
+        j.push((7_000, open("wss://b/r", true, false)));
         let d = judge_alone(&journal(j)).expect("departs");
         assert_eq!((d.line, d.requirement), (12, "FO-D4"), "{d:?}");
         // FO-D3: with a third URL clean, an exemption of cooling b.
