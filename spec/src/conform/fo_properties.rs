@@ -21,8 +21,8 @@
 //! due and unhealthy, never with `MIN_ATTEMPTS=0`), FO-D1 (the directory path never opens a
 //! cooling URL), FO-D6 (exempt or probe exactly when the health path opens a cooling URL, never
 //! both), FO-D6-OFF, FO-D3 (no exemption or probe while a clean candidate exists), FO-D4 (one
-//! exemption per URL per cycle), FO-X2a (with a cooldown, a clean open takes the first clean URL
-//! in directory order), FO-X3 (a URL probed at most once per `PROBE_MIN_MS` less a quarter of
+//! exemption per URL per cycle), FO-X2a / FO-X4 (with a cooldown, a clean open takes the first clean URL
+//! in chain order: other hosts before a failing one, then directory order), FO-X3 (a URL probed at most once per `PROBE_MIN_MS` less a quarter of
 //! jitter), FO-X3a (never a probe of a URL that failed since the tick) and make-before-break
 //! (one open in flight). At each adoption: FO-R5a. At each `close`: make-before-break (only the
 //! channel a success left, or an open whose URL left the list). Switch lines: FO-D7 (one
@@ -45,6 +45,7 @@ use switchyard_core::failover::{
 use switchyard_core::MonoMs;
 
 use super::{Departure, Judged};
+use crate::failover_oracle::naive_host;
 
 /// One URL's cooldown cycle in the spec's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +96,9 @@ pub struct FoProperties {
     left_healthy_at: Option<MonoMs>,
     /// FO-X3a: URLs whose open failed since the last tick.
     chain_failed: BTreeSet<RelayUrl>,
+    /// FO-X4: URLs whose open failed since a channel was last adopted (the chain last moved):
+    /// while one still cools, its host is a suspect of the chain.
+    failed_since_move: BTreeSet<RelayUrl>,
     /// FO-X3: the last probe of each URL.
     last_probe_at: BTreeMap<RelayUrl, MonoMs>,
     /// FO-D6: the last no-candidate line.
@@ -292,6 +296,7 @@ impl FoProperties {
                         self.cycles.remove(url);
                         self.channel = Some(ChannelState::Healthy);
                         self.left_healthy_at = None;
+                        self.failed_since_move.clear();
                     } else {
                         // FO-R5a: closed, never adopted; nothing else changes.
                         step.closable.push(open.url);
@@ -302,6 +307,7 @@ impl FoProperties {
                 if let Some(open) = self.opening.take_if(|o| &o.url == url) {
                     self.chain_failed.insert(url.clone());
                     if !open.probe {
+                        self.failed_since_move.insert(url.clone());
                         self.cycles.insert(
                             url.clone(),
                             Cycle {
@@ -404,10 +410,34 @@ impl FoProperties {
             );
         }
         if t.cooldown_ms > 0 && origin == Origin::Health && !exempt && !probe {
-            if let Some(clean) = first_clean.filter(|c| *c != url) {
+            // FO-X4: the chain's order puts a suspect host (the current channel's, or one
+            // whose open failed since the chain last moved and still cools) after the others.
+            let suspect = |u: &RelayUrl| {
+                let host = naive_host(u);
+                self.current.as_ref().is_some_and(|c| naive_host(c) == host)
+                    || self.list.iter().any(|v| {
+                        self.failed_since_move.contains(v)
+                            && self.cooling(v, at)
+                            && naive_host(v) == host
+                    })
+            };
+            let other_host_clean = self
+                .list
+                .iter()
+                .find(|u| self.current.as_ref() != Some(*u) && !self.cooling(u, at) && !suspect(u));
+            if let Some(clean) = other_host_clean.filter(|c| *c != url) {
+                let requirement = if suspect(url) { "FO-X4" } else { "FO-X2a" };
+                return depart(
+                    requirement,
+                    format!(
+                        "a clean open takes the first clean URL in chain order, other hosts before a failing one ({clean})"
+                    ),
+                );
+            }
+            if let Some(clean) = first_clean.filter(|c| other_host_clean.is_none() && *c != url) {
                 return depart(
                     "FO-X2a",
-                    format!("a clean open takes the first clean URL in directory order ({clean})"),
+                    format!("a clean open takes the first clean URL in chain order ({clean})"),
                 );
             }
         }
@@ -624,6 +654,48 @@ mod tests {
         ]);
         let d = judge_alone(&journal(j)).expect("departs");
         assert_eq!((d.line, d.requirement), (10, "FO-D3"), "{d:?}");
+    }
+
+    /// FO-X4: host a serves two URLs; its channel dies and the chain opens a's other URL
+    /// while b's is clean: departs at that open with FO-X4. Opening b conforms.
+    #[test]
+    fn conf_4_fo_x4_a_failing_hosts_other_url_before_the_other_host_departs() {
+        let (a1, a2, b) = ("wss://a:1/r", "wss://a:2/r", "wss://b/r");
+        let head = |first: &str| {
+            vec![
+                (
+                    0,
+                    FailoverRecord::Start {
+                        thresholds: generated_thresholds(),
+                    },
+                ),
+                (
+                    0,
+                    input(FailoverInput::Directory {
+                        urls: vec![u(a1), u(a2), u(b)],
+                        source: DirectorySource::Cache,
+                    }),
+                ),
+                (0, open(a1, false, false)),
+                (100, input(FailoverInput::OpenSucceeded { url: u(a1) })),
+                (
+                    1_000,
+                    input(FailoverInput::ChannelState {
+                        url: u(a1),
+                        state: ChannelState::Backoff { attempts: 3 },
+                    }),
+                ),
+                (2_000, tick()),
+                (2_000, open(first, false, false)),
+            ]
+        };
+        let d = judge_alone(&journal(head(a2))).expect("departs");
+        assert_eq!((d.line, d.requirement), (7, "FO-X4"), "{d:?}");
+        assert_eq!(judge_alone(&journal(head(b))), None);
+        // b failed: a's other URL is then the first clean one.
+        let mut j = head(b);
+        j.extend([(2_100, failed(b)), (2_100, open(a2, false, false))]);
+        assert_eq!(judge_alone(&journal(j)), None);
     }
 
     #[test]
