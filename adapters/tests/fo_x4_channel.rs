@@ -130,7 +130,11 @@ async fn fo_x4_the_channel_is_lost_at_the_timeout_after_the_last_pong_not_at_the
         .await
         .expect("lost at the deadline, long before the next tick");
     assert_eq!(lost.state, ChannelState::Backoff { attempts: 0 });
-    assert_eq!(channel.heartbeat().pongs(), 1, "the first ping was answered");
+    assert_eq!(
+        channel.heartbeat().pongs(),
+        1,
+        "the first ping was answered"
+    );
     channel.close();
 }
 

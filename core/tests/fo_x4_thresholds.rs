@@ -40,7 +40,14 @@ fn fo_x4_fo_cfg_1_heartbeat_variables_are_taken_and_listed() {
 #[test]
 fn fo_x4_fo_cfg_1_each_heartbeat_variable_rejects_bad_values_by_name() {
     for var in [VAR_HEARTBEAT_MS, VAR_HEARTBEAT_TIMEOUT_MS] {
-        for value in ["20000 (drill)", "-1", "1e4", "", "99999999999999999999", "0"] {
+        for value in [
+            "20000 (drill)",
+            "-1",
+            "1e4",
+            "",
+            "99999999999999999999",
+            "0",
+        ] {
             let errors = Thresholds::from_lookup(lookup(&[(var, value)])).unwrap_err();
             assert_eq!(errors.len(), 1, "{var}={value:?}: {errors:?}");
             assert_eq!(errors[0].var(), var, "{var}={value:?}");

@@ -62,7 +62,9 @@ fn fo_h_3_readyz_is_503_with_the_reason_while_the_relay_is_down_and_200_once_it_
     drop(relay_a);
     let body = readyz_until(&metrics, 503, &client);
     assert!(
-        body.contains(&format!("not ready: relay channel to {url} lost (reconnecting")),
+        body.contains(&format!(
+            "not ready: relay channel to {url} lost (reconnecting"
+        )),
         "{body}"
     );
     // Since when: the wall-clock instant (RFC 3339, UTC) and how long ago.
@@ -71,7 +73,10 @@ fn fo_h_3_readyz_is_503_with_the_reason_while_the_relay_is_down_and_200_once_it_
     let (_, scraped) = http_get(&metrics, "/metrics");
     assert!(scraped.contains("switchyard_client_ready 0"), "{scraped}");
     // Still a current channel (it is reconnecting): the old probe's answer was 200.
-    assert!(scraped.contains("switchyard_client_on_channel 1"), "{scraped}");
+    assert!(
+        scraped.contains("switchyard_client_on_channel 1"),
+        "{scraped}"
+    );
 
     // Back on the same address: live again, ready again.
     let (_relay_back, _) = relay(&addr);

@@ -315,7 +315,15 @@ fn fo_h_3_client_status_line_says_not_ready_while_its_relay_is_down() {
     let notify = NotifySocket::path();
     let url = format!("ws://127.0.0.1:{port}/a");
     let mut client = Reaped(start(
-        &["client", "--url", &url, "--check-ms", "200", "--grace-ms", "1500"],
+        &[
+            "client",
+            "--url",
+            &url,
+            "--check-ms",
+            "200",
+            "--grace-ms",
+            "1500",
+        ],
         &notify,
         None,
     ));
@@ -323,10 +331,15 @@ fn fo_h_3_client_status_line_says_not_ready_while_its_relay_is_down() {
     drop(relay);
     let down = notify.wait_for_prefix("STATUS=not ready:", &mut client.0);
     assert!(
-        down.starts_with(&format!("STATUS=not ready: relay channel to {url} lost (reconnecting")),
+        down.starts_with(&format!(
+            "STATUS=not ready: relay channel to {url} lost (reconnecting"
+        )),
         "{down}"
     );
-    assert!(down.contains(" since 20") && down.contains(" s ago)"), "{down}");
+    assert!(
+        down.contains(" since 20") && down.contains(" s ago)"),
+        "{down}"
+    );
     let relay_notify = NotifySocket::path();
     let mut relay = Reaped(start(
         &["relay", "--listen", &listen, "--path", "/a"],

@@ -43,7 +43,11 @@ fn ops_2_cooldown_zero_with_every_relay_down_warns_once_per_url_not_once_per_tic
     // Held for 40 ticks: the client opened the URL again and again.
     let until = Instant::now() + WAIT;
     while client.log().matches(OPEN_FAILED).count() < 1 {
-        assert!(Instant::now() < until, "no failed open; log:\n{}", client.log());
+        assert!(
+            Instant::now() < until,
+            "no failed open; log:\n{}",
+            client.log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(40 * 50));
@@ -57,7 +61,10 @@ fn ops_2_cooldown_zero_with_every_relay_down_warns_once_per_url_not_once_per_tic
     let relay = Process::start(&["relay", "--listen", &listen, "--path", "/r"]);
     let _ = relay.value("local_addr=");
     let until = Instant::now() + WAIT;
-    while !client.log().contains("a relay channel is up again after failed opens") {
+    while !client
+        .log()
+        .contains("a relay channel is up again after failed opens")
+    {
         assert!(
             Instant::now() < until,
             "no INFO when the channel came up; log:\n{}",

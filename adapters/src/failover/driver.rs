@@ -643,20 +643,26 @@ impl Driver {
             }
             Event::Skipped(_) => tracing::warn!("{line}"),
         }
-        if matches!(event, Event::Switched(_) | Event::Attached { .. })
-            && !self.failing_opens.is_empty()
-        {
+        if matches!(event, Event::Switched(_) | Event::Attached { .. }) {
             let failing = std::mem::take(&mut self.failing_opens);
-            tracing::info!(
-                urls = failing.len(),
-                repeated = self.repeated_failures,
-                "a relay channel is up again after failed opens of {} URLs ({} repeats logged at DEBUG)",
-                failing.len(),
-                self.repeated_failures
-            );
-            self.repeated_failures = 0;
+            // The end of a state whose repeats were kept at DEBUG, said once. (One failed open
+            // followed by a switch needs no more: the switch line says it.)
+            if self.repeated_failures > 0 {
+                tracing::info!(
+                    urls = failing.len(),
+                    repeated = self.repeated_failures,
+                    "a relay channel is up again after failed opens of {} URLs ({} repeats logged at DEBUG)",
+                    failing.len(),
+                    self.repeated_failures
+                );
+                self.repeated_failures = 0;
+            }
         }
-        let _ = self.lines.send(LogLine { at: now, line });
+        self.send_line(now, line);
+    }
+
+    fn send_line(&self, at: MonoMs, line: String) {
+        let _ = self.lines.send(LogLine { at, line });
     }
 }
 

@@ -18,9 +18,7 @@ use super::timeline;
 use crate::conform_online::OnlineConformance;
 use switchyard_adapters::failover::channel::{HeartbeatStats, ReconnectConfig};
 use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
-use switchyard_adapters::failover::driver::{
-    ClientConfig, ClientHandle, ClientJournal, Readiness,
-};
+use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle, ClientJournal, Readiness};
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
 use switchyard_adapters::journal::{Journal, JournalArgs};
 use switchyard_adapters::lifecycle;

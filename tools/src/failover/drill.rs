@@ -504,7 +504,9 @@ impl Tape {
         });
         let what = match fault {
             Fault::None => "forwards again",
-            Fault::Dark => "dark (no byte moves either way, nothing is closed, new connections hang)",
+            Fault::Dark => {
+                "dark (no byte moves either way, nothing is closed, new connections hang)"
+            }
             Fault::OneWay => "one-way (client-to-relay bytes dropped, relay-to-client delivered)",
             Fault::Lossy { .. } => "lossy (every chunk delayed, some stalled)",
         };
@@ -1602,8 +1604,10 @@ impl Stage {
         let fault_ms = self.tape.now_ms();
         self.tape.deadline(t.deadline_ms);
         let bound_ms = t.dark_host_sum_ms();
-        self.tape
-            .due_at(fault_ms.saturating_add(bound_ms), "detection + grace + tick");
+        self.tape.due_at(
+            fault_ms.saturating_add(bound_ms),
+            "detection + grace + tick",
+        );
         let b = self.urls[2].clone();
         // Watch past the deadline so a late switch is measured rather than missed.
         let limit = self.deadline() * 2;

@@ -263,7 +263,9 @@ mod tests {
         let addr = host.addrs()[0];
         assert_eq!(addr.ip().to_string(), "127.0.0.2");
         let mut live = TcpStream::connect(addr).await.expect("connect");
-        assert!(round_trip(&mut live, Duration::from_secs(2)).await.is_some());
+        assert!(round_trip(&mut live, Duration::from_secs(2))
+            .await
+            .is_some());
         host.set(Fault::Dark);
         // Silent, not closed: the read neither returns bytes nor end-of-stream.
         assert_eq!(

@@ -421,9 +421,7 @@ fn parent(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failover::drill::{
-        ChannelStateMark, Due, FaultMark, RelayMark, Scene, TimedLine,
-    };
+    use crate::failover::drill::{ChannelStateMark, Due, FaultMark, RelayMark, Scene, TimedLine};
 
     /// A run like scene 1's, on its own clock: attach at 40, A down at 100 (the fault), the
     /// channel in backoff from 105, a skip, the switch to B at 1,700, the end at 1,900.
