@@ -31,7 +31,7 @@ pub enum FailoverCommand {
     /// Run a relay server: WebSocket channels on one or more paths, and GET /status.
     Relay(RelayArgs),
     /// Run a client: one channel to a relay from the signed directory, with failover.
-    Client(ClientArgs),
+    Client(Box<ClientArgs>),
     /// Run the seed's failover drills against local relays; exits 1 on any FAIL.
     Drill(DrillArgs),
     /// Generate an ed25519 key pair for signing the relay directory.
@@ -201,7 +201,7 @@ pub struct SignArgs {
 pub async fn run(command: FailoverCommand) -> ExitCode {
     let result = match command {
         FailoverCommand::Relay(args) => relay(args).await,
-        FailoverCommand::Client(args) => client(args).await,
+        FailoverCommand::Client(args) => client(*args).await,
         FailoverCommand::Drill(args) => return drill(args).await,
         FailoverCommand::Keygen(args) => keygen(args),
         FailoverCommand::SignDirectory(args) => sign_directory(args).await,
