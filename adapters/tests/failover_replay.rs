@@ -30,7 +30,7 @@ struct SocketReplayer {
     params: FailoverParams,
     relays: Vec<Option<RelayHandle>>,
     addrs: Vec<SocketAddr>,
-    /// model URL (`wss://a1`) <-> real URL (`ws://127.0.0.1:port/a1`)
+    /// model URL (`wss://a/1`) <-> real URL (`ws://127.0.0.2:port/a/1`)
     to_real: BTreeMap<String, RelayUrl>,
     to_model: BTreeMap<RelayUrl, String>,
     sup: Supervisor,
@@ -201,7 +201,11 @@ impl Replayer for SocketReplayer {
             runtime,
             params: params.clone(),
             relays: (0..hosts).map(|_| None).collect(),
-            addrs: vec![SocketAddr::from(([127, 0, 0, 1], 0)); hosts],
+            // FO-X4: each model host at its own loopback address, so the core sees the
+            // model's failure domains (a URL's host is its failure domain).
+            addrs: (0..hosts)
+                .map(|host| SocketAddr::from(([127, 0, 0, 2 + host as u8], 0)))
+                .collect(),
             to_real: BTreeMap::new(),
             to_model: BTreeMap::new(),
             sup: Supervisor::new(variant.thresholds(), MonoMs::ZERO),

@@ -6,6 +6,7 @@ mod fo_rig;
 
 use fo_rig::*;
 use switchyard_core::failover::*;
+use switchyard_core::MonoMs;
 
 /// The explanation of the no-candidate line the last input (a tick) emitted, asked of the core
 /// right after it (as the driver does), and that line as logged.
@@ -237,9 +238,10 @@ fn explain_1_a_clean_url_is_not_excluded() {
 }
 
 /// A probe whose failure is reported after the channel recovered (which reset the probe
-/// schedule) and died again: the URL is "probed this round", the other one waits for the round.
+/// schedule) and died again marks nothing (issue #38: it used to leave A1 "probed this
+/// round" with no round under way): both cooling URLs wait for the next round.
 #[test]
-fn explain_1_probed_this_round_and_probe_not_due_side_by_side() {
+fn explain_1_a_probe_answered_after_the_reset_leaves_both_waiting_for_the_round() {
     let mut rig = exemptions_spent(thresholds());
     rig.advance(thresholds().probe_min_ms);
     rig.tick();
@@ -252,31 +254,68 @@ fn explain_1_probed_this_round_and_probe_not_due_side_by_side() {
     let (exclusions, _, line) = last_no_candidate(&rig);
     let (a1, a2) = (left_ms(&rig, A1), left_ms(&rig, A2));
     let due = thresholds().probe_min_ms;
+    let not_due = |left_ms| ExclusionRule::ProbeNotDue {
+        kind: CooldownKind::OpenFailed,
+        left_ms,
+        next_round_in_ms: due,
+    };
     assert_eq!(
         exclusions,
         [
-            excl(
-                A1,
-                ExclusionRule::ProbedThisRound {
-                    kind: CooldownKind::OpenFailed,
-                    left_ms: a1
-                }
-            ),
-            excl(
-                A2,
-                ExclusionRule::ProbeNotDue {
-                    kind: CooldownKind::OpenFailed,
-                    left_ms: a2,
-                    next_round_in_ms: due
-                }
-            ),
+            excl(A1, not_due(a1)),
+            excl(A2, not_due(a2)),
             excl(B, ExclusionRule::Current),
         ]
     );
-    assert!(
-        line.contains(&format!(
-            "{A1} (probed-this-round: open-failed {a1} ms left, exemption spent, probed this round)"
-        )),
-        "{line}"
-    );
+    assert!(!line.contains("probed-this-round"), "{line}");
+}
+
+/// Mid-round, between the chain that stopped and the next tick: the URL probed in the round
+/// under way is "probed this round"; the one whose exemption failed in that same chain is not
+/// excluded (the next tick probes it, FO-X3a).
+#[test]
+fn explain_1_probed_this_round_mid_round() {
+    let t = thresholds();
+    let mut rig = Rig::new(t);
+    rig.directory(&[U0, U1]);
+    rig.open_ok(U0);
+    rig.current_dies();
+    rig.now = MonoMs(2_000);
+    rig.tick();
+    rig.open_fail(U1); // clean
+    rig.now = MonoMs(4_000);
+    rig.tick();
+    rig.open_fail(U1); // exemption spent
+    rig.now = MonoMs(6_000);
+    rig.tick(); // the first round is due at 21 s
+    rig.now = MonoMs(19_000);
+    rig.directory(&[U0, U1, U2]);
+    rig.now = MonoMs(20_000);
+    rig.tick();
+    rig.open_fail(U2); // U2's clean open
+    rig.now = MonoMs(22_000);
+    rig.tick();
+    assert!(rig
+        .sup
+        .open_in_flight()
+        .is_some_and(|o| o.exemption().is_some()));
+    rig.open_fail(U2); // U2's exemption, in this chain
+    assert!(rig
+        .sup
+        .open_in_flight()
+        .is_some_and(|o| o.probe() && o.url() == &url(U1)));
+    rig.open_fail(U1); // U1's probe; U2 failed in this chain: left to the next tick
+    assert_eq!(rig.opening(), None);
+    let named = rig.sup.exclusions(rig.now).named;
+    let rules: Vec<(&str, &str)> = named
+        .iter()
+        .map(|e| (e.url.as_str(), e.rule.name()))
+        .collect();
+    assert_eq!(rules, [(U0, "current"), (U1, "probed-this-round")]);
+    rig.now = MonoMs(24_000);
+    rig.tick();
+    assert!(rig
+        .sup
+        .open_in_flight()
+        .is_some_and(|o| o.probe() && o.url() == &url(U2)));
 }

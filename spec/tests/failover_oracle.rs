@@ -539,15 +539,13 @@ fn explain_1_random_scripts_compare_every_reachable_exclusion_rule_with_the_orac
     }
     seen.sort_unstable();
     assert!(lines > 0);
+    // "probed-this-round" is not among them since issue #38: a tick either probes the next
+    // URL of the round under way or ends it, so a no-candidate line (a tick's) never meets a
+    // URL probed in a round still under way; the rule explains `exclusions()` asked mid-round
+    // (core/tests/explain_1_relay_skip.rs: `explain_1_probed_this_round_mid_round`).
     assert_eq!(
         seen,
-        [
-            "cooling",
-            "current",
-            "exemption-spent",
-            "probe-not-due",
-            "probed-this-round"
-        ]
+        ["cooling", "current", "exemption-spent", "probe-not-due"]
     );
 }
 
@@ -890,9 +888,10 @@ fn fo_x3_a_relay_back_after_the_exemption_budget_is_spent_is_reached_within_the_
     );
     let live_at = scene.live_at.expect("the client reaches c");
     assert_eq!(scene.failed_open_ms_after_comeback, 0);
-    // Here: round 0 at the 22 s tick probes b and c while c is still down (it comes back just
-    // after that tick); the round fails, round 1 is due 30 s later, at 52 s.
-    assert_eq!(live_at, 52_000, "{scene:?}");
+    // Here: both exemptions are spent in the 2 s chain (issue #38: an exemption left unspent
+    // by an earlier tick is spent in the chain, not a tick later), so round 0 comes at 20 s and
+    // probes b and c while c is still down; the round fails, round 1 is due 30 s later, at 50 s.
+    assert_eq!(live_at, 50_000, "{scene:?}");
     assert!(
         live_at - comeback <= t.probe_max_ms + t.check_ms + t.up_timeout_ms,
         "{scene:?}"
@@ -913,11 +912,13 @@ fn fo_x3_with_timeouts_of_other_probes_the_bound_grows_by_exactly_their_time() {
     assert_eq!(scene.exempt_opens_before_comeback, 2, "{scene:?}");
     let live_at = scene.live_at.expect("the client reaches c");
     assert_eq!(
-        scene.failed_open_ms_after_comeback, t.up_timeout_ms,
+        scene.failed_open_ms_after_comeback,
+        t.up_timeout_ms - 2_000,
         "{scene:?}"
     );
-    // Here: round 0 at the 22 s tick probes b (blackholed: times out at 34 s), then c: up.
-    assert_eq!(live_at, 34_000, "{scene:?}");
+    // Here: round 0 at the 20 s tick probes b (blackholed: times out at 32 s, 10 s after the
+    // comeback), then c: up.
+    assert_eq!(live_at, 32_000, "{scene:?}");
     assert!(
         live_at - comeback
             <= t.probe_max_ms + t.check_ms + t.up_timeout_ms + scene.failed_open_ms_after_comeback,
@@ -943,8 +944,9 @@ fn fo_x3_with_probing_off_the_client_waits_for_the_cooldown_to_expire() {
     let live_at = scene
         .live_at
         .expect("the client reaches c after its cooldown");
-    // Here: c's exempt open failed at 4 s, so its cycle ends at 304 s, a tick instant.
-    assert_eq!((until, live_at), (304_000, 304_000), "{scene:?}");
+    // Here: c's exempt open failed at 2 s (in the chain of b's), so its cycle ends at 302 s,
+    // a tick instant.
+    assert_eq!((until, live_at), (302_000, 302_000), "{scene:?}");
     assert!(
         live_at >= until && live_at < until + t.check_ms,
         "{scene:?}"

@@ -27,6 +27,11 @@ pub(super) struct UrlState {
     pub(super) passed_over: bool,
     /// FO-X3: probed (and failed) in the round under way.
     pub(super) probed: bool,
+    /// FO-X4: set on the first listed URL of a host (its representative) while a listed URL of
+    /// that host is passed over: the chain tries other hosts' clean URLs first. A function of
+    /// the list and the passed-over flags (kept exact by the machine); never set on an
+    /// unlisted URL.
+    pub(super) host_failed: bool,
 }
 
 impl UrlState {
@@ -52,6 +57,9 @@ pub(super) struct Candidates {
     urls: Arc<[RelayUrl]>,
     /// Ids in URL order: an input naming a URL finds its id by binary search.
     by_url: Arc<[u16]>,
+    /// FO-X4: for each id, the id of the first listed URL on the same host (its failure
+    /// domain, [`RelayUrl::host`], ASCII case ignored).
+    hosts: Arc<[u16]>,
     /// A digest of `urls` (FNV-1a): a machine hashes one word for its list, not every URL.
     digest: u64,
 }
@@ -112,9 +120,11 @@ impl Candidates {
         crate::invariant!(by_url
             .windows(2)
             .all(|w| urls[usize::from(w[0])] < urls[usize::from(w[1])]));
+        let hosts = host_representatives(&urls);
         Candidates {
             urls,
             by_url,
+            hosts,
             digest,
         }
     }
@@ -135,6 +145,22 @@ impl Candidates {
         &self.urls[id]
     }
 
+    /// FO-X4: the id of the first listed URL on the same host as listed URL `id`.
+    #[inline]
+    pub(super) fn host(&self, id: usize) -> u16 {
+        self.hosts[id]
+    }
+
+    /// FO-X4: the representative of `url`'s host among the listed URLs, if one is listed on
+    /// it. A linear scan (asked when the current channel's URL is not listed).
+    pub(super) fn host_of_url(&self, url: &RelayUrl) -> Option<u16> {
+        let host = url.host();
+        self.urls
+            .iter()
+            .position(|listed| listed.host().eq_ignore_ascii_case(host))
+            .map(|id| self.hosts[id])
+    }
+
     /// The id of `url`, if listed. O(log n) string comparisons.
     pub(super) fn id_of(&self, url: &RelayUrl) -> Option<u16> {
         self.by_url
@@ -142,6 +168,26 @@ impl Candidates {
             .ok()
             .map(|at| self.by_url[at])
     }
+}
+
+/// FO-X4: for each URL, the position of the first URL with the same host. Sorted once per
+/// directory update (O(n log n)); ASCII case ignored.
+fn host_representatives(urls: &[RelayUrl]) -> Arc<[u16]> {
+    let mut by_host: Vec<(String, u16)> = urls
+        .iter()
+        .enumerate()
+        .map(|(id, url)| (url.host().to_ascii_lowercase(), id as u16))
+        .collect();
+    by_host.sort_unstable();
+    let mut hosts = vec![0u16; urls.len()];
+    let mut rep = 0u16;
+    for (rank, (host, id)) in by_host.iter().enumerate() {
+        if rank == 0 || by_host[rank - 1].0 != *host {
+            rep = *id; // the smallest id of the run: ids sort within a host
+        }
+        hosts[usize::from(*id)] = rep;
+    }
+    hosts.into()
 }
 
 impl PartialEq for Candidates {
@@ -196,6 +242,22 @@ mod tests {
         }
         assert_eq!(list.id_of(&RelayUrl::new("d")), None);
         assert_eq!(Candidates::empty().id_of(&RelayUrl::new("a")), None);
+    }
+
+    #[test]
+    fn fo_x4_each_url_names_the_first_listed_url_of_its_host() {
+        let list = Candidates::intern(&urls(&[
+            "wss://a:1/r",
+            "wss://b/r",
+            "wss://A:2/r",
+            "wss://c/r",
+            "wss://b:9/x",
+        ]));
+        let hosts: Vec<u16> = (0..list.len()).map(|id| list.host(id)).collect();
+        assert_eq!(hosts, vec![0, 1, 0, 3, 1]);
+        assert_eq!(list.host_of_url(&RelayUrl::new("wss://c:7/other")), Some(3));
+        assert_eq!(list.host_of_url(&RelayUrl::new("wss://B/r2")), Some(1));
+        assert_eq!(list.host_of_url(&RelayUrl::new("wss://d/r")), None);
     }
 
     #[test]

@@ -122,6 +122,9 @@ impl ProbeSchedule {
 struct Derived {
     /// The id of `current`, if listed.
     current_id: Option<u16>,
+    /// FO-X4: the representative id of the current channel's host, if a listed URL is on it
+    /// (listed or not, the current URL's host is the first suspect of the health chain).
+    current_host: Option<u16>,
     /// The id of the open in flight's URL, if listed.
     open_id: Option<u16>,
     /// The earliest `until` in the cooldown table: a tick prunes only once something expired,
@@ -363,6 +366,7 @@ impl Supervisor {
         }
         let old = self.current.replace(open.url.clone());
         let old_id = std::mem::replace(&mut self.derived.current_id, open_id);
+        self.derived.current_host = open_id.map(|id| self.candidates.host(usize::from(id)));
         self.channel = ChannelState::Healthy;
         self.left_healthy_at = None;
         self.update(open_id, &open.url, |state| state.cooldown = None);
@@ -425,8 +429,16 @@ impl Supervisor {
         let exempt = open.exemption.is_some();
         self.counters.open_failed += 1;
         if open.probe {
-            // FO-X3: a failed probe changes only the probe schedule.
-            self.update(open_id, &open.url, |state| state.probed = true);
+            // FO-X3: a failed probe changes only the probe schedule, and only the round it was
+            // started in: an answer that comes after the schedule was reset (the channel
+            // recovered, the chain moved) marks nothing.
+            if self
+                .probe
+                .next_round_at
+                .is_some_and(|at| at <= open.started_at)
+            {
+                self.update(open_id, &open.url, |state| state.probed = true);
+            }
         } else {
             // FO-D4: a failed exempt open restarts the cycle and spends its exemption.
             self.cool(
@@ -678,15 +690,23 @@ impl Supervisor {
             return false;
         }
         let chain_started_at = self.chain_started_at;
+        // FO-X3: only a URL whose exemption of this cycle is spent is probed (a URL with an
+        // unspent one is the exemption step's); FO-X3a: not one that failed in this chain.
+        let probeable = |state: &UrlState| {
+            !state.probed
+                && state
+                    .cooldown
+                    .is_some_and(|entry| entry.exempted_this_cycle())
+        };
         if let Some(target) = self.first_cooling_in_exemption_order(now, |state| {
-            !state.probed && (new_round || !state.failed_since(chain_started_at))
+            probeable(state) && (new_round || !state.failed_since(chain_started_at))
         }) {
             self.counters.probe_opens += 1;
             return self.start_open(now, target, reason, Origin::Health, None, true);
         }
         if !new_round
             && self
-                .first_cooling_in_exemption_order(now, |state| !state.probed)
+                .first_cooling_in_exemption_order(now, probeable)
                 .is_some()
         {
             return false; // FO-X3a: left to the next tick
@@ -712,21 +732,39 @@ impl Supervisor {
         now.plus_ms(interval_ms - self.probe_jitter_ms.min(interval_ms / 4))
     }
 
-    /// FO-D3 / FO-X2: the first clean candidate not passed over, else (starting a new round,
-    /// which forgets who was passed over) the first clean one. One pass over the list.
+    /// FO-D3 / FO-X2 / FO-X4: the clean candidate the chain opens, in chain order: the first
+    /// clean candidate not passed over on a host that is not suspect (the current channel's
+    /// host, or a host with a URL passed over since the chain last moved), else the first
+    /// clean one not passed over (on a suspect host), else (starting a new round, which forgets
+    /// who was passed over) the first clean one off the current channel's host, else the first
+    /// clean one. Directory order within each. One pass over the list, no allocation.
     #[inline(always)]
     fn pick_clean(&mut self, now: MonoMs, new_round: bool) -> CleanPick {
+        let current_host = self.derived.current_host;
+        let mut fresh_on_suspect_host = None;
+        let mut first_clean_off_current_host = None;
         let mut first_clean = None;
         for (id, state) in self.listed.iter().enumerate() {
             if self.is_current(id) || state.is_cooling(now) {
                 continue;
             }
+            let host = self.candidates.host(id);
+            let on_current_host = current_host == Some(host);
             if !state.passed_over {
-                return CleanPick::Target(id);
+                if !on_current_host && !self.listed[usize::from(host)].host_failed {
+                    return CleanPick::Target(id);
+                }
+                fresh_on_suspect_host.get_or_insert(id);
+            }
+            if !on_current_host {
+                first_clean_off_current_host.get_or_insert(id);
             }
             first_clean.get_or_insert(id);
         }
-        let Some(id) = first_clean else {
+        if let Some(id) = fresh_on_suspect_host {
+            return CleanPick::Target(id);
+        }
+        let Some(id) = first_clean_off_current_host.or(first_clean) else {
             return CleanPick::None;
         };
         if !new_round {
@@ -738,14 +776,16 @@ impl Supervisor {
 
     /// FO-D6 / FO-D5: the single place that chooses an exemption. Listed, cooling, not current,
     /// not yet exempted this cycle; `switched-away` before `open-failed`, then earliest `until`,
-    /// then directory order. The in-tick continuation skips URLs that already failed since the
-    /// chain last moved: a URL is never reopened in the same tick it just failed in.
+    /// then directory order. The in-tick continuation skips URLs whose open failed in this
+    /// tick's chain (FO-X3a: never reopened in the chain it just failed in), the same rule as
+    /// the probe step's; an exemption left unspent by an earlier tick is spent in this chain.
     fn pick_exempt_target(&self, now: MonoMs, new_round: bool) -> Option<usize> {
         if !self.thresholds.exempt {
             return None; // FO-D6-OFF
         }
+        let chain_started_at = self.chain_started_at;
         self.first_cooling_in_exemption_order(now, |state| {
-            (new_round || !state.passed_over)
+            (new_round || !state.failed_since(chain_started_at))
                 && state
                     .cooldown
                     .is_some_and(|entry| !entry.exempted_this_cycle())
@@ -912,6 +952,11 @@ impl Supervisor {
     /// FO-X2: remember a failed candidate until the chain moves on, within the table's bound.
     fn pass_over(&mut self, id: Option<u16>, url: &RelayUrl) {
         self.update(id, url, |state| state.passed_over = true);
+        // FO-X4: its host is a suspect of the chain until the chain moves on.
+        if let Some(id) = id {
+            let host = usize::from(self.candidates.host(usize::from(id)));
+            self.listed[host].host_failed = true;
+        }
         if self.derived.passed_over > MAX_TRACKED_URLS {
             // Only URLs that left the list are dropped.
             let before = self.unlisted.values().filter(|s| s.passed_over).count();
@@ -951,7 +996,23 @@ impl Supervisor {
             prune(state);
             !state.is_empty()
         });
+        if cooldown_on {
+            self.recompute_host_failed();
+        }
         self.recount();
+    }
+
+    /// FO-X4: the host flags from the passed-over flags of the listed URLs. O(n).
+    fn recompute_host_failed(&mut self) {
+        self.listed
+            .iter_mut()
+            .for_each(|state| state.host_failed = false);
+        for id in 0..self.listed.len() {
+            if self.listed[id].passed_over {
+                let host = usize::from(self.candidates.host(id));
+                self.listed[host].host_failed = true;
+            }
+        }
     }
 
     /// FO-X2: the chain moved: nobody is passed over.
@@ -959,9 +1020,10 @@ impl Supervisor {
         if self.derived.passed_over == 0 {
             return;
         }
-        self.listed
-            .iter_mut()
-            .for_each(|state| state.passed_over = false);
+        self.listed.iter_mut().for_each(|state| {
+            state.passed_over = false;
+            state.host_failed = false;
+        });
         self.unlisted.retain(|_, state| {
             state.passed_over = false;
             !state.is_empty()
@@ -1155,6 +1217,7 @@ impl Supervisor {
         let counted = self.counted();
         self.derived = Derived {
             current_id: self.derived.current_id,
+            current_host: self.derived.current_host,
             open_id: self.derived.open_id,
             quiet_until: self.derived.quiet_until,
             ..counted
@@ -1193,6 +1256,13 @@ impl Supervisor {
                 .and_then(|open| self.candidates.id_of(&open.url)),
             ..Derived::default()
         };
+        derived.current_host = match derived.current_id {
+            Some(id) => Some(self.candidates.host(usize::from(id))),
+            None => self
+                .current
+                .as_ref()
+                .and_then(|url| self.candidates.host_of_url(url)),
+        };
         for state in self.listed.iter().chain(self.unlisted.values()) {
             if let Some(entry) = state.cooldown {
                 derived.cooldown_rows += 1;
@@ -1222,7 +1292,14 @@ impl Supervisor {
             match self.candidates.id_of(url) {
                 Some(id) => listed[usize::from(id)] = state,
                 None => {
-                    self.unlisted.insert(url.clone(), state);
+                    // FO-X4: host flags belong to the list; recomputed below.
+                    let state = UrlState {
+                        host_failed: false,
+                        ..state
+                    };
+                    if !state.is_empty() {
+                        self.unlisted.insert(url.clone(), state);
+                    }
                 }
             }
         }
@@ -1234,8 +1311,10 @@ impl Supervisor {
             }
         }
         self.listed = listed;
+        self.recompute_host_failed();
         let counted = self.counted();
         self.derived.current_id = counted.current_id;
+        self.derived.current_host = counted.current_host;
         self.derived.open_id = counted.open_id;
     }
 
@@ -1243,6 +1322,8 @@ impl Supervisor {
     fn derived_is_exact(&self) -> bool {
         let (kept, exact) = (&self.derived, self.counted());
         kept.current_id == exact.current_id
+            && kept.current_host == exact.current_host
+            && self.host_flags_are_exact()
             && kept.open_id == exact.open_id
             && kept.cooling_expiry_bound == exact.cooling_expiry_bound
             && kept.cooldown_rows == exact.cooldown_rows
@@ -1254,6 +1335,28 @@ impl Supervisor {
                 .unlisted
                 .iter()
                 .all(|(url, state)| !state.is_empty() && self.candidates.id_of(url).is_none())
+    }
+}
+
+impl Supervisor {
+    /// Debug check (FO-X4): the host flags are what they claim. Without allocation: every
+    /// passed-over listed URL's host is flagged, and every flagged host has a passed-over URL
+    /// (a scan from the flagged representative; flags are as rare as failures).
+    fn host_flags_are_exact(&self) -> bool {
+        let hosts = &self.candidates;
+        let flagged_have_cause = (0..self.listed.len())
+            .filter(|&rep| self.listed[rep].host_failed)
+            .all(|rep| {
+                usize::from(hosts.host(rep)) == rep
+                    && (rep..self.listed.len())
+                        .any(|id| usize::from(hosts.host(id)) == rep && self.listed[id].passed_over)
+            });
+        let causes_flagged = (0..self.listed.len())
+            .filter(|&id| self.listed[id].passed_over)
+            .all(|id| self.listed[usize::from(hosts.host(id))].host_failed);
+        flagged_have_cause
+            && causes_flagged
+            && self.unlisted.values().all(|state| !state.host_failed)
     }
 }
 

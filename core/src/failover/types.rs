@@ -31,6 +31,27 @@ impl RelayUrl {
         RelayUrl(Held::Static(url))
     }
 
+    /// FO-X4: the URL's host, its failure domain: the authority between `scheme://` and the
+    /// first `/`, `?` or `#`, without user information or port (`wss://relay-a:8443/r` and
+    /// `wss://relay-a/alt` share the host `relay-a`; an IPv6 literal keeps its brackets).
+    /// Compared without regard to ASCII case. A string without `://` is its own host. Two URLs
+    /// of one machine under two different names are two hosts: the directory lists a host
+    /// under one name for its URLs to fail together.
+    pub fn host(&self) -> &str {
+        let url = self.as_str();
+        let Some((_, rest)) = url.split_once("://") else {
+            return url;
+        };
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        if host_port.starts_with('[') {
+            return host_port
+                .find(']')
+                .map_or(host_port, |end| &host_port[..=end]);
+        }
+        host_port.split(':').next().unwrap_or(host_port)
+    }
+
     pub fn as_str(&self) -> &str {
         match &self.0 {
             Held::Shared(url) => url,
@@ -491,6 +512,21 @@ mod tests {
         assert_eq!(format!("{fixed:?}"), format!("{shared:?}"));
         assert_eq!(format!("{fixed:?}"), r#"RelayUrl("wss://a.example/relay")"#);
         assert_eq!(fixed.to_string(), "wss://a.example/relay");
+    }
+
+    #[test]
+    fn fo_x4_a_urls_host_is_its_authority_without_user_or_port() {
+        let host = |u: &str| RelayUrl::new(u).host().to_owned();
+        assert_eq!(host("wss://relay-a:8443/r"), "relay-a");
+        assert_eq!(host("wss://relay-a/alt?x=1"), "relay-a");
+        assert_eq!(host("ws://127.0.0.2:4000/a1"), "127.0.0.2");
+        assert_eq!(host("wss://user:pw@relay-b.example:443"), "relay-b.example");
+        assert_eq!(host("wss://[::1]:9000/r"), "[::1]");
+        assert_eq!(host("wss://a/1"), "a");
+        assert_eq!(host("wss://a1"), "a1");
+        assert_eq!(host("wss://h#frag"), "h");
+        assert_eq!(host("not a url"), "not a url");
+        assert_eq!(host("wss://"), "");
     }
 
     #[test]

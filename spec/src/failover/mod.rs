@@ -157,7 +157,7 @@ impl Variant {
 /// A model URL's name, kept for the life of the process: a `'static` URL clones without a
 /// reference count, and the checker's threads clone the universe's few URLs in every state
 /// (as `Arc`s their shared counts were a third of the failover CPU time on two threads). At
-/// most 8 hosts × 255 names (`wss://<host letter><index>`), each leaked once.
+/// most 8 hosts × 255 names (`wss://<host letter>/<index>`), each leaked once.
 fn static_name(name: String) -> &'static str {
     static NAMES: OnceLock<Mutex<BTreeSet<&'static str>>> = OnceLock::new();
     let mut names = NAMES
@@ -269,13 +269,14 @@ impl FailoverParams {
         MonoMs(u64::from(self.cycles) * MODEL_COOLDOWN_MS)
     }
 
-    /// `(url, host)` in directory order: host `a` serves `wss://a1`, `wss://a2`, ...
+    /// `(url, host)` in directory order: host `a` serves `wss://a/1`, `wss://a/2`, ... (the
+    /// host is the URL's authority: the core's failure domain, FO-X4).
     pub fn urls(&self) -> Vec<(RelayUrl, usize)> {
         let mut urls = Vec::new();
         for (host, count) in self.urls_per_host.iter().enumerate() {
             let letter = char::from(b'a' + host as u8);
             for index in 1..=*count {
-                let name = static_name(format!("wss://{letter}{index}"));
+                let name = static_name(format!("wss://{letter}/{index}"));
                 urls.push((RelayUrl::from_static(name), host));
             }
         }

@@ -128,20 +128,36 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
             |m: &FailoverModel, s: &FoState| s.opens_this_tick <= m.chain_open_cap(s),
         ),
         Property::always(
-            "FO-X2a with cooldown > 0 a clean open takes the first clean URL in directory order",
+            "FO-X2a with cooldown > 0 a clean open takes the first clean URL in chain order",
+            |_, s: &FoState| {
+                s.variant.thresholds().cooldown_ms == 0
+                    || open_ok(s, |o| o.origin != Origin::Health || o.first_clean_in_chain_order)
+            },
+        ),
+        Property::always(
+            "FO-X4 a failing host's URL is never opened while another host's clean URL exists",
             |_, s: &FoState| {
                 s.variant.thresholds().cooldown_ms == 0
                     || open_ok(s, |o| {
-                        o.origin != Origin::Health || o.first_clean_in_directory_order
+                        o.origin != Origin::Health || !o.suspect_host_before_other_host
                     })
             },
         ),
         Property::always(
-            "FO-X3 bounded recovery: on a live channel within the probe bound of a relay coming up",
+            "FO-X3a bounded recovery: live within PROBE_MAX + CHECK + (k+1) UP_TIMEOUT of a relay coming up",
             |m: &FailoverModel, s: &FoState| {
-                s.recovery_wait_since
-                    .is_none_or(|since| s.now.since_ms(since) <= m.recovery_bound_ms(s.variant))
+                s.recovery_wait_since.is_none_or(|since| {
+                    s.now.since_ms(since) <= m.recovery_bound_ms(s.recovery_timeouts)
+                })
             },
+        ),
+        Property::always(
+            "FO-X3 a probe only after the URL's exemption of this cycle is spent",
+            |_, s: &FoState| open_ok(s, |o| !o.probe_of_unspent_exemption),
+        ),
+        Property::always(
+            "FO-D5 probe order: a probe takes the first probeable URL in exemption order",
+            |_, s: &FoState| open_ok(s, |o| o.expected_probe_target),
         ),
         Property::always(
             "FO-X3 no probe storm: a URL is probed at most once per PROBE_MIN_MS (less jitter)",

@@ -68,8 +68,16 @@ pub struct OpenFact {
     pub clean_candidate_existed: bool,
     /// FO-D5, stated independently of the core: the exemptable candidate that should win.
     pub expected_exempt_target: bool,
-    /// FO-D3 / FO-X2a: a clean open targets the first clean candidate in directory order.
-    pub first_clean_in_directory_order: bool,
+    /// FO-D3 / FO-X2a / FO-X4: a clean open targets the first clean candidate in chain order
+    /// (other hosts before the current channel's host and hosts whose open failed since the
+    /// chain last moved; directory order within each).
+    pub first_clean_in_chain_order: bool,
+    /// FO-X4: a clean open on a suspect host while a clean URL on another host existed.
+    pub suspect_host_before_other_host: bool,
+    /// FO-X3: a probe of a URL whose exemption of this cycle is unspent (the spec's record).
+    pub probe_of_unspent_exemption: bool,
+    /// FO-D5 in the probe round: the probe takes the first probeable URL in exemption order.
+    pub expected_probe_target: bool,
     /// FO-X3: time since the previous probe of the same URL, if any.
     pub since_previous_probe_ms: Option<u64>,
     /// FO-X3a: a probe of a URL whose open already failed in the same tick's chain.
@@ -237,6 +245,9 @@ pub struct FoState {
     pub last_probe_at: [Option<MonoMs>; MAX_MODEL_URLS],
     /// FO-X3: since when the client has been off a live channel while a listed relay is up.
     pub recovery_wait_since: Option<MonoMs>,
+    /// FO-X3a: the opens (of any kind) that timed out since `recovery_wait_since`: each adds
+    /// one `UP_TIMEOUT_MS` to the bound (the k of the requirement).
+    pub recovery_timeouts: u8,
     /// FO-S1: the spec's own record of the sequence of the last accepted signed directory (its
     /// list is `list`).
     pub sequence: u8,

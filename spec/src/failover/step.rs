@@ -205,6 +205,86 @@ impl FailoverModel {
         best.map(|(_, url)| url)
     }
 
+    /// A bit per URL index of `urls` (URLs outside the universe are left out).
+    fn url_bits(&self, urls: &[RelayUrl]) -> u8 {
+        urls.iter()
+            .filter_map(|url| self.url_index_of(url))
+            .fold(0, |bits, url| bits | 1 << url)
+    }
+
+    /// FO-X4 as the spec states it, from its own universe (which host serves each URL), its
+    /// current URL and record: a URL's host is suspect when the current channel is on it, or
+    /// a listed URL on it that still cools is passed over (its open failed since the chain
+    /// last moved; `passed`, a bit per URL index).
+    fn suspect_host(&self, state: &FoState, url: u8, at: MonoMs, passed: u8) -> bool {
+        let host = self.urls[usize::from(url)].1;
+        host == self.urls[usize::from(state.current)].1
+            || self.spec_list_ids(state).iter().any(|&other| {
+                passed & (1 << other) != 0
+                    && Self::spec_cooling(state, other, at)
+                    && self.urls[usize::from(other)].1 == host
+            })
+    }
+
+    /// FO-D3 / FO-X2a / FO-X4: the clean candidate the health chain must open, from the spec's
+    /// own list, record and universe: the first clean URL (listed, not current, not cooling)
+    /// on a host that is not suspect, else the first clean one; and whether a clean URL on a
+    /// host that is not suspect exists. (With `COOLDOWN_MS > 0` no clean URL is passed over:
+    /// its failure made it cool.)
+    fn first_clean_in_chain_order(
+        &self,
+        state: &FoState,
+        at: MonoMs,
+        passed: u8,
+    ) -> (Option<u8>, bool) {
+        let clean: Vec<u8> = self
+            .spec_list_ids(state)
+            .iter()
+            .copied()
+            .filter(|&u| state.current != u && !Self::spec_cooling(state, u, at))
+            .collect();
+        let other_host = clean
+            .iter()
+            .copied()
+            .find(|&u| !self.suspect_host(state, u, at, passed));
+        (other_host.or(clean.first().copied()), other_host.is_some())
+    }
+
+    /// FO-X3 / FO-D5 as the spec states it: the probe the round must open: among the listed,
+    /// cooling URLs other than the current one whose exemption of this cycle is spent (the
+    /// spec's record), not probed in the round under way (`probed`) and, within a tick's
+    /// chain, not failed in it (`in_chain`): switched-away before open-failed, then earliest
+    /// `until`, then directory order.
+    fn expected_probe_target(
+        &self,
+        state: &FoState,
+        now: MonoMs,
+        probed: u8,
+        in_chain: u8,
+    ) -> Option<u8> {
+        let mut best: Option<((u8, MonoMs, usize), u8)> = None;
+        for (index, &url) in self.spec_list_ids(state).iter().enumerate() {
+            if state.current == url || (probed | in_chain) & (1 << url) != 0 {
+                continue;
+            }
+            let Some(cycle) = state.cycles[usize::from(url)] else {
+                continue;
+            };
+            if cycle.until <= now || !cycle.exempted {
+                continue;
+            }
+            let rank = match cycle.kind {
+                CooldownKind::SwitchedAway => 0,
+                CooldownKind::OpenFailed => 1,
+            };
+            let key = (rank, cycle.until, index);
+            if best.as_ref().is_none_or(|(k, _)| key < *k) {
+                best = Some((key, url));
+            }
+        }
+        best.map(|(_, url)| url)
+    }
+
     /// Time advances to `to` (or stays): the per-instant open count starts over.
     fn advance(state: &mut FoState, to: MonoMs) {
         if to != state.now {
@@ -238,6 +318,11 @@ impl FailoverModel {
         // What a chain continuing after a failed open has already tried (a tick starts afresh):
         // the passed-over set of the spec's own transcription (FO-X2), not the core's.
         let mut tried = 0u8;
+        // FO-X4 / FO-D5: the passed-over and probed sets before this step, as the spec's own
+        // transcription (the oracle) holds them; a bit per URL index.
+        let passed_before = self.url_bits(before.oracle.passed_over());
+        let probed_before = self.url_bits(before.oracle.probed());
+        let mut timed_out = false;
         let mut failed_origin = None;
         let mut transient = false;
         let mut outputs = Vec::new();
@@ -300,6 +385,7 @@ impl FailoverModel {
                     state.budget.transient_failures -= 1;
                     state.env_acted_this_tick = true;
                 }
+                timed_out = action == FoAction::OpenTimesOut;
                 let failure = if action == FoAction::OpenTimesOut {
                     let at = pending
                         .started_at()
@@ -405,11 +491,13 @@ impl FailoverModel {
                 origin,
                 health_may_act,
                 tick_ran_health,
+                passed_before,
+                probed_before,
             },
             tried,
         );
         self.update_stall(action, failed_origin, transient, &mut state);
-        self.update_recovery(transient, &mut state);
+        self.update_recovery(transient, timed_out, &mut state);
         state
     }
 
@@ -575,12 +663,19 @@ impl FailoverModel {
                             state.last.health_acted_out_of_turn = true;
                         }
                     }
-                    let expected = self.expected_exempt_target(state, at, tried);
+                    // FO-X3a: the in-tick continuation skips the URLs that failed in this
+                    // tick's chain (the exemption step and the probe step alike).
+                    let in_chain = state.chain_failed;
+                    let expected = self.expected_exempt_target(state, at, in_chain);
                     let first_clean = self
                         .spec_list_ids(state)
                         .iter()
                         .copied()
                         .find(|&u| state.current != u && !Self::spec_cooling(state, u, at));
+                    let (chain_first_clean, other_host_clean) =
+                        self.first_clean_in_chain_order(state, at, judged.passed_before | tried);
+                    let expected_probe =
+                        self.expected_probe_target(state, at, judged.probed_before, in_chain);
                     // `None`: a URL outside the universe (FO-R5 and the record report it).
                     let url_id = self.url_index_of(&url);
                     let cycle = url_id.and_then(|u| state.cycles[usize::from(u)]);
@@ -595,9 +690,18 @@ impl FailoverModel {
                         target_was_exempted_this_cycle: exempt && cycle.is_some_and(|c| c.exempted),
                         clean_candidate_existed: first_clean.is_some(),
                         expected_exempt_target: !exempt || (url_id.is_some() && expected == url_id),
-                        first_clean_in_directory_order: exempt
+                        first_clean_in_chain_order: exempt
                             || probe
-                            || (url_id.is_some() && first_clean == url_id),
+                            || (url_id.is_some() && chain_first_clean == url_id),
+                        suspect_host_before_other_host: !exempt
+                            && !probe
+                            && other_host_clean
+                            && url_id.is_some_and(|u| {
+                                self.suspect_host(state, u, at, judged.passed_before | tried)
+                            }),
+                        probe_of_unspent_exemption: probe && !cycle.is_some_and(|c| c.exempted),
+                        expected_probe_target: !probe
+                            || (url_id.is_some() && expected_probe == url_id),
                         since_previous_probe_ms: if probe {
                             url_id
                                 .and_then(|u| state.last_probe_at[usize::from(u)])
@@ -806,24 +910,32 @@ impl FailoverModel {
     /// FO-X3 bookkeeping: the client is off a live channel while some listed relay is up.
     /// Measured only where probing is on and cooldown can drain the pool (the spec's own
     /// configuration, list and current URL).
-    fn update_recovery(&self, transient: bool, state: &mut FoState) {
+    fn update_recovery(&self, transient: bool, timed_out: bool, state: &mut FoState) {
         let t = state.variant.thresholds();
         let on_live = self.is_live_id(state, state.current);
         let live_listed = self
             .spec_list_ids(state)
             .iter()
             .any(|&url| state.current != url && self.is_live_id(state, url));
+        // FO-X3a counts from the moment a listed relay is reachable while the client is off
+        // a live channel and (FO-H-1) its channel is unhealthy: the grace before that is
+        // FO-H-1's, not the recovery's.
         let waiting = spec_probing_on(&t)
             && spec_supervisor_on(&t)
             && t.cooldown_ms > 0
             && !on_live
-            && live_listed;
-        state.recovery_wait_since = match (waiting, state.recovery_wait_since) {
-            (false, _) => None,
-            (true, _) if transient => Some(state.now),
-            (true, None) => Some(state.now),
-            (true, Some(since)) => Some(since),
-        };
+            && live_listed
+            && Self::spec_unhealthy(state);
+        (state.recovery_wait_since, state.recovery_timeouts) =
+            match (waiting, state.recovery_wait_since) {
+                (false, _) => (None, 0),
+                (true, _) if transient => (Some(state.now), 0),
+                (true, None) => (Some(state.now), 0),
+                (true, Some(since)) => (
+                    Some(since),
+                    state.recovery_timeouts.saturating_add(u8::from(timed_out)),
+                ),
+            };
     }
 
     /// FO-X3's bound in this model: the channel turning unhealthy (`GRACE_MS`), the exemption
@@ -832,13 +944,11 @@ impl FailoverModel {
     /// probes of the dead candidates ahead of the live one timing out.
     /// Per variant: the directory-path opens counted are the ones that variant's runs may make
     /// ([`FailoverParams::directory_updates`]).
-    pub fn recovery_bound_ms(&self, variant: Variant) -> u64 {
-        let others = self.urls.len() as u64 - 1;
-        MODEL_GRACE_MS
-            + MODEL_PROBE_MAX_MS
-            + 2 * MODEL_CHECK_MS
+    pub fn recovery_bound_ms(&self, timeouts: u8) -> u64 {
+        MODEL_PROBE_MAX_MS
+            + MODEL_CHECK_MS
+            + (u64::from(timeouts) + 1) * MODEL_UP_TIMEOUT_MS
             + u64::from(self.params.max_late_ticks) * MODEL_TICK_LATENESS_MS
-            + (2 * others + u64::from(self.params.directory_updates(variant))) * MODEL_UP_TIMEOUT_MS
     }
 
     pub fn init_state(&self, variant: Variant) -> FoState {
@@ -883,6 +993,7 @@ impl FailoverModel {
             cycles: [None; MAX_MODEL_URLS],
             last_probe_at: [None; MAX_MODEL_URLS],
             recovery_wait_since: None,
+            recovery_timeouts: 0,
             chain_failed: 0,
             sequence: 1,
             oracle,
@@ -913,4 +1024,8 @@ struct Judged {
     health_may_act: bool,
     /// A tick ran the health path: if it opens nothing, that is a no-candidate check (FO-D7).
     tick_ran_health: bool,
+    /// The passed-over set before the step (FO-X2, FO-X4), a bit per URL index.
+    passed_before: u8,
+    /// The URLs probed in the round under way before the step (FO-X3, FO-D5).
+    probed_before: u8,
 }
