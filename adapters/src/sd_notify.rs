@@ -10,6 +10,8 @@
 //!   half that interval from a runtime task, so a wedged runtime stops feeding it and systemd
 //!   restarts the unit.
 //! - [`stopping`]: `STOPPING=1` when a graceful stop begins.
+//! - [`status`]: `STATUS=…`, e.g. the failover client's readiness each time it changes
+//!   (FO-H-3: `not ready: … since …`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -83,6 +85,16 @@ pub fn ready(status: &str) {
         tracing::info!(status, "told systemd: ready");
     }
     sent_or_warn("READY=1", result);
+}
+
+/// `STATUS=<text>` (one line: newlines become spaces): what `systemctl status` shows. FO-H-3:
+/// the failover client sends its readiness here each time it changes.
+pub fn status(text: &str) {
+    let line: String = text
+        .chars()
+        .map(|c| if c == '\n' { ' ' } else { c })
+        .collect();
+    sent_or_warn("STATUS=", notify(&format!("STATUS={line}")));
 }
 
 /// `STOPPING=1`: a graceful stop has begun.

@@ -255,6 +255,7 @@ mod sec_4 {
                     exempt,
                     probe_min_ms,
                     probe_max_ms,
+                    ..Thresholds::default()
                 },
             )
     }

@@ -274,6 +274,7 @@ fn thresholds_strategy() -> impl Strategy<Value = Thresholds> {
                     exempt,
                     probe_min_ms: pmin,
                     probe_max_ms: pmax,
+                    ..Thresholds::default()
                 }
             },
         )

@@ -20,7 +20,7 @@ use switchyard_core::failover::{
     ChannelState, RelayUrl, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_EXEMPT,
 };
 use switchyard_tools::failover::cli::thresholds_from_env_and_flags;
-use switchyard_tools::failover::drill::{drill_channel, drill_thresholds};
+use switchyard_tools::failover::drill::{drill_channel, drill_reconnect, drill_thresholds};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -256,7 +256,7 @@ async fn fo_r5_a_bad_directory_refresh_keeps_the_last_good_list() {
     std::fs::write(&path, serde_json::to_vec(&good).unwrap()).unwrap();
     let client = ClientHandle::start(ClientConfig {
         thresholds: drill_thresholds(),
-        channel: drill_channel(),
+        reconnect: drill_reconnect(),
         directory: DirectoryConfig::Signed {
             path: path.clone(),
             key: public,

@@ -1,5 +1,6 @@
 //! Every drill scene over real loopback sockets (FO-X1, FO-X2, FO-X3, FO-D1, FO-D4, FO-D6,
-//! FO-D6-OFF).
+//! FO-D6-OFF), and FO-X4's scenes at the production thresholds behind forwarders that make a
+//! host fail without a word (about 30 s each; they run in parallel with the others).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -85,4 +86,19 @@ async fn fo_x2_drill_scene_ctrl_cooldown_zero_still_fails_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fo_x3_drill_scene_5_everything_down_then_one_relay_back() {
     scene_passes(Scene::S5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fo_x4_drill_dark_host_a_then_live_on_host_b_within_the_deadline() {
+    scene_passes(Scene::Dark).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fo_x4_drill_one_way_host_a_then_live_on_host_b_within_the_deadline() {
+    scene_passes(Scene::OneWay).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fo_x4_fo_h_1_drill_lossy_host_a_no_switch_storm_and_the_degradation_visible() {
+    scene_passes(Scene::Lossy).await;
 }

@@ -151,6 +151,31 @@ impl NotifySocket {
     }
 }
 
+impl NotifySocket {
+    /// The next datagram with a line starting with `prefix` (within [`WAIT`]); that line.
+    fn wait_for_prefix(&self, prefix: &str, child: &mut Child) -> String {
+        self.socket
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        let deadline = Instant::now() + WAIT;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            if let Ok(n) = self.socket.recv(&mut buf) {
+                let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+                if let Some(line) = text.lines().find(|l| l.starts_with(prefix)) {
+                    return line.to_owned();
+                }
+                seen.push(text);
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the process ended ({status}) before {prefix:?}; datagrams: {seen:?}");
+            }
+        }
+        panic!("no {prefix:?} within {WAIT:?}; datagrams: {seen:?}");
+    }
+}
+
 fn fastrand_name() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -268,4 +293,60 @@ fn ops_1_client_says_ready_once_its_first_channel_is_up() {
         seen.iter().any(|d| d.contains("STATUS=")),
         "a status line: {seen:?}"
     );
+}
+
+/// FO-H-3 under systemd: after READY=1 the client's STATUS= line follows its readiness: not
+/// ready with the reason and since when while its relay is down, ready again once it is back.
+/// Red before: the status was set once, at READY=1, and never changed.
+#[test]
+fn fo_h_3_client_status_line_says_not_ready_while_its_relay_is_down() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let relay_notify = NotifySocket::path();
+    let mut relay = Reaped(start(
+        &["relay", "--listen", &listen, "--path", "/a"],
+        &relay_notify,
+        None,
+    ));
+    relay_notify.wait_for("READY=1", &mut relay.0);
+    let notify = NotifySocket::path();
+    let url = format!("ws://127.0.0.1:{port}/a");
+    let mut client = Reaped(start(
+        &[
+            "client",
+            "--url",
+            &url,
+            "--check-ms",
+            "200",
+            "--grace-ms",
+            "1500",
+        ],
+        &notify,
+        None,
+    ));
+    notify.wait_for("READY=1", &mut client.0);
+    drop(relay);
+    let down = notify.wait_for_prefix("STATUS=not ready:", &mut client.0);
+    assert!(
+        down.starts_with(&format!(
+            "STATUS=not ready: relay channel to {url} lost (reconnecting"
+        )),
+        "{down}"
+    );
+    assert!(
+        down.contains(" since 20") && down.contains(" s ago)"),
+        "{down}"
+    );
+    let relay_notify = NotifySocket::path();
+    let mut relay = Reaped(start(
+        &["relay", "--listen", &listen, "--path", "/a"],
+        &relay_notify,
+        None,
+    ));
+    relay_notify.wait_for("READY=1", &mut relay.0);
+    let up = notify.wait_for_prefix("STATUS=ready:", &mut client.0);
+    assert!(up.contains(&url), "{up}");
 }

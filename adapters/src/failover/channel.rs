@@ -4,11 +4,14 @@
 //! The channel decides nothing about switching: it only says whether it is healthy and how many
 //! reconnects have failed since it left healthy.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::{SinkExt, StreamExt};
-use switchyard_core::failover::{ChannelState, RelayUrl};
+use switchyard_core::failover::{ChannelState, RelayUrl, Thresholds};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -58,25 +61,99 @@ impl BackoffConfig {
     }
 }
 
+/// How a channel reconnects: what the thresholds do not set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReconnectConfig {
+    /// Bound of each reconnect attempt.
+    pub connect_timeout: Duration,
+    pub backoff: BackoffConfig,
+}
+
+impl Default for ReconnectConfig {
+    fn default() -> Self {
+        ReconnectConfig {
+            connect_timeout: Duration::from_secs(12),
+            backoff: BackoffConfig::default(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ChannelConfig {
-    /// How often the channel sends a heartbeat.
+    /// How often the channel sends a heartbeat ping (`RELAY_FAILOVER_HEARTBEAT_MS`).
     pub heartbeat: Duration,
-    /// How long without any frame from the relay before the channel counts as dead.
+    /// FO-X4: how long after the last pong answering one of our pings the channel counts as
+    /// lost (`RELAY_FAILOVER_HEARTBEAT_TIMEOUT_MS`). Nothing else the relay sends counts.
     pub heartbeat_timeout: Duration,
     /// Bound of each reconnect attempt.
     pub connect_timeout: Duration,
     pub backoff: BackoffConfig,
 }
 
-impl Default for ChannelConfig {
-    fn default() -> Self {
+impl ChannelConfig {
+    /// FO-X4: the heartbeat and its timeout from the thresholds, the rest from `reconnect`.
+    #[must_use]
+    pub fn new(thresholds: &Thresholds, reconnect: ReconnectConfig) -> ChannelConfig {
         ChannelConfig {
-            heartbeat: Duration::from_secs(10),
-            heartbeat_timeout: Duration::from_secs(25),
-            connect_timeout: Duration::from_secs(12),
-            backoff: BackoffConfig::default(),
+            heartbeat: Duration::from_millis(thresholds.heartbeat_ms.max(1)),
+            heartbeat_timeout: Duration::from_millis(thresholds.heartbeat_timeout_ms.max(1)),
+            connect_timeout: reconnect.connect_timeout,
+            backoff: reconnect.backoff,
         }
+    }
+
+    /// FO-X4 / OPS-2: a heartbeat round trip at least this long marks the channel degraded
+    /// (logged once, shown on `/metrics`): a quarter of the heartbeat interval.
+    #[must_use]
+    pub fn slow_round_trip(&self) -> Duration {
+        self.heartbeat / 4
+    }
+}
+
+impl Default for ChannelConfig {
+    /// The production heartbeat (`Thresholds::default()`) and reconnect settings.
+    fn default() -> Self {
+        ChannelConfig::new(&Thresholds::default(), ReconnectConfig::default())
+    }
+}
+
+/// FO-X4 / OPS-2: what a channel's heartbeat measured, readable while it runs (the client's
+/// `/metrics` and the drill read it). Round trips are from a ping to the pong answering it.
+#[derive(Debug, Default)]
+pub struct HeartbeatStats {
+    last_rtt_ms: AtomicU64,
+    max_rtt_ms: AtomicU64,
+    pongs: AtomicU64,
+    slow: AtomicBool,
+}
+
+impl HeartbeatStats {
+    /// The last round trip (0 before the first pong).
+    pub fn last_rtt_ms(&self) -> u64 {
+        self.last_rtt_ms.load(Ordering::Relaxed)
+    }
+
+    /// The longest round trip on this channel.
+    pub fn max_rtt_ms(&self) -> u64 {
+        self.max_rtt_ms.load(Ordering::Relaxed)
+    }
+
+    /// Pongs that answered our pings.
+    pub fn pongs(&self) -> u64 {
+        self.pongs.load(Ordering::Relaxed)
+    }
+
+    /// Whether the channel is degraded now: its round trips reached
+    /// [`ChannelConfig::slow_round_trip`] (and have not fallen below half of it since).
+    pub fn slow(&self) -> bool {
+        self.slow.load(Ordering::Relaxed)
+    }
+
+    fn pong(&self, rtt: Duration) {
+        let ms = u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX);
+        self.last_rtt_ms.store(ms, Ordering::Relaxed);
+        self.max_rtt_ms.fetch_max(ms, Ordering::Relaxed);
+        self.pongs.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -117,6 +194,7 @@ pub struct Channel {
     url: RelayUrl,
     stop: Stop,
     task: JoinHandle<()>,
+    heartbeat: Arc<HeartbeatStats>,
 }
 
 impl Channel {
@@ -129,12 +207,30 @@ impl Channel {
     ) -> Channel {
         let stop = Stop::new();
         let stop_rx = stop.listener();
-        let task = tokio::spawn(run(url.clone(), established, config, reports, stop_rx));
-        Channel { url, stop, task }
+        let heartbeat = Arc::new(HeartbeatStats::default());
+        let task = tokio::spawn(run(
+            url.clone(),
+            established,
+            config,
+            reports,
+            stop_rx,
+            heartbeat.clone(),
+        ));
+        Channel {
+            url,
+            stop,
+            task,
+            heartbeat,
+        }
     }
 
     pub fn url(&self) -> &RelayUrl {
         &self.url
+    }
+
+    /// What the channel's heartbeat measured (round trips, whether it is degraded).
+    pub fn heartbeat(&self) -> Arc<HeartbeatStats> {
+        self.heartbeat.clone()
     }
 
     /// Closes the socket (with a close frame) and stops reconnecting.
@@ -161,6 +257,7 @@ async fn run(
     config: ChannelConfig,
     reports: mpsc::Sender<ChannelReport>,
     mut stop: StopListener,
+    heartbeat: Arc<HeartbeatStats>,
 ) {
     let report = |state| {
         let reports = reports.clone();
@@ -174,11 +271,12 @@ async fn run(
     loop {
         if let Some(stream) = socket.take() {
             report(ChannelState::Healthy).await;
-            if !stay_connected(stream, &config, &mut stop).await {
-                return; // closed on purpose
-            }
-            // OPS-2: the state change an operator needs to see, once per outage.
-            tracing::warn!(url = %url, "relay channel lost; reconnecting in backoff");
+            let lost = match stay_connected(stream, &config, &mut stop, &url, &heartbeat).await {
+                Some(lost) => lost,
+                None => return, // closed on purpose
+            };
+            // OPS-2: the state change an operator needs to see, once per outage, with its cause.
+            tracing::warn!(url = %url, cause = %lost, "relay channel lost; reconnecting in backoff");
             report(ChannelState::Backoff { attempts: 0 }).await;
         }
         let mut delays = config.backoff.delays();
@@ -214,38 +312,112 @@ async fn run(
     }
 }
 
-/// Heartbeats until the socket dies (returns `true`) or the channel is closed (`false`).
+/// Why a channel counts as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lost {
+    /// FO-X4: no pong answering one of our pings for the whole heartbeat timeout (a relay that
+    /// went dark, both ways or one way).
+    NoPong { timeout_ms: u64 },
+    /// The relay closed the socket, or it failed (reset, protocol error).
+    Closed,
+    /// A ping could not be written.
+    SendFailed,
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::NoPong { timeout_ms } => write!(
+                f,
+                "no pong answering our heartbeat for {timeout_ms} ms (RELAY_FAILOVER_HEARTBEAT_TIMEOUT_MS)"
+            ),
+            Lost::Closed => f.write_str("the relay closed the socket or it failed"),
+            Lost::SendFailed => f.write_str("a heartbeat could not be written"),
+        }
+    }
+}
+
+/// Pings not answered yet that a channel remembers (older ones cannot be answered in time
+/// anyway: the timeout is a few heartbeats).
+const MAX_OUTSTANDING_PINGS: usize = 64;
+
+/// Heartbeats until the relay counts as lost (`Some(why)`) or the channel is closed (`None`).
+///
+/// FO-X4: the relay counts as alive only on a pong answering one of our own pings: its own
+/// pings, its other frames and an unsolicited pong prove that bytes reach us, not that ours
+/// reach it (with client-to-relay packets dropped, the relay's pings kept a channel "alive"
+/// until the relay's idle close, 65 s). The channel is lost exactly
+/// `heartbeat_timeout` after the last pong (after the start before the first): a deadline
+/// timer, not a check at the next heartbeat tick; a ping that cannot be written in that time
+/// does not hold it off.
 async fn stay_connected(
     mut stream: WsStream,
     config: &ChannelConfig,
     stop: &mut StopListener,
-) -> bool {
+    url: &RelayUrl,
+    stats: &HeartbeatStats,
+) -> Option<Lost> {
+    use tokio::time::Instant;
     let mut heartbeat = tokio::time::interval(config.heartbeat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_heard = tokio::time::Instant::now();
+    let timeout_ms = u64::try_from(config.heartbeat_timeout.as_millis()).unwrap_or(u64::MAX);
+    let mut lost_at = Instant::now() + config.heartbeat_timeout;
+    // When each unanswered ping was sent, oldest first: the relay answers in order.
+    let mut outstanding: VecDeque<Instant> = VecDeque::new();
+    let slow = config.slow_round_trip();
     loop {
         tokio::select! {
             () = stop.stopped() => {
-                let _ = stream.close(None).await;
-                return false;
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.close(None)).await;
+                return None;
             }
+            () = tokio::time::sleep_until(lost_at) => return Some(Lost::NoPong { timeout_ms }),
             _ = heartbeat.tick() => {
-                if last_heard.elapsed() > config.heartbeat_timeout {
-                    return true; // silent relay: half-open connection
-                }
-                if stream.send(Message::Text(HEARTBEAT_PING.into())).await.is_err() {
-                    return true;
+                match tokio::time::timeout_at(lost_at, stream.send(Message::Text(HEARTBEAT_PING.into()))).await {
+                    Ok(Ok(())) => {
+                        if outstanding.len() == MAX_OUTSTANDING_PINGS {
+                            outstanding.pop_front();
+                        }
+                        outstanding.push_back(Instant::now());
+                    }
+                    Ok(Err(_)) => return Some(Lost::SendFailed),
+                    Err(_) => return Some(Lost::NoPong { timeout_ms }),
                 }
             }
             frame = stream.next() => match frame {
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return true,
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return Some(Lost::Closed),
                 Some(Ok(Message::Text(text))) if text.as_str() == HEARTBEAT_PONG => {
-                    last_heard = tokio::time::Instant::now();
+                    // A pong with no ping of ours outstanding answers nothing we sent.
+                    if let Some(sent) = outstanding.pop_front() {
+                        let now = Instant::now();
+                        lost_at = now + config.heartbeat_timeout;
+                        let rtt = now.saturating_duration_since(sent);
+                        stats.pong(rtt);
+                        note_round_trip(url, stats, rtt, slow);
+                    }
                 }
-                // Anything else proves the relay is alive but means nothing to the channel:
-                // a garbage frame is ignored, never fatal.
-                Some(Ok(_)) => last_heard = tokio::time::Instant::now(),
+                // The relay's transport pings (the WebSocket layer answers them) and any other
+                // frame say nothing about our pings reaching the relay; a garbage frame is
+                // ignored, never fatal.
+                Some(Ok(_)) => {}
             },
         }
+    }
+}
+
+/// OPS-2: a degraded channel (slow heartbeat round trips: delay, loss that TCP hides by
+/// retransmitting) is logged once when it starts (WARN) and once when it ends (INFO).
+fn note_round_trip(url: &RelayUrl, stats: &HeartbeatStats, rtt: Duration, slow: Duration) {
+    let rtt_ms = u64::try_from(rtt.as_millis()).unwrap_or(u64::MAX);
+    let slow_ms = u64::try_from(slow.as_millis()).unwrap_or(u64::MAX);
+    if rtt >= slow && !stats.slow.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            url = %url,
+            rtt_ms,
+            slow_ms,
+            "relay channel degraded: heartbeat round trip {rtt_ms} ms (slow from {slow_ms} ms, a quarter of RELAY_FAILOVER_HEARTBEAT_MS); the channel is kept while it answers"
+        );
+    } else if rtt < slow / 2 && stats.slow.swap(false, Ordering::Relaxed) {
+        tracing::info!(url = %url, rtt_ms, "relay channel no longer degraded: heartbeat round trip {rtt_ms} ms");
     }
 }

@@ -9,19 +9,23 @@
 //!
 //! Counters are readable through [`ClientHandle::stats`] only: no network endpoint (FO-D11).
 
-use std::collections::BTreeMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use switchyard_core::failover::{
-    render_explained, ChannelAction, ChannelState, Event, OpenFailure, Output, RelayUrl, Stats,
-    Supervisor, Thresholds,
+    render_explained, ChannelAction, ChannelState, Event, OpenFailure, Output, RelayUrl, Skip,
+    Stats, Supervisor, Thresholds,
 };
 use switchyard_core::MonoMs;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::channel::{self, Channel, ChannelConfig, ChannelReport, OpenError, WsStream};
+use super::channel::{
+    self, Channel, ChannelConfig, ChannelReport, HeartbeatStats, OpenError, ReconnectConfig,
+    WsStream,
+};
 use super::directory::{run_directory, DirectoryConfig, DirectoryUpdate};
 use crate::journal::Journal;
 use crate::stop::{Stop, StopListener};
@@ -35,8 +39,11 @@ const INPUT_QUEUE: usize = 64;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
+    /// The supervisor's thresholds; the channel's heartbeat and its timeout are two of them
+    /// (FO-X4).
     pub thresholds: Thresholds,
-    pub channel: ChannelConfig,
+    /// How a channel reconnects (its heartbeat comes from `thresholds`).
+    pub reconnect: ReconnectConfig,
     pub directory: DirectoryConfig,
     /// CONF-1: where the client journals its supervisor's inputs, outputs and the driver's
     /// effects ([`Journal::off`] by default), and under which key.
@@ -75,11 +82,86 @@ pub struct Observer {
     pub channels: broadcast::Receiver<ChannelMark>,
 }
 
+/// FO-H-3: whether the client has a live channel and, when it has none, why and since when.
+/// The client's `/readyz`, its service manager status and its `ready` gauge all read this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    /// The live channel's URL; `None`: not ready.
+    pub live: Option<RelayUrl>,
+    /// Why not ready (empty when ready).
+    pub reason: String,
+    /// Since when the client is in this state (ready, or not ready for any reason).
+    pub since: Instant,
+    /// The same instant on the wall clock, in milliseconds since the Unix epoch (0 if the
+    /// clock is before 1970).
+    pub since_unix_ms: u64,
+}
+
+impl Readiness {
+    pub fn is_ready(&self) -> bool {
+        self.live.is_some()
+    }
+
+    /// `ready: on <url> since <UTC>` or `not ready: <reason> since <UTC> (<s> s ago)`: the text
+    /// of `/readyz` and of the service manager's `STATUS=`.
+    pub fn describe(&self) -> String {
+        let since = format_utc_ms(self.since_unix_ms);
+        let ago = self.since.elapsed().as_secs_f64();
+        match &self.live {
+            Some(url) => format!("ready: relay channel to {url} live since {since}"),
+            None => format!("not ready: {} since {since} ({ago:.1} s ago)", self.reason),
+        }
+    }
+
+    /// Whole seconds the client has not been ready (0 while ready).
+    pub fn not_ready_seconds(&self) -> u64 {
+        if self.is_ready() {
+            0
+        } else {
+            self.since.elapsed().as_secs()
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch on the wall clock (0 before 1970).
+fn unix_ms_now() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// `unix_ms` as an RFC 3339 UTC time with milliseconds (`2026-01-31T12:34:56.789Z`).
+#[must_use]
+pub fn format_utc_ms(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Howard Hinnant's civil_from_days, for days since 1970-01-01 (no negative days here).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
 /// A running client: the supervisor, its channels and its directory feed.
 #[derive(Debug)]
 pub struct ClientHandle {
     stats: watch::Receiver<Stats>,
     candidates: watch::Receiver<usize>,
+    readiness: watch::Receiver<Readiness>,
+    heartbeat: watch::Receiver<Option<Arc<HeartbeatStats>>>,
     lines: broadcast::Sender<LogLine>,
     stop: Stop,
     task: Option<JoinHandle<()>>,
@@ -99,7 +181,7 @@ impl ClientHandle {
         let origin = Instant::now();
         let (driver, parts) = Driver::new(
             Supervisor::new(config.thresholds, MonoMs::ZERO),
-            config.channel,
+            ChannelConfig::new(&config.thresholds, config.reconnect),
             origin,
             config.journal,
         );
@@ -111,6 +193,8 @@ impl ClientHandle {
         let handle = ClientHandle {
             stats: parts.stats,
             candidates: parts.candidates,
+            readiness: parts.readiness,
+            heartbeat: parts.heartbeat,
             lines: parts.lines,
             stop,
             task: Some(task),
@@ -134,6 +218,22 @@ impl ClientHandle {
     /// usable list (the client waits meanwhile: /readyz says so).
     pub fn candidates_watch(&self) -> watch::Receiver<usize> {
         self.candidates.clone()
+    }
+
+    /// FO-H-3: whether the client has a live channel, and if not why and since when (changes
+    /// within the input that lost it: a channel report, a failed open, a tick).
+    pub fn readiness_watch(&self) -> watch::Receiver<Readiness> {
+        self.readiness.clone()
+    }
+
+    /// FO-H-3 now.
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.borrow().clone()
+    }
+
+    /// FO-X4 / OPS-2: the heartbeat measurements of the current channel (`None` without one).
+    pub fn heartbeat_watch(&self) -> watch::Receiver<Option<Arc<HeartbeatStats>>> {
+        self.heartbeat.clone()
     }
 
     /// Every rendered `[relay-switch]` / `[relay-skip]` / `[relay-attach]` line from now on.
@@ -186,12 +286,24 @@ struct Driver {
     /// is only ever replaced by another non-empty one).
     warned_no_list: bool,
     journal: ClientJournal,
+    /// The last state each channel reported (FO-H-3: the current one is live only while its
+    /// last report is `Healthy`).
+    channel_states: BTreeMap<RelayUrl, ChannelState>,
+    readiness: watch::Sender<Readiness>,
+    heartbeat: watch::Sender<Option<Arc<HeartbeatStats>>>,
+    /// OPS-2: URLs whose open failed since a channel was last adopted; a repeat is logged at
+    /// DEBUG, not WARN (with `COOLDOWN_MS=0` and every relay down each tick re-opens them).
+    failing_opens: BTreeSet<RelayUrl>,
+    /// Failed opens logged at DEBUG since the last adoption (for the INFO that ends them).
+    repeated_failures: u64,
 }
 
 /// What a new driver hands its owner.
 struct DriverParts {
     stats: watch::Receiver<Stats>,
     candidates: watch::Receiver<usize>,
+    readiness: watch::Receiver<Readiness>,
+    heartbeat: watch::Receiver<Option<Arc<HeartbeatStats>>>,
     lines: broadcast::Sender<LogLine>,
     observer: Observer,
 }
@@ -208,6 +320,13 @@ impl Driver {
         let (lines, lines_rx) = broadcast::channel(LINE_BUFFER);
         let (channel_marks, channels_rx) = broadcast::channel(LINE_BUFFER);
         let (candidates_tx, candidates) = watch::channel(supervisor.candidates().len());
+        let (readiness_tx, readiness) = watch::channel(Readiness {
+            live: None,
+            reason: "starting: no relay channel yet".to_owned(),
+            since: Instant::now(),
+            since_unix_ms: unix_ms_now(),
+        });
+        let (heartbeat_tx, heartbeat) = watch::channel(None);
         let driver = Driver {
             supervisor,
             channel_config,
@@ -220,12 +339,19 @@ impl Driver {
             candidates: candidates_tx,
             warned_no_list: false,
             journal,
+            channel_states: BTreeMap::new(),
+            readiness: readiness_tx,
+            heartbeat: heartbeat_tx,
+            failing_opens: BTreeSet::new(),
+            repeated_failures: 0,
         };
         let thresholds = *driver.supervisor.thresholds();
         driver.record(MonoMs::ZERO, || FailoverRecord::Start { thresholds });
         let parts = DriverParts {
             stats,
             candidates,
+            readiness,
+            heartbeat,
             lines,
             observer: Observer {
                 lines: lines_rx,
@@ -276,6 +402,9 @@ impl Driver {
                         url: report.url.clone(),
                         state: report.state,
                     }));
+                    if self.channels.contains_key(&report.url) {
+                        self.channel_states.insert(report.url.clone(), report.state);
+                    }
                     self.supervisor.handle_channel_state(now, &report.url, report.state);
                     now
                 }
@@ -297,6 +426,8 @@ impl Driver {
                             if self.supervisor.handle_open_succeeded(now, &url) {
                                 self.record(now, || FailoverRecord::Effect(FailoverEffect::Adopted { url: url.clone() }));
                                 let channel = Channel::spawn(url.clone(), stream, self.channel_config, report_tx.clone());
+                                // Opened just now: live until it reports otherwise.
+                                self.channel_states.insert(url.clone(), ChannelState::Healthy);
                                 self.channels.insert(url, channel);
                             }
                         }
@@ -386,6 +517,7 @@ impl Driver {
                     }
                 }
                 Output::Action(ChannelAction::Close { url }) => {
+                    self.channel_states.remove(&url);
                     if let Some(channel) = self.channels.remove(&url) {
                         self.record(now, || {
                             FailoverRecord::Effect(FailoverEffect::Closed { url: url.clone() })
@@ -405,9 +537,84 @@ impl Driver {
             *old = stats;
             changed
         });
+        self.publish_readiness();
     }
 
-    fn log(&self, now: MonoMs, event: &Event) {
+    /// FO-H-3: ready exactly while the current channel is live (its last report `Healthy`);
+    /// otherwise the reason. `since` moves only when readiness flips, not when only the reason
+    /// changes (a reconnect attempt failing again is the same outage).
+    fn publish_readiness(&mut self) {
+        let current = self.supervisor.current().cloned();
+        let current_state = current
+            .as_ref()
+            .filter(|url| self.channels.contains_key(*url))
+            .and_then(|url| self.channel_states.get(url).copied());
+        let (live, reason) = match (&current, current_state) {
+            (Some(url), Some(ChannelState::Healthy)) => (Some(url.clone()), String::new()),
+            (Some(url), Some(ChannelState::Backoff { attempts })) => (
+                None,
+                format!(
+                    "relay channel to {url} lost (reconnecting, attempt {})",
+                    attempts.saturating_add(1)
+                ),
+            ),
+            _ if self.supervisor.candidates().is_empty() => (
+                None,
+                "no relay list: the directory has given no usable signed list yet (the client waits and retries; the log names why)".to_owned(),
+            ),
+            _ => match &self.opening {
+                Some((url, _)) => (
+                    None,
+                    format!("no relay channel: opening {url}"),
+                ),
+                None => (
+                    None,
+                    format!(
+                        "no relay channel: none of the {} listed relays could be opened (every relay down or cooling)",
+                        self.supervisor.candidates().len()
+                    ),
+                ),
+            },
+        };
+        let heartbeat = live
+            .as_ref()
+            .and_then(|url| self.channels.get(url))
+            .map(Channel::heartbeat);
+        self.heartbeat.send_if_modified(|old| {
+            let same = match (old.as_ref(), heartbeat.as_ref()) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                old.clone_from(&heartbeat);
+            }
+            !same
+        });
+        self.readiness.send_if_modified(|old| {
+            if old.live == live && old.reason == reason {
+                return false;
+            }
+            if old.is_ready() != live.is_some() || old.live != live {
+                old.since = Instant::now();
+                old.since_unix_ms = unix_ms_now();
+            }
+            // The cause was logged at WARN where it happened (the channel, the open, the
+            // directory): the readiness flip itself is INFO.
+            if old.is_ready() && live.is_none() {
+                tracing::info!(reason = %reason, "not ready: {reason}");
+            } else if !old.is_ready() && live.is_some() {
+                if let Some(url) = &live {
+                    tracing::info!(url = %url, "ready: relay channel to {url} live");
+                }
+            }
+            old.live = live;
+            old.reason = reason;
+            true
+        });
+    }
+
+    fn log(&mut self, now: MonoMs, event: &Event) {
         // EXPLAIN-1: drained right after the input made at `now`, so the core's explanation of
         // a no-candidate line is of the state that decided it.
         let line = render_explained(event, &self.supervisor, now);
@@ -423,9 +630,39 @@ impl Driver {
                 "{line}"
             ),
             Event::Attached { url, .. } => tracing::info!(url = %url, "{line}"),
+            // OPS-2: once per state change. The first failed open of a URL is a WARN; the same
+            // URL failing again with no channel adopted in between is a DEBUG (with
+            // `COOLDOWN_MS=0` and every relay down, each tick re-opens every URL).
+            Event::Skipped(Skip::OpenFailed { url, .. }) => {
+                if self.failing_opens.insert(url.clone()) {
+                    tracing::warn!(url = %url, "{line}");
+                } else {
+                    self.repeated_failures = self.repeated_failures.saturating_add(1);
+                    tracing::debug!(url = %url, "{line}");
+                }
+            }
             Event::Skipped(_) => tracing::warn!("{line}"),
         }
-        let _ = self.lines.send(LogLine { at: now, line });
+        if matches!(event, Event::Switched(_) | Event::Attached { .. }) {
+            let failing = std::mem::take(&mut self.failing_opens);
+            // The end of a state whose repeats were kept at DEBUG, said once. (One failed open
+            // followed by a switch needs no more: the switch line says it.)
+            if self.repeated_failures > 0 {
+                tracing::info!(
+                    urls = failing.len(),
+                    repeated = self.repeated_failures,
+                    "a relay channel is up again after failed opens of {} URLs ({} repeats logged at DEBUG)",
+                    failing.len(),
+                    self.repeated_failures
+                );
+                self.repeated_failures = 0;
+            }
+        }
+        self.send_line(now, line);
+    }
+
+    fn send_line(&self, at: MonoMs, line: String) {
+        let _ = self.lines.send(LogLine { at, line });
     }
 }
 

@@ -14,9 +14,11 @@ pub const VAR_UP_TIMEOUT_MS: &str = "RELAY_FAILOVER_UP_TIMEOUT_MS";
 pub const VAR_EXEMPT: &str = "RELAY_FAILOVER_EXEMPT";
 pub const VAR_PROBE_MIN_MS: &str = "RELAY_FAILOVER_PROBE_MIN_MS";
 pub const VAR_PROBE_MAX_MS: &str = "RELAY_FAILOVER_PROBE_MAX_MS";
+pub const VAR_HEARTBEAT_MS: &str = "RELAY_FAILOVER_HEARTBEAT_MS";
+pub const VAR_HEARTBEAT_TIMEOUT_MS: &str = "RELAY_FAILOVER_HEARTBEAT_TIMEOUT_MS";
 
 /// Every variable the failover supervisor reads, in documentation order.
-pub const ALL_VARS: [&str; 9] = [
+pub const ALL_VARS: [&str; 11] = [
     VAR_COOLDOWN_MS,
     VAR_DEADLINE_MS,
     VAR_GRACE_MS,
@@ -26,6 +28,8 @@ pub const ALL_VARS: [&str; 9] = [
     VAR_EXEMPT,
     VAR_PROBE_MIN_MS,
     VAR_PROBE_MAX_MS,
+    VAR_HEARTBEAT_MS,
+    VAR_HEARTBEAT_TIMEOUT_MS,
 ];
 
 /// The failover thresholds. Defaults are the production values of the requirements table.
@@ -50,6 +54,28 @@ pub struct Thresholds {
     pub probe_min_ms: u64,
     /// FO-X3: the interval doubles up to this. `0` switches probing off (the seed's behaviour).
     pub probe_max_ms: u64,
+    /// FO-X4: how often the channel sends its heartbeat ping. Read by the adapter's channel,
+    /// not by the machine. Defaulted when absent so journals written before it still parse.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// FO-X4: how long after the last pong answering its own ping the channel counts as lost
+    /// (dead-peer detection). At least twice `heartbeat_ms`; with `GRACE_MS + CHECK_MS` it must
+    /// fit in `DEADLINE_MS` ([`Thresholds::check_dark_host_deadline`]).
+    #[serde(default = "default_heartbeat_timeout_ms")]
+    pub heartbeat_timeout_ms: u64,
+}
+
+/// FO-X4: the default heartbeat interval.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 3_000;
+/// FO-X4: the default dead-peer timeout: three heartbeats.
+pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 9_000;
+
+fn default_heartbeat_ms() -> u64 {
+    DEFAULT_HEARTBEAT_MS
+}
+
+fn default_heartbeat_timeout_ms() -> u64 {
+    DEFAULT_HEARTBEAT_TIMEOUT_MS
 }
 
 impl Default for Thresholds {
@@ -64,6 +90,8 @@ impl Default for Thresholds {
             exempt: true,
             probe_min_ms: 15_000,
             probe_max_ms: 60_000,
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS,
+            heartbeat_timeout_ms: DEFAULT_HEARTBEAT_TIMEOUT_MS,
         }
     }
 }
@@ -85,6 +113,15 @@ pub enum ConfigError {
         value: String,
         why: &'static str,
     },
+    /// FO-X4: the thresholds cannot meet the deadline for a relay host that goes dark.
+    #[error("RELAY_FAILOVER_HEARTBEAT_TIMEOUT_MS ({heartbeat_timeout_ms}) + RELAY_FAILOVER_GRACE_MS ({grace_ms}) + RELAY_FAILOVER_CHECK_MS ({check_ms}) = {sum_ms} ms exceeds RELAY_FAILOVER_DEADLINE_MS ({deadline_ms}): a relay host that goes dark could not be left within the deadline")]
+    DarkHostDeadline {
+        heartbeat_timeout_ms: u64,
+        grace_ms: u64,
+        check_ms: u64,
+        sum_ms: u64,
+        deadline_ms: u64,
+    },
 }
 
 impl ConfigError {
@@ -94,6 +131,8 @@ impl ConfigError {
             ConfigError::NotDigits { var, .. }
             | ConfigError::TooLarge { var, .. }
             | ConfigError::Invalid { var, .. } => var,
+            // The sum is over four variables; the one it is refused against is the deadline.
+            ConfigError::DarkHostDeadline { .. } => VAR_DEADLINE_MS,
         }
     }
 }
@@ -125,6 +164,23 @@ impl Thresholds {
     where
         F: Fn(&str) -> Option<String>,
     {
+        let thresholds = Thresholds::read_lookup(lookup)?;
+        let errors = thresholds.check_together();
+        if errors.is_empty() {
+            Ok(thresholds)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// Reads every variable through `lookup` like [`Thresholds::from_lookup`] (each one by
+    /// FO-CFG-1) but leaves the checks that relate several variables
+    /// ([`Thresholds::check_together`]) to the caller: a command line applies its flags on top
+    /// first, then checks the result once.
+    pub fn read_lookup<F>(lookup: F) -> Result<Thresholds, Vec<ConfigError>>
+    where
+        F: Fn(&str) -> Option<String>,
+    {
         let mut thresholds = Thresholds::default();
         let mut errors = Vec::new();
         for var in ALL_VARS {
@@ -132,11 +188,6 @@ impl Thresholds {
                 if let Err(error) = thresholds.set(var, &value) {
                     errors.push(error);
                 }
-            }
-        }
-        if errors.is_empty() {
-            if let Err(error) = thresholds.check_probe_schedule() {
-                errors.push(error);
             }
         }
         if errors.is_empty() {
@@ -205,6 +256,22 @@ impl Thresholds {
                 }
             }
             VAR_PROBE_MAX_MS => self.probe_max_ms = parse_digits(var, value, MAX_DURATION_MS)?,
+            VAR_HEARTBEAT_MS => {
+                self.heartbeat_ms = parse_digits(var, value, MAX_DURATION_MS)?;
+                if self.heartbeat_ms == 0 {
+                    return Err(invalid(
+                        "must be at least 1: a zero heartbeat interval is a busy loop",
+                    ));
+                }
+            }
+            VAR_HEARTBEAT_TIMEOUT_MS => {
+                self.heartbeat_timeout_ms = parse_digits(var, value, MAX_DURATION_MS)?;
+                if self.heartbeat_timeout_ms == 0 {
+                    return Err(invalid(
+                        "must be at least 1: a zero dead-peer timeout declares every channel lost",
+                    ));
+                }
+            }
             _ => unreachable!("var was matched against ALL_VARS"),
         }
         Ok(())
@@ -221,6 +288,64 @@ impl Thresholds {
                     self.probe_min_ms, self.probe_max_ms
                 ),
                 why: "must not exceed RELAY_FAILOVER_PROBE_MAX_MS (or set that to 0 to switch probing off)",
+            });
+        }
+        Ok(())
+    }
+
+    /// The checks that relate several variables, run once every variable is read (by
+    /// [`Thresholds::from_lookup`], and again by a caller that applied flags on top): the probe
+    /// schedule (FO-X3), the heartbeat pair and the dark-host deadline (FO-X4). Every failing
+    /// check is returned.
+    pub fn check_together(&self) -> Vec<ConfigError> {
+        [
+            self.check_probe_schedule(),
+            self.check_heartbeat(),
+            self.check_dark_host_deadline(),
+        ]
+        .into_iter()
+        .filter_map(Result::err)
+        .collect()
+    }
+
+    /// FO-X4: `HEARTBEAT_TIMEOUT_MS >= 2 x HEARTBEAT_MS`, so one late pong does not count as a
+    /// dead peer. Names both variables and values.
+    pub fn check_heartbeat(&self) -> Result<(), ConfigError> {
+        if self.heartbeat_timeout_ms < self.heartbeat_ms.saturating_mul(2) {
+            return Err(ConfigError::Invalid {
+                var: VAR_HEARTBEAT_TIMEOUT_MS,
+                value: format!(
+                    "{} (with {VAR_HEARTBEAT_MS}={})",
+                    self.heartbeat_timeout_ms, self.heartbeat_ms
+                ),
+                why: "must be at least twice RELAY_FAILOVER_HEARTBEAT_MS: one late pong must not count as a dead relay",
+            });
+        }
+        Ok(())
+    }
+
+    /// FO-X4: the time a relay host that goes dark costs before the switch to another host is
+    /// decided: the channel notices after `HEARTBEAT_TIMEOUT_MS` (no pong), it must then be
+    /// unhealthy for `GRACE_MS`, and the tick that switches comes up to `CHECK_MS` later.
+    pub fn dark_host_sum_ms(&self) -> u64 {
+        self.heartbeat_timeout_ms
+            .saturating_add(self.grace_ms)
+            .saturating_add(self.check_ms)
+    }
+
+    /// FO-X4: refuses a set of thresholds that cannot meet `DEADLINE_MS` for a dark host:
+    /// `HEARTBEAT_TIMEOUT_MS + GRACE_MS + CHECK_MS <= DEADLINE_MS`. The error names the sum.
+    /// What is left (`DEADLINE_MS` minus the sum) is the margin for the open of the channel to
+    /// the live relay.
+    pub fn check_dark_host_deadline(&self) -> Result<(), ConfigError> {
+        let sum = self.dark_host_sum_ms();
+        if sum > self.deadline_ms {
+            return Err(ConfigError::DarkHostDeadline {
+                heartbeat_timeout_ms: self.heartbeat_timeout_ms,
+                grace_ms: self.grace_ms,
+                check_ms: self.check_ms,
+                sum_ms: sum,
+                deadline_ms: self.deadline_ms,
             });
         }
         Ok(())

@@ -53,9 +53,10 @@ mod render;
 mod types;
 
 pub use config::{
-    parse_digits, ConfigError, Thresholds, ALL_VARS, MAX_DURATION_MS, VAR_CHECK_MS,
-    VAR_COOLDOWN_MS, VAR_DEADLINE_MS, VAR_EXEMPT, VAR_GRACE_MS, VAR_MIN_ATTEMPTS, VAR_PROBE_MAX_MS,
-    VAR_PROBE_MIN_MS, VAR_UP_TIMEOUT_MS,
+    parse_digits, ConfigError, Thresholds, ALL_VARS, DEFAULT_HEARTBEAT_MS,
+    DEFAULT_HEARTBEAT_TIMEOUT_MS, MAX_DURATION_MS, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_DEADLINE_MS,
+    VAR_EXEMPT, VAR_GRACE_MS, VAR_HEARTBEAT_MS, VAR_HEARTBEAT_TIMEOUT_MS, VAR_MIN_ATTEMPTS,
+    VAR_PROBE_MAX_MS, VAR_PROBE_MIN_MS, VAR_UP_TIMEOUT_MS,
 };
 pub use freshness::{check_freshness, AcceptedDirectory, FreshnessError};
 pub use journal::{FailoverEffect, FailoverInput, FailoverRecord};

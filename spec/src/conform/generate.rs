@@ -45,6 +45,7 @@ pub fn generated_thresholds() -> Thresholds {
         exempt: true,
         probe_min_ms: 4_000,
         probe_max_ms: 16_000,
+        ..Thresholds::default()
     }
 }
 

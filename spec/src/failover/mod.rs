@@ -134,6 +134,7 @@ impl Variant {
             exempt: true,
             probe_min_ms: MODEL_PROBE_MIN_MS,
             probe_max_ms: MODEL_PROBE_MAX_MS,
+            ..Thresholds::default()
         };
         match self {
             Variant::Production | Variant::ProbeJitter => scaled,

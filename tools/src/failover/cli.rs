@@ -9,16 +9,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use clap::{Args, Subcommand, ValueEnum};
 use switchyard_core::failover::{
     RelayUrl, Thresholds, MAX_CANDIDATES, VAR_CHECK_MS, VAR_COOLDOWN_MS, VAR_DEADLINE_MS,
-    VAR_EXEMPT, VAR_GRACE_MS, VAR_MIN_ATTEMPTS, VAR_PROBE_MAX_MS, VAR_PROBE_MIN_MS,
-    VAR_UP_TIMEOUT_MS,
+    VAR_EXEMPT, VAR_GRACE_MS, VAR_HEARTBEAT_MS, VAR_HEARTBEAT_TIMEOUT_MS, VAR_MIN_ATTEMPTS,
+    VAR_PROBE_MAX_MS, VAR_PROBE_MIN_MS, VAR_UP_TIMEOUT_MS,
 };
 
 use super::drill::{self, Scene};
 use super::timeline;
 use crate::conform_online::OnlineConformance;
-use switchyard_adapters::failover::channel::ChannelConfig;
+use switchyard_adapters::failover::channel::{HeartbeatStats, ReconnectConfig};
 use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
-use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle, ClientJournal};
+use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle, ClientJournal, Readiness};
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
 use switchyard_adapters::journal::{Journal, JournalArgs};
 use switchyard_adapters::lifecycle;
@@ -31,7 +31,7 @@ pub enum FailoverCommand {
     /// Run a relay server: WebSocket channels on one or more paths, and GET /status.
     Relay(RelayArgs),
     /// Run a client: one channel to a relay from the signed directory, with failover.
-    Client(ClientArgs),
+    Client(Box<ClientArgs>),
     /// Run the seed's failover drills against local relays; exits 1 on any FAIL.
     Drill(DrillArgs),
     /// Generate an ed25519 key pair for signing the relay directory.
@@ -98,6 +98,14 @@ pub struct ClientArgs {
     /// switches probing off (the seed's behaviour).
     #[arg(long)]
     probe_max_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_HEARTBEAT_MS: how often the channel pings its relay (FO-X4).
+    #[arg(long)]
+    heartbeat_ms: Option<String>,
+    /// Overrides RELAY_FAILOVER_HEARTBEAT_TIMEOUT_MS: how long after the last pong the channel
+    /// counts as lost (FO-X4); HEARTBEAT_TIMEOUT_MS + GRACE_MS + CHECK_MS must fit in
+    /// DEADLINE_MS.
+    #[arg(long)]
+    heartbeat_timeout_ms: Option<String>,
     /// OPS-2 / FO-D11: serve /healthz, /readyz and /metrics on this address. Off unless given:
     /// the client exposes nothing by default.
     #[arg(long, env = "SWITCHYARD_METRICS_LISTEN")]
@@ -121,6 +129,13 @@ pub enum SceneArg {
     Ctrl,
     #[value(name = "5")]
     S5,
+    /// FO-X4: host A dark (production thresholds, about 30 s).
+    Dark,
+    /// FO-X4: host A drops client-to-relay bytes (production thresholds, about 30 s).
+    #[value(name = "one-way")]
+    OneWay,
+    /// FO-X4 / FO-H-1: host A slow and stalling (production thresholds, 30 s).
+    Lossy,
     All,
 }
 
@@ -186,7 +201,7 @@ pub struct SignArgs {
 pub async fn run(command: FailoverCommand) -> ExitCode {
     let result = match command {
         FailoverCommand::Relay(args) => relay(args).await,
-        FailoverCommand::Client(args) => client(args).await,
+        FailoverCommand::Client(args) => client(*args).await,
         FailoverCommand::Drill(args) => return drill(args).await,
         FailoverCommand::Keygen(args) => keygen(args),
         FailoverCommand::SignDirectory(args) => sign_directory(args).await,
@@ -239,30 +254,40 @@ struct ClientProbe {
     online: Option<OnlineConformance>,
     stats: tokio::sync::watch::Receiver<switchyard_core::failover::Stats>,
     candidates: tokio::sync::watch::Receiver<usize>,
+    readiness: tokio::sync::watch::Receiver<Readiness>,
+    heartbeat: tokio::sync::watch::Receiver<Option<Arc<HeartbeatStats>>>,
 }
 
 impl Probe for ClientProbe {
+    /// FO-H-3: ready exactly while the client has a live channel; otherwise the reason and
+    /// since when (no list, opening, every relay down, the channel reconnecting).
     fn ready(&self) -> Result<(), String> {
-        // Issue #27 point 9: a client without a list waits; it says why it is not ready.
-        if *self.candidates.borrow() == 0 {
-            return Err(
-                "no relay list: the directory has given no usable signed list yet (the client waits and retries; the log names why)"
-                    .to_owned(),
-            );
-        }
-        match self.stats.borrow().current {
-            Some(_) => Ok(()),
-            None => Err("no relay channel".to_owned()),
+        let readiness = self.readiness.borrow().clone();
+        if readiness.is_ready() {
+            Ok(())
+        } else {
+            Err(readiness.describe())
         }
     }
 
     fn samples(&self) -> Vec<Sample> {
         let stats = self.stats.borrow().clone();
+        let readiness = self.readiness.borrow().clone();
         let mut samples = probes::counters_of("client", "failover client counter", &stats.counters);
         samples.push(probes::gauge(
             "client_on_channel",
-            "1 while the client has a relay channel",
+            "1 while the client has a relay channel (live or reconnecting; see client_ready)",
             u64::from(stats.current.is_some()),
+        ));
+        samples.push(probes::gauge(
+            "client_ready",
+            "FO-H-3: 1 while the client has a live relay channel (what /readyz answers)",
+            u64::from(readiness.is_ready()),
+        ));
+        samples.push(probes::gauge(
+            "client_not_ready_seconds",
+            "FO-H-3: seconds since the client last had a live relay channel; 0 while it has one",
+            readiness.not_ready_seconds(),
         ));
         samples.push(probes::gauge(
             "client_listed_relays",
@@ -273,6 +298,25 @@ impl Probe for ClientProbe {
             "client_cooling_urls",
             "URLs in cooldown now",
             stats.cooldown.len() as u64,
+        ));
+        let heartbeat = self.heartbeat.borrow().clone();
+        let (rtt, max_rtt, degraded) = heartbeat.as_ref().map_or((0, 0, false), |h| {
+            (h.last_rtt_ms(), h.max_rtt_ms(), h.slow())
+        });
+        samples.push(probes::gauge(
+            "client_heartbeat_rtt_ms",
+            "FO-X4: the last heartbeat round trip on the live channel, ms (0 without one)",
+            rtt,
+        ));
+        samples.push(probes::gauge(
+            "client_heartbeat_rtt_max_ms",
+            "FO-X4: the longest heartbeat round trip on the live channel, ms",
+            max_rtt,
+        ));
+        samples.push(probes::gauge(
+            "client_channel_degraded",
+            "FO-X4: 1 while the live channel's heartbeat round trips are slow (a quarter of RELAY_FAILOVER_HEARTBEAT_MS or more)",
+            u64::from(degraded),
         ));
         if let Some(online) = &self.online {
             samples.extend(online.samples());
@@ -286,13 +330,15 @@ pub fn thresholds_from_env_and_flags(
     env: impl Fn(&str) -> Option<String>,
     flags: &[(&'static str, Option<&String>)],
 ) -> Result<Thresholds, String> {
-    let mut thresholds = Thresholds::from_lookup(env).map_err(|errors| {
+    let joined = |errors: Vec<switchyard_core::failover::ConfigError>| {
         errors
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("; ")
-    })?;
+    };
+    // Each variable by FO-CFG-1 first; the checks across variables once the flags are on top.
+    let mut thresholds = Thresholds::read_lookup(env).map_err(joined)?;
     for (var, value) in flags {
         if let Some(value) = value {
             thresholds
@@ -300,10 +346,12 @@ pub fn thresholds_from_env_and_flags(
                 .map_err(|e| format!("flag for {e}"))?;
         }
     }
-    // A flag may have crossed the two probe bounds the environment set.
-    thresholds
-        .check_probe_schedule()
-        .map_err(|e| e.to_string())?;
+    // The probe bounds, the heartbeat pair and FO-X4's dark-host sum
+    // (`Thresholds::check_dark_host_deadline`), over the environment and the flags together.
+    let errors = thresholds.check_together();
+    if !errors.is_empty() {
+        return Err(joined(errors));
+    }
     Ok(thresholds)
 }
 
@@ -328,6 +376,8 @@ async fn client(args: ClientArgs) -> Result<(), String> {
             (VAR_EXEMPT, args.exempt.as_ref()),
             (VAR_PROBE_MIN_MS, args.probe_min_ms.as_ref()),
             (VAR_PROBE_MAX_MS, args.probe_max_ms.as_ref()),
+            (VAR_HEARTBEAT_MS, args.heartbeat_ms.as_ref()),
+            (VAR_HEARTBEAT_TIMEOUT_MS, args.heartbeat_timeout_ms.as_ref()),
         ],
     )?;
     let directory = match (args.url, args.directory, args.public_key) {
@@ -362,18 +412,35 @@ async fn client(args: ClientArgs) -> Result<(), String> {
     let journal = Journal::open(&args.journal.config(), observers).map_err(|e| e.to_string())?;
     let client = ClientHandle::start(ClientConfig {
         thresholds,
-        channel: ChannelConfig::default(),
+        reconnect: ReconnectConfig::default(),
         directory,
         journal: ClientJournal {
             journal,
             key: "client".to_owned(),
         },
     });
-    // OPS-1 under systemd: ready once the first relay channel is up.
-    let channel = client.stats_watch();
-    switchyard_adapters::sd_notify::ready_when("client on a relay channel", move || {
-        channel.borrow().current.is_some()
-    });
+    // OPS-1 under systemd: READY=1 once the first relay channel is live. FO-H-3: after that
+    // the STATUS= line follows readiness (systemd has no "not ready" after READY=1: the status
+    // says it, with the reason and since when).
+    if std::env::var_os(switchyard_adapters::sd_notify::NOTIFY_SOCKET).is_some() {
+        let mut readiness = client.readiness_watch();
+        tokio::spawn(async move {
+            let mut told_ready = false;
+            loop {
+                let now = readiness.borrow_and_update().clone();
+                let text = now.describe();
+                if now.is_ready() && !told_ready {
+                    told_ready = true;
+                    switchyard_adapters::sd_notify::ready(&text);
+                } else {
+                    switchyard_adapters::sd_notify::status(&text);
+                }
+                if readiness.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
     let _ = switchyard_adapters::sd_notify::spawn_watchdog();
     let probes_stop = Stop::new();
     let probes_stop_rx = probes_stop.listener();
@@ -381,6 +448,8 @@ async fn client(args: ClientArgs) -> Result<(), String> {
         let probe = Arc::new(ClientProbe {
             stats: client.stats_watch(),
             candidates: client.candidates_watch(),
+            readiness: client.readiness_watch(),
+            heartbeat: client.heartbeat_watch(),
             online: online.clone(),
         });
         probes::serve_alone("client", listen, probe, probes_stop_rx).await?;
@@ -411,6 +480,9 @@ async fn drill(args: DrillArgs) -> ExitCode {
         SceneArg::S4b => vec![Scene::S4b],
         SceneArg::Ctrl => vec![Scene::Ctrl],
         SceneArg::S5 => vec![Scene::S5],
+        SceneArg::Dark => vec![Scene::Dark],
+        SceneArg::OneWay => vec![Scene::OneWay],
+        SceneArg::Lossy => vec![Scene::Lossy],
         SceneArg::All => Scene::ALL.to_vec(),
     };
     // Refused before the first scene: a bad path should not cost a whole drill (SEC-4).

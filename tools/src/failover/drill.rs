@@ -34,13 +34,15 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use switchyard_adapters::failover::channel::{BackoffConfig, ChannelConfig};
+use switchyard_adapters::failover::channel::{BackoffConfig, ChannelConfig, ReconnectConfig};
 use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
 use switchyard_adapters::failover::driver::{
     ChannelMark, ClientConfig, ClientHandle, ClientJournal, LogLine, Observer,
 };
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
 use switchyard_adapters::journal::{Journal, JournalConfig, MAX_LINES_PER_SECOND};
+
+use super::proxy::{Fault, FaultHost};
 use switchyard_spec::conform::{judge_text, Verdict as ConformVerdict};
 
 /// A drill scene, as named in the seed.
@@ -53,10 +55,16 @@ pub enum Scene {
     S4b,
     Ctrl,
     S5,
+    /// FO-X4: host A goes dark (no byte either way, no RST or FIN), production thresholds.
+    Dark,
+    /// FO-X4: client-to-relay bytes dropped on host A, production thresholds.
+    OneWay,
+    /// FO-X4 / FO-H-1: host A slow and stalling but working, production thresholds.
+    Lossy,
 }
 
 impl Scene {
-    pub const ALL: [Scene; 7] = [
+    pub const ALL: [Scene; 10] = [
         Scene::S1,
         Scene::S2,
         Scene::S3,
@@ -64,6 +72,9 @@ impl Scene {
         Scene::S4b,
         Scene::Ctrl,
         Scene::S5,
+        Scene::Dark,
+        Scene::OneWay,
+        Scene::Lossy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,6 +86,9 @@ impl Scene {
             Scene::S4b => "4b",
             Scene::Ctrl => "ctrl",
             Scene::S5 => "5",
+            Scene::Dark => "dark",
+            Scene::OneWay => "one-way",
+            Scene::Lossy => "lossy",
         }
     }
 
@@ -87,7 +101,16 @@ impl Scene {
             Scene::S4b => "scene 4 with EXEMPT=0 and a short cooldown => skip line, no switch until the cooldown ends, then an unmarked switch",
             Scene::Ctrl => "scene 1 with COOLDOWN_MS=0 => still fails over (FO-X2)",
             Scene::S5 => "everything down, then one relay back => on it within PROBE_MAX_MS + CHECK_MS + (k+1) x UP_TIMEOUT_MS (FO-X3a); the same with probing off stalls until the cooldown ends",
+            Scene::Dark => "host A (two URLs) goes dark, no RST or FIN, production thresholds => on host B within DEADLINE_MS (FO-X4)",
+            Scene::OneWay => "host A drops client-to-relay bytes only, production thresholds => on host B within DEADLINE_MS (FO-X4)",
+            Scene::Lossy => "host A delays every chunk and stalls some, production thresholds => no switch storm (FO-H-1), the degradation visible",
         }
+    }
+
+    /// FO-X4's scenes run at the production thresholds (not scaled), in front of a forwarder
+    /// that can make a host fail without a word ([`super::proxy`]).
+    pub fn production(self) -> bool {
+        matches!(self, Scene::Dark | Scene::OneWay | Scene::Lossy)
     }
 
     fn thresholds(self) -> Thresholds {
@@ -102,12 +125,23 @@ impl Scene {
                 cooldown_ms: 0,
                 ..scaled
             },
+            Scene::Dark | Scene::OneWay | Scene::Lossy => Thresholds::default(),
             _ => scaled,
+        }
+    }
+
+    /// How the scene's channel reconnects: scaled like its thresholds, or production.
+    fn reconnect(self) -> ReconnectConfig {
+        if self.production() {
+            ReconnectConfig::default()
+        } else {
+            drill_reconnect()
         }
     }
 }
 
-/// The production thresholds divided by 10.
+/// The production thresholds divided by 10 (the heartbeat and its timeout too: FO-X4's
+/// dark-host sum, `HEARTBEAT_TIMEOUT_MS + GRACE_MS + CHECK_MS`, stays within the deadline).
 pub fn drill_thresholds() -> Thresholds {
     let production = Thresholds::default();
     Thresholds {
@@ -120,14 +154,14 @@ pub fn drill_thresholds() -> Thresholds {
         exempt: production.exempt,
         probe_min_ms: production.probe_min_ms / 10,
         probe_max_ms: production.probe_max_ms / 10,
+        heartbeat_ms: production.heartbeat_ms / 10,
+        heartbeat_timeout_ms: production.heartbeat_timeout_ms / 10,
     }
 }
 
-/// The channel settings of the drill, scaled like the thresholds.
-pub fn drill_channel() -> ChannelConfig {
-    ChannelConfig {
-        heartbeat: Duration::from_millis(500),
-        heartbeat_timeout: Duration::from_millis(1_500),
+/// The channel's reconnect settings in the drill, scaled like the thresholds.
+pub fn drill_reconnect() -> ReconnectConfig {
+    ReconnectConfig {
         connect_timeout: Duration::from_millis(1_200),
         backoff: BackoffConfig {
             min_delay: Duration::from_millis(400),
@@ -136,6 +170,11 @@ pub fn drill_channel() -> ChannelConfig {
             jitter: true,
         },
     }
+}
+
+/// The channel settings of the drill: the scaled thresholds' heartbeat, the scaled reconnect.
+pub fn drill_channel() -> ChannelConfig {
+    ChannelConfig::new(&drill_thresholds(), drill_reconnect())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +260,15 @@ pub struct RelayMark {
     pub up: bool,
 }
 
+/// FO-X4: a relay host's forwarder told to fail without a word (`dark`, `one-way`, `lossy`) or
+/// to forward again (`none`), on the run's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultMark {
+    pub at_ms: u64,
+    pub host: Host,
+    pub fault: String,
+}
+
 /// A client line (`[relay-attach]`, `[relay-switch]`, `[relay-skip]`) on the run's clock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TimedLine {
@@ -258,6 +306,8 @@ pub struct SceneTimeline {
     pub fault_ms: Option<u64>,
     pub end_ms: u64,
     pub relays: Vec<RelayMark>,
+    /// FO-X4: a host made dark, one-way or lossy (the first is the run's fault).
+    pub faults: Vec<FaultMark>,
     pub lines: Vec<TimedLine>,
     /// The client's channel reports (live / backoff).
     pub channels: Vec<ChannelStateMark>,
@@ -343,6 +393,15 @@ impl TapeHandle {
         self.with(|t| {
             let at_ms = t.now_ms();
             t.relay_at(at_ms, host, up);
+        });
+    }
+
+    /// FO-X4: host `host`'s forwarder now applies `fault` (the first one that is not
+    /// [`Fault::None`] is the run's fault, unless a relay stopped before).
+    fn fault(&self, host: Host, fault: Fault) {
+        self.with(|t| {
+            let at_ms = t.now_ms();
+            t.fault_at(at_ms, host, fault);
         });
     }
 
@@ -437,6 +496,29 @@ impl Tape {
         }
     }
 
+    fn fault_at(&mut self, at_ms: u64, host: Host, fault: Fault) {
+        self.timeline.faults.push(FaultMark {
+            at_ms,
+            host,
+            fault: fault.name().to_owned(),
+        });
+        let what = match fault {
+            Fault::None => "forwards again",
+            Fault::Dark => {
+                "dark (no byte moves either way, nothing is closed, new connections hang)"
+            }
+            Fault::OneWay => "one-way (client-to-relay bytes dropped, relay-to-client delivered)",
+            Fault::Lossy { .. } => "lossy (every chunk delayed, some stalled)",
+        };
+        let mut text = format!("-- host {} {what}", host.name());
+        if fault != Fault::None && self.timeline.fault_ms.is_none() {
+            self.timeline.fault_ms = Some(at_ms);
+            text = format!("-- fault: host {} {what}", host.name());
+            self.flush_held();
+        }
+        self.emit(at_ms, &text);
+    }
+
     fn relay_at(&mut self, at_ms: u64, host: Host, up: bool) {
         self.timeline.relays.push(RelayMark { at_ms, host, up });
         let state = if up {
@@ -522,6 +604,14 @@ pub fn thresholds_line() -> String {
     )
 }
 
+/// The thresholds of a scene that runs at production values (FO-X4's scenes).
+fn production_thresholds_line(t: &Thresholds) -> String {
+    format!(
+        "# production thresholds (not scaled): CHECK_MS={} GRACE_MS={} MIN_ATTEMPTS={} UP_TIMEOUT_MS={} DEADLINE_MS={} COOLDOWN_MS={} HEARTBEAT_MS={} HEARTBEAT_TIMEOUT_MS={}; host A on 127.0.0.2 (two URLs), host B on 127.0.0.3, each behind a forwarder",
+        t.check_ms, t.grace_ms, t.min_attempts, t.up_timeout_ms, t.deadline_ms, t.cooldown_ms, t.heartbeat_ms, t.heartbeat_timeout_ms
+    )
+}
+
 /// Runs `scenes` one after another, each from a clean start.
 pub async fn run(scenes: &[Scene]) -> DrillReport {
     run_streaming(scenes, no_sink()).await
@@ -544,6 +634,10 @@ pub async fn run_streaming(scenes: &[Scene], sink: Sink) -> DrillReport {
 
 const HOST_A_PATHS: [&str; 2] = ["/dshs-relay", "/relay-direct"];
 const HOST_B_PATH: &str = "/dshs-relay";
+/// FO-X4's scenes: each host on its own loopback address (all of 127.0.0.0/8 is local on
+/// Linux), so the client's URLs name two hosts, as in production.
+const HOST_A_IP: [u8; 4] = [127, 0, 0, 2];
+const HOST_B_IP: [u8; 4] = [127, 0, 0, 3];
 
 /// Relays, a signed directory and a client for one scene.
 struct Stage {
@@ -568,6 +662,8 @@ struct Stage {
     more_timelines: Vec<SceneTimeline>,
     /// CONF-1: the client's journal, judged when the run ends.
     journal_path: PathBuf,
+    /// FO-X4's scenes: the forwarders of host A and host B, in front of their relays.
+    hosts: Vec<FaultHost>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -579,11 +675,16 @@ enum StageError {
 }
 
 impl Stage {
+    /// A stage: relays A and B on 127.0.0.1, a signed directory naming them, a client. With
+    /// `proxied` (FO-X4's scenes), host A's two URLs are two ports of a forwarder on 127.0.0.2
+    /// and host B's URL one of a forwarder on 127.0.0.3, each forwarding to its relay.
     async fn new(
         thresholds: Thresholds,
+        reconnect: ReconnectConfig,
         refresh_after_seconds: u64,
         tape: TapeHandle,
         sink: Sink,
+        proxied: bool,
     ) -> Result<Stage, StageError> {
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
         let a = RelayHandle::start(RelayConfig::new(
@@ -596,11 +697,29 @@ impl Stage {
             RelayHandle::start(RelayConfig::new(loopback, vec![HOST_B_PATH.to_owned()])).await?;
         tape.relay(Host::B, true);
         let (a_addr, b_addr) = (a.local_addr(), b.local_addr());
-        let urls = [
-            RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[0])),
-            RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[1])),
-            RelayUrl::new(format!("ws://{b_addr}{HOST_B_PATH}")),
-        ];
+        let mut hosts = Vec::new();
+        let urls = if proxied {
+            let forwarder = |ip: [u8; 4], ports, relay| async move {
+                FaultHost::start(ip.into(), ports, relay)
+                    .await
+                    .map_err(|e| StageError::Setup(format!("a forwarder on {ip:?}: {e}")))
+            };
+            let host_a = forwarder(HOST_A_IP, 2, a_addr).await?;
+            let host_b = forwarder(HOST_B_IP, 1, b_addr).await?;
+            let urls = [
+                RelayUrl::new(format!("ws://{}{}", host_a.addrs()[0], HOST_A_PATHS[0])),
+                RelayUrl::new(format!("ws://{}{}", host_a.addrs()[1], HOST_A_PATHS[1])),
+                RelayUrl::new(format!("ws://{}{HOST_B_PATH}", host_b.addrs()[0])),
+            ];
+            hosts.extend([host_a, host_b]);
+            urls
+        } else {
+            [
+                RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[0])),
+                RelayUrl::new(format!("ws://{a_addr}{}", HOST_A_PATHS[1])),
+                RelayUrl::new(format!("ws://{b_addr}{HOST_B_PATH}")),
+            ]
+        };
         tape.set_urls(&urls);
         let dir = tempfile::tempdir().map_err(|e| StageError::Setup(e.to_string()))?;
         let (secret, public) =
@@ -641,7 +760,7 @@ impl Stage {
         // Subscribed before the client starts: its first `[relay-attach]` is never missed.
         let (client, observer) = ClientHandle::start_observed(ClientConfig {
             thresholds,
-            channel: drill_channel(),
+            reconnect,
             directory: DirectoryConfig::Signed { path, key: public },
             journal: ClientJournal {
                 journal,
@@ -667,6 +786,7 @@ impl Stage {
             thresholds,
             more_timelines: Vec::new(),
             journal_path,
+            hosts,
         })
     }
 
@@ -882,6 +1002,7 @@ impl Stage {
             tape,
             mut more_timelines,
             journal_path,
+            hosts,
             ..
         } = self;
         client.stop().await;
@@ -893,6 +1014,9 @@ impl Stage {
         steps.push(step);
         // Clean-up stops are not part of the scene: the timeline ends before them.
         let timeline = tape.finish();
+        for host in hosts {
+            host.stop().await;
+        }
         for relay in [a, b].into_iter().flatten() {
             relay.stop().await;
         }
@@ -1109,7 +1233,19 @@ async fn scene_body(scene: Scene, sink: Sink) -> SceneReport {
     // back by the cooldown (FO-D1); elsewhere a refresh never lands inside a scene.
     let refresh = if scene == Scene::S3 { 1 } else { 600 };
     let tape = TapeHandle::new(scene.name().to_owned(), scene.title(), "", sink.clone());
-    let mut stage = match Stage::new(scene.thresholds(), refresh, tape.clone(), sink).await {
+    if scene.production() {
+        sink(&production_thresholds_line(&scene.thresholds()));
+    }
+    let mut stage = match Stage::new(
+        scene.thresholds(),
+        scene.reconnect(),
+        refresh,
+        tape.clone(),
+        sink,
+        scene.production(),
+    )
+    .await
+    {
         Ok(stage) => stage,
         Err(error) => {
             let step = StepResult {
@@ -1319,6 +1455,9 @@ async fn script(
             }
             stage.step(&id("line"), Verdict::Pass, line);
         }
+        Scene::Dark => stage.silent_host_a_expect_b(id, Fault::Dark).await,
+        Scene::OneWay => stage.silent_host_a_expect_b(id, Fault::OneWay).await,
+        Scene::Lossy => stage.lossy_host_a(id).await,
         Scene::S5 => {
             let t = stage.thresholds;
             let on = stage.everything_down_then_b_back().await?;
@@ -1363,7 +1502,15 @@ async fn script(
                 "(probing off) ",
                 stage.sink.clone(),
             );
-            let mut off = Stage::new(off_thresholds, 600, off_tape, stage.sink.clone()).await?;
+            let mut off = Stage::new(
+                off_thresholds,
+                drill_reconnect(),
+                600,
+                off_tape,
+                stage.sink.clone(),
+                false,
+            )
+            .await?;
             let first = off.urls[0].clone();
             let off_result = if off.wait_current(&first, Duration::from_secs(5)).await {
                 off.everything_down_then_b_back().await?.map(|r| r.took_ms)
@@ -1412,6 +1559,199 @@ async fn script(
     Ok(())
 }
 
+/// Milliseconds of a duration, saturated.
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// FO-X4's lossy scene: 200 ms each way (400 ms added to every round trip, as `netem delay
+/// 400ms` on the relay's interface), and three chunks in ten held a further 600 to 1200 ms
+/// (a lost segment's retransmission, as `netem loss 30%` costs TCP).
+pub const LOSSY: Fault = Fault::Lossy {
+    delay: Duration::from_millis(200),
+    stall: Duration::from_millis(600),
+    stall_percent: 30,
+};
+
+impl Stage {
+    /// FO-X4: tells host A's forwarder to apply `fault`.
+    fn fault_a(&mut self, fault: Fault) {
+        if let Some(host) = self.hosts.first() {
+            host.set(fault);
+            self.tape.fault(Host::A, fault);
+        }
+    }
+
+    /// The client's first report of its channel to `url` in backoff at or after `from_ms`
+    /// (the run's clock).
+    fn first_loss_after(&self, url: &RelayUrl, from_ms: u64) -> Option<u64> {
+        self.tape.with(|t| {
+            t.timeline
+                .channels
+                .iter()
+                .find(|c| !c.live && c.at_ms >= from_ms && c.url == url.as_str())
+                .map(|c| c.at_ms)
+        })
+    }
+
+    /// FO-X4: host A fails without a word (`dark` or `one-way`); the client must be live on
+    /// host B within `DEADLINE_MS` of it. The time is printed with its ratio to the scene's
+    /// bound, `HEARTBEAT_TIMEOUT_MS + GRACE_MS + CHECK_MS` (detection, grace, one tick).
+    async fn silent_host_a_expect_b(&mut self, id: &dyn Fn(&str) -> String, fault: Fault) {
+        let t = self.thresholds;
+        let started = Instant::now();
+        self.fault_a(fault);
+        let fault_ms = self.tape.now_ms();
+        self.tape.deadline(t.deadline_ms);
+        let bound_ms = t.dark_host_sum_ms();
+        self.tape.due_at(
+            fault_ms.saturating_add(bound_ms),
+            "detection + grace + tick",
+        );
+        let b = self.urls[2].clone();
+        // Watch past the deadline so a late switch is measured rather than missed.
+        let limit = self.deadline() * 2;
+        let mut not_ready = None;
+        let mut on_b = false;
+        while started.elapsed() < limit {
+            self.collect();
+            let readiness = self.client.readiness();
+            if !readiness.is_ready() && not_ready.is_none() {
+                not_ready = Some((ms(started.elapsed()), readiness.describe()));
+            }
+            if self.current().as_ref() == Some(&b) && readiness.is_ready() {
+                on_b = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let polled_ms = ms(started.elapsed());
+        // The switch line's own instant, when there is one (the poll above is up to 20 ms late).
+        let switch_ms = self.tape.with(|tape| {
+            tape.timeline
+                .lines
+                .iter()
+                .find(|l| {
+                    l.at_ms >= fault_ms
+                        && l.line.starts_with(SWITCH_PREFIX)
+                        && l.line.contains(&format!("-> {b} "))
+                })
+                .map(|l| l.at_ms.saturating_sub(fault_ms))
+        });
+        let took_ms = switch_ms.unwrap_or(polled_ms).min(polled_ms);
+        let noticed = self
+            .first_loss_after(&self.urls[0], fault_ms)
+            .map(|at| at.saturating_sub(fault_ms));
+        let noticed_ok = noticed.is_some_and(|n| n <= t.heartbeat_timeout_ms + t.check_ms);
+        self.step(
+            &id("detect"),
+            verdict(noticed_ok),
+            match noticed {
+                Some(n) => format!(
+                    "the channel to host A was counted lost {n} ms after it went {} (HEARTBEAT_TIMEOUT_MS = {} after the last pong answering our ping)",
+                    fault.name(),
+                    t.heartbeat_timeout_ms
+                ),
+                None => format!("the channel to host A was never counted lost after it went {}", fault.name()),
+            },
+        );
+        if on_b {
+            self.timings.push(SwitchTiming {
+                took_ms,
+                deadline_ms: t.deadline_ms,
+                // The earliest the rules allow: the last pong came up to one heartbeat before
+                // the fault, then the grace.
+                lower_bound_ms: t
+                    .heartbeat_timeout_ms
+                    .saturating_sub(t.heartbeat_ms)
+                    .saturating_add(t.grace_ms),
+            });
+        }
+        self.step(
+            &id("A"),
+            verdict(on_b && took_ms <= t.deadline_ms),
+            if on_b {
+                format!(
+                    "live on host B {took_ms} ms after host A went {} (DEADLINE_MS {} ms; bound HEARTBEAT_TIMEOUT_MS + GRACE_MS + CHECK_MS = {} + {} + {} = {bound_ms} ms, ratio {:.2}) target {b}",
+                    fault.name(),
+                    t.deadline_ms,
+                    t.heartbeat_timeout_ms,
+                    t.grace_ms,
+                    t.check_ms,
+                    took_ms as f64 / bound_ms.max(1) as f64
+                )
+            } else {
+                format!(
+                    "not live on host B within {} ms of host A going {} (DEADLINE_MS {} ms); on {}",
+                    limit.as_millis(),
+                    fault.name(),
+                    t.deadline_ms,
+                    self.current().map(|u| u.to_string()).unwrap_or_else(|| "no channel".to_owned())
+                )
+            },
+        );
+        self.step(
+            &id("ready"),
+            verdict(not_ready.is_some() && on_b),
+            match &not_ready {
+                Some((at, text)) => format!(
+                    "FO-H-3: /readyz said not ready {at} ms after the fault ({text}), ready again on host B"
+                ),
+                None => "FO-H-3: readiness never said not ready while host A was silent".to_owned(),
+            },
+        );
+    }
+
+    /// FO-X4 / FO-H-1: host A slow and stalling but answering: the client stays (no switch, its
+    /// channel never counted lost) and says it is degraded (the heartbeat round trip).
+    async fn lossy_host_a(&mut self, id: &dyn Fn(&str) -> String) {
+        let t = self.thresholds;
+        let a = self.urls[0].clone();
+        let started = Instant::now();
+        self.fault_a(LOSSY);
+        let fault_ms = self.tape.now_ms();
+        let window = self.deadline();
+        let seen_before = self.seen.len();
+        let mut ready_throughout = true;
+        while started.elapsed() < window {
+            self.collect();
+            ready_throughout &= self.client.readiness().is_ready();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.collect();
+        let (switches, _) = switch_and_skip_lines(&self.seen[seen_before..]);
+        let lost = self.first_loss_after(&a, fault_ms);
+        let stays = switches == 0 && lost.is_none() && self.current().as_ref() == Some(&a);
+        self.step(
+            &id("A"),
+            verdict(stays),
+            format!(
+                "{switches} switches in {} ms on a slow host, channel lost: {} (FO-H-1 keeps a slow but working relay: no switch storm)",
+                window.as_millis(),
+                lost.map_or("never".to_owned(), |at| format!("{} ms after the fault", at.saturating_sub(fault_ms)))
+            ),
+        );
+        self.step(
+            &id("ready"),
+            verdict(ready_throughout),
+            "FO-H-3: ready throughout (the channel stayed live)",
+        );
+        let slow_ms = ms(ChannelConfig::new(&t, ReconnectConfig::default()).slow_round_trip());
+        let heartbeat = self.client.heartbeat_watch().borrow().clone();
+        let (pongs, last, max, degraded) = heartbeat.as_ref().map_or((0, 0, 0, false), |h| {
+            (h.pongs(), h.last_rtt_ms(), h.max_rtt_ms(), h.slow())
+        });
+        self.step(
+            &id("visible"),
+            verdict(degraded && max >= slow_ms),
+            format!(
+                "the degradation is visible: heartbeat round trip last {last} ms, max {max} ms over {pongs} pongs, degraded={} (slow from {slow_ms} ms; /metrics switchyard_client_heartbeat_rtt_ms, switchyard_client_channel_degraded; one WARN \"relay channel degraded\")",
+                u8::from(degraded)
+            ),
+        );
+    }
+}
+
 fn verdict(ok: bool) -> Verdict {
     if ok {
         Verdict::Pass
@@ -1456,7 +1796,7 @@ mod tests {
         let tape = TapeHandle::new("t".to_owned(), "t", "", sink);
         let (client, observer) = ClientHandle::start_observed(ClientConfig {
             thresholds: drill_thresholds(),
-            channel: drill_channel(),
+            reconnect: drill_reconnect(),
             directory: DirectoryConfig::Pinned(url.clone()),
             journal: ClientJournal::default(),
         });

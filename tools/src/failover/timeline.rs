@@ -2,7 +2,8 @@
 //! own time axis in milliseconds against its own fault (a 2 s scene is not squeezed by a 30 s
 //! one), its verdict in its caption.
 //!
-//! A panel has six lanes: host A's and host B's relay (green up, red down), the client's
+//! A panel has six lanes: host A's and host B's relay (green up, red down; FO-X4's silent
+//! faults over it, labelled: dark grey `dark`, purple `one-way`, amber `lossy`), the client's
 //! channel on each of the three candidate URLs while it is the current one (solid blue while
 //! live, pale with a blue outline while in reconnect backoff), and a lane of marks (orange
 //! crosses: `[relay-skip]`). A blue line across the channel lanes is a `[relay-switch]`,
@@ -33,6 +34,10 @@ const CHANNEL: RGBColor = RGBColor(30, 90, 200);
 const BACKOFF: RGBColor = RGBColor(205, 218, 240);
 const SKIP: RGBColor = RGBColor(240, 140, 0);
 const DEADLINE: RGBColor = RGBColor(200, 0, 0);
+/// FO-X4: a host that fails without a word: dark grey (dark), purple (one-way), amber (lossy).
+const DARK: RGBColor = RGBColor(60, 60, 60);
+const ONE_WAY: RGBColor = RGBColor(120, 70, 160);
+const LOSSY: RGBColor = RGBColor(230, 170, 40);
 
 /// Lanes from the bottom: marks, then the channel on B, A's second URL, A's first, then the
 /// relays B and A. Each lane is one unit high, centred on `n + 0.5`.
@@ -74,6 +79,7 @@ fn time_range(t: &SceneTimeline) -> (f64, f64) {
         .relays
         .iter()
         .map(|m| m.at_ms)
+        .chain(t.faults.iter().map(|f| f.at_ms))
         .chain(t.lines.iter().map(|l| l.at_ms))
         .chain(t.deadlines.iter().map(|d| d.at_ms))
         .chain([t.end_ms]);
@@ -142,6 +148,43 @@ fn channel_spans(t: &SceneTimeline) -> Vec<Span> {
     }
     spans.retain(|s| s.to > s.from);
     spans
+}
+
+/// FO-X4: a stretch of a host's silent fault, in ms against the run's fault.
+#[derive(Debug, Clone, PartialEq)]
+struct FaultSpan {
+    name: String,
+    from: f64,
+    to: f64,
+    color: RGBColor,
+}
+
+/// The spans of `host`'s faults (dark, one-way, lossy): each from its mark to the host's next
+/// fault mark or the run's end; `none` ends one.
+fn fault_spans(t: &SceneTimeline, host: Host) -> Vec<FaultSpan> {
+    let end = t.relative_ms(t.end_ms) as f64;
+    let marks: Vec<_> = t.faults.iter().filter(|m| m.host == host).collect();
+    marks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let color = match m.fault.as_str() {
+                "dark" => DARK,
+                "one-way" => ONE_WAY,
+                "lossy" => LOSSY,
+                _ => return None,
+            };
+            let to = marks
+                .get(i + 1)
+                .map_or(end, |next| t.relative_ms(next.at_ms) as f64);
+            Some(FaultSpan {
+                name: m.fault.clone(),
+                from: t.relative_ms(m.at_ms) as f64,
+                to,
+                color,
+            })
+        })
+        .collect()
 }
 
 /// The URL a `[relay-attach]` or `[relay-switch]` line puts the client on.
@@ -240,6 +283,19 @@ fn draw_panel(area: &Area<'_>, t: &SceneTimeline) -> DrawResult {
             bar(lane, from, to, if m.up { UP } else { DOWN }, 0.3)
         });
         chart.draw_series(spans)?;
+    }
+
+    // FO-X4: a host's silent fault over its relay bar, from its mark to the next mark of the
+    // same host (or the run's end), labelled with its kind.
+    for (host, lane) in [(Host::A, LANE_HOST_A), (Host::B, LANE_HOST_B)] {
+        for span in fault_spans(t, host) {
+            chart.draw_series([bar(lane, span.from, span.to, span.color, 0.3)])?;
+            chart.draw_series([Text::new(
+                format!("{} {:+.0} ms", span.name, span.from),
+                (span.from, lane + 0.45),
+                label_style(span.color, span.from, low, high),
+            )])?;
+        }
     }
 
     // The client's channel: live solid, backoff pale and outlined.
@@ -365,7 +421,7 @@ fn parent(path: &Path) -> &Path {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::failover::drill::{ChannelStateMark, Due, RelayMark, Scene, TimedLine};
+    use crate::failover::drill::{ChannelStateMark, Due, FaultMark, RelayMark, Scene, TimedLine};
 
     /// A run like scene 1's, on its own clock: attach at 40, A down at 100 (the fault), the
     /// channel in backoff from 105, a skip, the switch to B at 1,700, the end at 1,900.
@@ -381,6 +437,7 @@ mod tests {
             urls: urls.iter().map(|u| (*u).to_owned()).collect(),
             fault_ms: Some(100),
             end_ms: 1_900,
+            faults: Vec::new(),
             relays: vec![
                 RelayMark {
                     at_ms: 1,
@@ -464,6 +521,31 @@ mod tests {
         // Each panel names its deadline's and its switch's time against the fault.
         assert_eq!(labels("deadline +3000 ms"), runs.len());
         assert_eq!(labels("switch +1600 ms"), runs.len());
+    }
+
+    #[test]
+    fn fo_x4_timeline_marks_the_dark_span_on_the_host_lane() {
+        let mut run = recorded("dark", "dark");
+        run.relays.truncate(2);
+        run.faults = vec![
+            FaultMark {
+                at_ms: 100,
+                host: Host::A,
+                fault: "dark".to_owned(),
+            },
+            FaultMark {
+                at_ms: 1_500,
+                host: Host::A,
+                fault: "none".to_owned(),
+            },
+        ];
+        let spans = fault_spans(&run, Host::A);
+        assert_eq!(spans.len(), 1, "{spans:?}");
+        assert_eq!((spans[0].from, spans[0].to), (0.0, 1_400.0));
+        assert_eq!(spans[0].color, DARK);
+        assert!(fault_spans(&run, Host::B).is_empty());
+        let svg = render_svg(&[&run]).expect("renders");
+        assert_eq!(svg.lines().filter(|l| *l == "dark +0 ms").count(), 1);
     }
 
     #[test]
