@@ -212,7 +212,7 @@ fn checker_exit_0_last_line_says_every_property_holds_and_every_witness_is_reach
     assert_eq!(code, 0, "{out}\n{err}");
     assert_eq!(
         last_line(&out),
-        "exit 0: all 31 properties hold and all 12 witnesses are reached in failover",
+        "exit 0: all 32 properties hold and all 12 witnesses are reached in failover",
         "{out}"
     );
 }

@@ -144,6 +144,13 @@ fn failover_properties_before_caught() -> Vec<Property<FailoverModel>> {
             },
         ),
         Property::always(
+            "FO-X4 on another host's live URL within GRACE + CHECK of a dark host's channel loss",
+            |m: &FailoverModel, s: &FoState| {
+                s.dark_since
+                    .is_none_or(|since| s.now.since_ms(since) <= m.dark_bound_ms(s.variant))
+            },
+        ),
+        Property::always(
             "FO-X3a bounded recovery: live within PROBE_MAX + CHECK + (k+1) UP_TIMEOUT of a relay coming up",
             |m: &FailoverModel, s: &FoState| {
                 s.recovery_wait_since.is_none_or(|since| {

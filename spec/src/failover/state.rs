@@ -248,6 +248,9 @@ pub struct FoState {
     /// FO-X3a: the opens (of any kind) that timed out since `recovery_wait_since`: each adds
     /// one `UP_TIMEOUT_MS` to the bound (the k of the requirement).
     pub recovery_timeouts: u8,
+    /// FO-X4: since when the current channel's host has been down, its loss reported, while a
+    /// listed URL on another host is live and clean (`None`: not so).
+    pub dark_since: Option<MonoMs>,
     /// FO-S1: the spec's own record of the sequence of the last accepted signed directory (its
     /// list is `list`).
     pub sequence: u8,

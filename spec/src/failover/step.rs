@@ -323,6 +323,9 @@ impl FailoverModel {
         let passed_before = self.url_bits(before.oracle.passed_over());
         let probed_before = self.url_bits(before.oracle.probed());
         let mut timed_out = false;
+        // FO-X4: an open started before the dark host's loss was reported ended (one open in
+        // flight: its timeout is not the chain's choice).
+        let mut earlier_open_ended = false;
         let mut failed_origin = None;
         let mut transient = false;
         let mut outputs = Vec::new();
@@ -386,6 +389,9 @@ impl FailoverModel {
                     state.env_acted_this_tick = true;
                 }
                 timed_out = action == FoAction::OpenTimesOut;
+                earlier_open_ended = before
+                    .dark_since
+                    .is_some_and(|since| pending.started_at() < since);
                 let failure = if action == FoAction::OpenTimesOut {
                     let at = pending
                         .started_at()
@@ -498,6 +504,14 @@ impl FailoverModel {
         );
         self.update_stall(action, failed_origin, transient, &mut state);
         self.update_recovery(transient, timed_out, &mut state);
+        // A directory-path open (FO-D1: the refresh knows nothing of health) that ends also
+        // restarts the clock: a refresh putting the dark host's other URL first costs its
+        // `UP_TIMEOUT_MS` (written down in docs/ASSURANCE.md).
+        let directory_open_ended = failed_origin == Some(Origin::Directory);
+        self.update_dark(
+            transient || earlier_open_ended || directory_open_ended,
+            &mut state,
+        );
         state
     }
 
@@ -907,6 +921,42 @@ impl FailoverModel {
         }
     }
 
+    /// FO-X4 bookkeeping, from the spec's own record: since when the current channel's host
+    /// has been down after the channel reported its loss (the spec's `backoff_since`), while a
+    /// listed URL on another host is live and clean. Started anew by a transient failure of a
+    /// live open (the environment's, not the client's time) or by the end of an open started
+    /// before it (one open in flight), ended when the condition breaks.
+    fn update_dark(&self, transient: bool, state: &mut FoState) {
+        let t = state.variant.thresholds();
+        let current_host = self.urls[usize::from(state.current)].1;
+        // At the requirement's thresholds: with `COOLDOWN_MS=0` FO-X2's passed-over rule comes
+        // first (a clean URL that failed earlier waits for the chain to move on).
+        let dark = spec_supervisor_on(&t)
+            && t.cooldown_ms > 0
+            && !state.host_up.is_up(current_host)
+            && state.backoff_since.is_some()
+            && self.spec_list_ids(state).iter().any(|&url| {
+                self.urls[usize::from(url)].1 != current_host
+                    && self.is_live_id(state, url)
+                    && !Self::spec_cooling(state, url, state.now)
+            });
+        state.dark_since = match (dark, state.dark_since) {
+            (false, _) => None,
+            (true, _) if transient => Some(state.now),
+            (true, None) => Some(state.now),
+            (true, Some(since)) => Some(since),
+        };
+    }
+
+    /// FO-X4's bound in this model, from the requirement's thresholds: the channel turning
+    /// unhealthy after its loss (`GRACE_MS`), the tick that runs the chain (`CHECK_MS`), and the
+    /// late ticks' lateness. The live relay's open succeeds at once here; a timed-out open of
+    /// the dark host's other URL first would cost `UP_TIMEOUT_MS` and break it.
+    pub fn dark_bound_ms(&self, variant: Variant) -> u64 {
+        let t = variant.thresholds();
+        t.grace_ms + t.check_ms + u64::from(self.params.max_late_ticks) * MODEL_TICK_LATENESS_MS
+    }
+
     /// FO-X3 bookkeeping: the client is off a live channel while some listed relay is up.
     /// Measured only where probing is on and cooldown can drain the pool (the spec's own
     /// configuration, list and current URL).
@@ -994,6 +1044,7 @@ impl FailoverModel {
             last_probe_at: [None; MAX_MODEL_URLS],
             recovery_wait_since: None,
             recovery_timeouts: 0,
+            dark_since: None,
             chain_failed: 0,
             sequence: 1,
             oracle,
