@@ -113,6 +113,16 @@ impl Readiness {
         }
     }
 
+    /// While not ready, the reason and since when without the `not ready:` prefix (the
+    /// `/readyz` probe adds its own); `None` while ready.
+    pub fn why_not_ready(&self) -> Option<String> {
+        let since = format_utc_ms(self.since_unix_ms);
+        let ago = self.since.elapsed().as_secs_f64();
+        self.live
+            .is_none()
+            .then(|| format!("{} since {since} ({ago:.1} s ago)", self.reason))
+    }
+
     /// Whole seconds the client has not been ready (0 while ready).
     pub fn not_ready_seconds(&self) -> u64 {
         if self.is_ready() {
@@ -602,7 +612,7 @@ impl Driver {
             // The cause was logged at WARN where it happened (the channel, the open, the
             // directory): the readiness flip itself is INFO.
             if old.is_ready() && live.is_none() {
-                tracing::info!(reason = %reason, "not ready: {reason}");
+                tracing::info!("not ready: {reason}");
             } else if !old.is_ready() && live.is_some() {
                 if let Some(url) = &live {
                     tracing::info!(url = %url, "ready: relay channel to {url} live");

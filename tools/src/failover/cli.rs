@@ -262,11 +262,10 @@ impl Probe for ClientProbe {
     /// FO-H-3: ready exactly while the client has a live channel; otherwise the reason and
     /// since when (no list, opening, every relay down, the channel reconnecting).
     fn ready(&self) -> Result<(), String> {
-        let readiness = self.readiness.borrow().clone();
-        if readiness.is_ready() {
-            Ok(())
-        } else {
-            Err(readiness.describe())
+        // The probe prints `not ready: <why>`: the reason without a prefix of its own.
+        match self.readiness.borrow().why_not_ready() {
+            None => Ok(()),
+            Some(why) => Err(why),
         }
     }
 
