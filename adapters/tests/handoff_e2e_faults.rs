@@ -558,6 +558,7 @@ async fn l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting(
             retries: 1,
             secret: Secret::new(INTERNAL_SECRET, "internal").expect("secret"),
             interval: Duration::from_secs(1),
+            dispatch: switchyard_core::handoff::DispatchLimits::DEFAULT,
         },
         rig.store.clone(),
         rig.clock.clone(),
