@@ -194,7 +194,11 @@ async fn l1_a_fenced_host_is_retried_with_a_new_op_id(backend: Backend, tag: &st
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let rows = rig.store.rows().await.expect("rows");
-        if rows.leases.get(&TGT).is_some_and(|until| *until > rig.clock.now()) {
+        if rows
+            .leases
+            .get(&TGT)
+            .is_some_and(|until| *until > rig.clock.now())
+        {
             break;
         }
         assert!(

@@ -612,14 +612,14 @@ impl Director {
         for d in &dispatches {
             if let Dispatch::Send(req) = d {
                 let cell = req.source.cell;
-                if !urls.contains_key(&cell) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = urls.entry(cell) {
                     let u = self
                         .store
                         .cell_info(cell)
                         .await?
                         .map(|c| (c.internal_url, c.row.incarnation))
                         .filter(|(u, _)| !u.is_empty());
-                    urls.insert(cell, u);
+                    slot.insert(u);
                 }
             }
         }
