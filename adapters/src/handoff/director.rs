@@ -542,6 +542,8 @@ impl Director {
                 {
                     failure = Some(e);
                 }
+                // The page's requests go now, while the next page is read.
+                self.launch(&mut flights, &urls, &mut budget, &mut report);
                 continue;
             }
             self.launch(&mut flights, &urls, &mut budget, &mut report);
