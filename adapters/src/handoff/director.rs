@@ -825,6 +825,10 @@ impl Director {
                     cursor = ?r.cursor,
                     sweeps_completed = r.sweeps_completed,
                     rejected_rows = r.rejected_rows,
+                    // HO-L3: hosts held back because their source cell is backed off, and
+                    // the cells backed off as the pass ended.
+                    cell_backed_off = r.cell_backed_off,
+                    cells_stuck = ?r.cells_stuck,
                     // Why hosts were not moved (not in the cohort, cooling down, no fresh
                     // measurement, ...): what an operator asks when nothing moves.
                     ineligible = ?r.ineligible,
