@@ -298,6 +298,7 @@ async fn t3_busy_hosts_neither_starve_idle_ones_nor_spend_the_budget(backend: Ba
             retries: 1,
             secret: Secret::new(INTERNAL_SECRET, "internal").expect("secret"),
             interval: Duration::from_secs(1),
+            dispatch: switchyard_core::handoff::DispatchLimits::DEFAULT,
         },
         rig.store.clone(),
         rig.clock.clone(),

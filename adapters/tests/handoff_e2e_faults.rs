@@ -188,6 +188,25 @@ async fn l1_a_fenced_host_is_retried_with_a_new_op_id(backend: Backend, tag: &st
         view.control_connected,
         "the desktop did not have to reconnect"
     );
+    // HO-L3: on SQLite the paused transaction held the one writer, so the target's lease
+    // renewals (every 100 ms of a 300 ms lease) waited behind it and its lease may have
+    // lapsed meanwhile; a lapsed target is refused (`target_not_live`) until its next renewal.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let rows = rig.store.rows().await.expect("rows");
+        if rows
+            .leases
+            .get(&TGT)
+            .is_some_and(|until| *until > rig.clock.now())
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the target's lease is renewed after the pause"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // The director's next pick: a new op id, started and committed by the source.
     let pick = rig.request(7, TGT).await;
     assert_ne!(pick.op_id, req.op_id);
@@ -558,6 +577,7 @@ async fn l1_hosts_fenced_by_an_outage_are_moved_later_without_reconnecting(
             retries: 1,
             secret: Secret::new(INTERNAL_SECRET, "internal").expect("secret"),
             interval: Duration::from_secs(1),
+            dispatch: switchyard_core::handoff::DispatchLimits::DEFAULT,
         },
         rig.store.clone(),
         rig.clock.clone(),

@@ -156,6 +156,7 @@ fn director(store: &SqlStore, clock: &Clock, tag: &str) -> Director {
             retries: 0,
             secret: Secret::new(b"scale-3-internal-secret-0123456789", "internal").expect("secret"),
             interval: Duration::from_secs(1),
+            dispatch: switchyard_core::handoff::DispatchLimits::SEQUENTIAL,
         },
         store.clone(),
         clock.clone(),

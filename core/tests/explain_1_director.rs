@@ -47,6 +47,7 @@ fn target() -> TargetView {
         capable: true,
         load: 1,
         capacity: 3,
+        lease_until: MonoMs::ZERO,
     }
 }
 

@@ -756,6 +756,7 @@ fn row(host: u64, now: MonoMs, cooldown_until: Option<MonoMs>) -> CandidateRow {
             capable: true,
             load: 0,
             capacity: u32::MAX,
+            lease_until: MonoMs::ZERO,
         }),
     }
 }

@@ -225,6 +225,7 @@ fn candidate(host: u64, now: MonoMs) -> CandidateRow {
             capable: true,
             load: 0,
             capacity: 1_000,
+            lease_until: MonoMs::ZERO,
         }),
     }
 }

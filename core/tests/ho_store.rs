@@ -577,6 +577,7 @@ mod plan {
                         },
                         config: src.config(),
                         target_cell: src.maybe_cell(),
+                        target_lease_until: MonoMs::ZERO,
                         source_cell_capable: src.chance(90),
                         cooldown_until: src.chance(10).then_some(MonoMs(NOW.0 + 1)),
                         migration_pending: src.chance(15),
@@ -927,6 +928,7 @@ mod plan {
             recorded: None,
             config,
             target_cell: Some(cell),
+            target_lease_until: MonoMs::ZERO,
             source_cell_capable: true,
             cooldown_until: None,
             migration_pending: false,
@@ -1105,6 +1107,7 @@ mod commit_decision {
                         assignment,
                         source_cell_capable,
                         target_cell,
+                        target_lease_until: MonoMs::ZERO,
                         cooldown_until: cooldown.map(MonoMs),
                         migration_pending,
                     }

@@ -62,6 +62,7 @@ fn row(host: u64, cooling: bool) -> CandidateRow {
             capable: true,
             load: 0,
             capacity: u32::MAX,
+            lease_until: MonoMs::ZERO,
         }),
     }
 }

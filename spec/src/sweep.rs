@@ -717,6 +717,7 @@ impl SweepModel {
                 capable: true,
                 load: 0,
                 capacity: 1_000,
+                lease_until: MonoMs::ZERO,
             }),
         }
     }

@@ -4,6 +4,12 @@
 //! page does are `SelectionPass`'s, eligibility is `director::evaluate` (inside it), the op id
 //! is the request's UUIDv5, and `DispatchBudget` classifies answers (busy is a deferral, never
 //! a failure). A lost response is retried with the very same request (same op id).
+//!
+//! HO-L3 / SCALE-6: requests run concurrently. The core's `Dispatcher` decides which request
+//! goes next (bounded in total and per source cell), which source cell is backed off after it
+//! timed out or refused (on its own: the others go on) and when the cursor may move (past a
+//! page only once every dispatch of it, and of every page before it, has ended); this loop
+//! reads pages, runs the sends (each within one request timeout) and feeds their ends back.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,12 +22,16 @@ use hyper::Method;
 use serde::{Deserialize, Serialize};
 use switchyard_core::handoff::HandoffReply;
 use switchyard_core::handoff::HandoffRequest;
+use switchyard_core::handoff::{
+    Admit, CellChange, CellFailure, DispatchLimits, DispatchNext, DispatchTicket, Dispatcher,
+};
 use switchyard_core::handoff::{CellId, Incarnation, OpId};
 use switchyard_core::handoff::{
     Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
     SelectionPass,
 };
 use switchyard_core::handoff::{RetryStep, StartAttempts, StartFailure, StartRetry};
+use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::auth::{self, Secret};
@@ -50,6 +60,18 @@ pub struct DirectorConfig {
     /// derived from it.
     pub secret: Secret,
     pub interval: Duration,
+    /// HO-L3 / SCALE-6: requests in flight in total and per source cell, pages read ahead of
+    /// the cursor, and the backoff of a cell that timed out or refused.
+    pub dispatch: DispatchLimits,
+}
+
+/// HO-L3 / OPS-2: the source cells as the director's dispatch sees them (the probes read it).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CellHealth {
+    /// Backed-off ("stuck") cells: the last failure's reason and the failures of the episode.
+    pub stuck: BTreeMap<CellId, (CellFailure, u32)>,
+    /// Dispatch failures since start, by source cell and reason.
+    pub failures: BTreeMap<(CellId, CellFailure), u64>,
 }
 
 /// OPS-1 / OPS-2: how the director's start is reaching its store (the probes read it).
@@ -177,6 +199,11 @@ pub struct PassReport {
     pub sweeps_completed: u32,
     /// Rows the store returned outside the page asked for (skipped by the core).
     pub rejected_rows: u32,
+    /// HO-L3: eligible hosts not sent because their source cell is backed off (the sweep
+    /// reaches them again).
+    pub cell_backed_off: u32,
+    /// HO-L3: the source cells backed off when the pass ended.
+    pub cells_stuck: Vec<u32>,
     pub sent: Vec<OpId>,
     pub answers: Vec<String>,
 }
@@ -190,6 +217,88 @@ pub struct Director {
     totals: Arc<Mutex<DirectorTotals>>,
     /// CONF-1: the pass journal (off unless `--journal`), under `director/<id>`.
     journal: Journal,
+    /// HO-L3 / SCALE-6: the dispatch state across passes (the cells' backoffs outlive a pass).
+    /// `None`: the configured limits are invalid (every pass fails, naming them).
+    dispatcher: Arc<Mutex<Option<Dispatcher>>>,
+    /// OPS-2: the cells' health, for the probes.
+    health: Arc<Mutex<CellHealth>>,
+}
+
+/// Why one send failed, and how (HO-L3: the cell's backoff reason, logged once per change).
+type SendFailure = (CellFailure, String);
+
+/// One ended send: its ticket, request, outcome and (if it failed) why.
+type Ended = (
+    DispatchTicket,
+    HandoffRequest,
+    DispatchOutcome,
+    Option<SendFailure>,
+);
+
+/// The sends in flight, each task's ticket and request kept aside, so a task that panicked
+/// still ends its ticket (as a failed send) and the pass never waits for it forever.
+#[derive(Default)]
+struct Flights {
+    set: JoinSet<Ended>,
+    sent: std::collections::HashMap<tokio::task::Id, (DispatchTicket, HandoffRequest)>,
+}
+
+impl Flights {
+    fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    async fn join_next_with_id(
+        &mut self,
+    ) -> Option<Result<(tokio::task::Id, Ended), tokio::task::JoinError>> {
+        self.set.join_next_with_id().await
+    }
+
+    fn try_join_next_with_id(
+        &mut self,
+    ) -> Option<Result<(tokio::task::Id, Ended), tokio::task::JoinError>> {
+        self.set.try_join_next_with_id()
+    }
+
+    /// `None` only for a task this set never spawned (it cannot happen: each id is kept at
+    /// spawn, before any join).
+    fn ended(
+        &mut self,
+        done: Result<(tokio::task::Id, Ended), tokio::task::JoinError>,
+    ) -> Option<Ended> {
+        match done {
+            Ok((id, ended)) => {
+                self.sent.remove(&id);
+                Some(ended)
+            }
+            Err(e) => self.sent.remove(&e.id()).map(|(ticket, req)| {
+                (
+                    ticket,
+                    req,
+                    DispatchOutcome::TransportFailed,
+                    Some((
+                        CellFailure::Unreachable,
+                        format!("the send task ended: {e}"),
+                    )),
+                )
+            }),
+        }
+    }
+}
+
+enum SendError {
+    Http(HttpError),
+    /// The cell answered with an error status (and, when it gave one, its reason).
+    Refused(String),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Http(e) => write!(f, "{e}"),
+            SendError::Refused(why) => write!(f, "refused: {why}"),
+        }
+    }
 }
 
 /// Send one signed request; transport failures (lost responses) are retried with the same
@@ -203,8 +312,28 @@ pub async fn send_request(
     retries: usize,
     clock: &Clock,
 ) -> DispatchOutcome {
+    send_classified(base, secret, incarnation, req, timeout, retries, clock)
+        .await
+        .0
+}
+
+/// [`send_request`], also saying why it failed (HO-L3: the cell's backoff reason). A timeout
+/// or a refusal is not retried (the cell is backed off; the sweep reaches the host again with
+/// the same op id); a connection that failed is, within `retries`.
+async fn send_classified(
+    base: &str,
+    secret: &Secret,
+    incarnation: Incarnation,
+    req: &HandoffRequest,
+    timeout: Duration,
+    retries: usize,
+    clock: &Clock,
+) -> (DispatchOutcome, Option<SendFailure>) {
     let Ok(body) = serde_json::to_vec(req) else {
-        return DispatchOutcome::TransportFailed;
+        return (
+            DispatchOutcome::TransportFailed,
+            Some((CellFailure::Unreachable, "unencodable request".into())),
+        );
     };
     let once = || async {
         // SEC-2: each send (a retry included) is signed anew for the source cell and this
@@ -222,9 +351,11 @@ pub async fn send_request(
             clock.now().0,
             &body,
         )
-        .map_err(|detail| HttpError::Transport {
-            url: base.to_owned(),
-            detail,
+        .map_err(|detail| {
+            SendError::Http(HttpError::Transport {
+                url: base.to_owned(),
+                detail,
+            })
         })?;
         let resp = http::request(
             Method::POST,
@@ -234,16 +365,19 @@ pub async fn send_request(
             body.clone(),
             timeout,
         )
-        .await?;
+        .await
+        .map_err(SendError::Http)?;
         if !resp.status.is_success() {
-            return Err(HttpError::Transport {
-                url: base.to_owned(),
-                detail: format!("HTTP {}", resp.status),
-            });
+            // The cell's reason (its body, bounded), not only the status.
+            let text = String::from_utf8_lossy(&resp.body);
+            let reason: String = text.trim().chars().take(200).collect();
+            return Err(SendError::Refused(format!("HTTP {} {reason}", resp.status)));
         }
-        serde_json::from_slice::<HandoffAnswer>(&resp.body).map_err(|e| HttpError::Transport {
-            url: base.to_owned(),
-            detail: format!("malformed answer: {e}"),
+        serde_json::from_slice::<HandoffAnswer>(&resp.body).map_err(|e| {
+            SendError::Http(HttpError::Transport {
+                url: base.to_owned(),
+                detail: format!("malformed answer: {e}"),
+            })
         })
     };
     let policy = ExponentialBuilder::default()
@@ -251,30 +385,62 @@ pub async fn send_request(
         .with_max_delay(Duration::from_secs(1))
         .with_max_times(retries)
         .with_jitter();
-    match once
+    let sent = once
         .retry(policy)
         .sleep(tokio::time::sleep)
-        .notify(|e, d| debug!(error = %e, retry_in = ?d, "handoff request retried (same op id)"))
-        .await
-    {
-        Ok(answer) => DispatchOutcome::Answered(answer.reply),
-        Err(e) => {
-            warn!(op = %req.op_id, error = %e, "handoff request failed");
-            DispatchOutcome::TransportFailed
+        .when(|e| matches!(e, SendError::Http(HttpError::Transport { .. })))
+        .notify(|e, d| debug!(error = %e, retry_in = ?d, "handoff request retried (same op id)"));
+    // Each request, its retries included, ends within one request timeout.
+    match tokio::time::timeout(timeout, sent).await {
+        Ok(Ok(answer)) => (DispatchOutcome::Answered(answer.reply), None),
+        Ok(Err(e)) => {
+            // OPS-2: logged at WARN once per change of the cell's state, by the director.
+            debug!(op = %req.op_id, error = %e, "handoff request failed");
+            let why = match e {
+                SendError::Http(HttpError::Timeout(_)) => CellFailure::Timeout,
+                SendError::Refused(_) => CellFailure::Refused,
+                SendError::Http(_) => CellFailure::Unreachable,
+            };
+            (DispatchOutcome::TransportFailed, Some((why, e.to_string())))
         }
+        Err(_) => (
+            DispatchOutcome::TransportFailed,
+            Some((
+                CellFailure::Timeout,
+                format!("no answer from {base} within {timeout:?}"),
+            )),
+        ),
     }
 }
 
 impl Director {
     #[must_use]
     pub fn new(cfg: DirectorConfig, store: SqlStore, clock: Clock) -> Director {
+        let dispatcher = Dispatcher::new(cfg.dispatch).ok();
         Director {
             cfg,
             store,
             clock,
             totals: Arc::default(),
             journal: Journal::off(),
+            dispatcher: Arc::new(Mutex::new(dispatcher)),
+            health: Arc::default(),
         }
+    }
+
+    /// HO-L3 / OPS-2: the source cells' health as the dispatch sees it, for the probes.
+    #[must_use]
+    pub fn health(&self) -> Arc<Mutex<CellHealth>> {
+        self.health.clone()
+    }
+
+    /// Run `f` on the dispatcher (`None`: invalid limits).
+    fn with_dispatcher<T>(&self, f: impl FnOnce(&mut Dispatcher) -> T) -> Option<T> {
+        self.dispatcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+            .map(f)
     }
 
     /// CONF-1: this director journaling its passes to `journal` (a `Start` line first).
@@ -330,6 +496,13 @@ impl Director {
     ) -> Result<PassReport, StoreFailure> {
         let mut report = PassReport::default();
         self.note(|| DirectorRecord::Pass);
+        let Some(idle) = self.with_dispatcher(|d| d.idle()) else {
+            return Err(StoreFailure::BadRow(format!(
+                "invalid dispatch limits: {:?}",
+                self.cfg.dispatch.validate()
+            )));
+        };
+        debug_assert!(idle, "a pass starts with nothing in flight");
         let now = self.clock.now();
         let expired = self.store.expire_migrations(now).await?;
         report.expired_migrations = u32::try_from(expired.len()).unwrap_or(u32::MAX);
@@ -343,102 +516,219 @@ impl Director {
         };
         let mut budget = DispatchBudget::new(self.cfg.max_failures);
         let mut urls: BTreeMap<CellId, Option<(String, Incarnation)>> = BTreeMap::new();
-        while let Some(q) = pass.poll_query() {
-            let rows = match self.store.candidate_page(q).await {
-                Ok(rows) => rows,
-                Err(e) => {
-                    pass.handle_page_failed();
-                    return Err(e);
+        let mut flights = Flights::default();
+        // The first store failure: no page is read after it; the sends in flight end, the
+        // cursor moves past the pages they complete, then the pass fails with it.
+        let mut failure: Option<StoreFailure> = None;
+        loop {
+            while let Some(done) = flights.try_join_next_with_id() {
+                if let Some(done) = flights.ended(done) {
+                    self.on_ended(done, &mut budget, &mut report);
                 }
-            };
-            let decisions = pass.handle_page(self.clock.now(), &self.cfg.policy, &rows);
-            if let Some(examined) = examined.as_deref_mut() {
-                examined.extend_from_slice(&decisions);
             }
-            for d in decisions {
-                self.dispatch(d, &mut budget, &mut urls, &mut report)
-                    .await?;
+            let may_read =
+                failure.is_none() && self.with_dispatcher(|d| d.may_read_page()).unwrap_or(false);
+            if let Some(q) = pass.poll_query().filter(|_| may_read) {
+                if let Err(e) = self
+                    .read_page(
+                        q,
+                        &mut pass,
+                        &mut budget,
+                        &mut urls,
+                        &mut report,
+                        &mut examined,
+                    )
+                    .await
+                {
+                    failure = Some(e);
+                }
+                // The page's requests go now, while the next page is read.
+                self.launch(&mut flights, &urls, &mut budget, &mut report);
+                continue;
             }
-            // After the page's dispatches: a director that dies in them reads the page again
-            // (its requests carry the same op ids).
-            self.store.save_cursor(&self.cfg.id, pass.cursor()).await?;
-            report.pages = pass.pages_read();
-            report.cursor = pass.cursor().after.map(|h| h.0);
-            report.sweeps_completed = pass.sweeps_completed();
-            report.rejected_rows = pass.rejected_rows();
+            self.launch(&mut flights, &urls, &mut budget, &mut report);
+            if let Some(c) = self.with_dispatcher(Dispatcher::poll_cursor).flatten() {
+                // SCALE-3 / HO-L3: only past pages whose every dispatch ended.
+                match self.store.save_cursor(&self.cfg.id, c).await {
+                    Ok(()) => report.cursor = c.after.map(|h| h.0),
+                    Err(e) => {
+                        failure.get_or_insert(e);
+                    }
+                }
+            }
+            let reading_over = failure.is_some() || pass.poll_query().is_none();
+            if flights.is_empty() {
+                if reading_over {
+                    break;
+                }
+                continue;
+            }
+            if reading_over || !may_read {
+                if let Some(done) = flights.join_next_with_id().await {
+                    if let Some(done) = flights.ended(done) {
+                        self.on_ended(done, &mut budget, &mut report);
+                    }
+                }
+            }
         }
-        Ok(report)
+        // Nothing is in flight any more: whatever is left queued is skipped.
+        self.launch(&mut flights, &urls, &mut budget, &mut report);
+        report.cells_stuck = self
+            .with_dispatcher(|d| d.backoffs().keys().map(|c| c.0).collect())
+            .unwrap_or_default();
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
     }
 
-    /// Act on one examined host's verdict: count why it is not moved, or send its request.
-    async fn dispatch(
+    /// Read one page, decide on its hosts (the core), and hand its requests to the dispatcher.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_page(
         &self,
-        d: Decision,
+        q: switchyard_core::handoff::PageQuery,
+        pass: &mut SelectionPass,
         budget: &mut DispatchBudget,
         urls: &mut BTreeMap<CellId, Option<(String, Incarnation)>>,
         report: &mut PassReport,
+        examined: &mut Option<&mut Vec<Decision>>,
     ) -> Result<(), StoreFailure> {
-        report.examined += 1;
-        let dispatch = budget.dispatch(&d);
-        self.note(|| DirectorRecord::Examined {
-            host: d.host,
-            decision: match &dispatch {
-                Dispatch::Send(_) => Examined::Dispatch,
-                Dispatch::Ineligible(why) => Examined::Ineligible {
-                    rule: why.name().to_owned(),
+        let rows = match self.store.candidate_page(q).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                pass.handle_page_failed();
+                return Err(e);
+            }
+        };
+        let decisions = pass.handle_page(self.clock.now(), &self.cfg.policy, &rows);
+        if let Some(examined) = examined.as_deref_mut() {
+            examined.extend_from_slice(&decisions);
+        }
+        report.pages = pass.pages_read();
+        report.sweeps_completed = pass.sweeps_completed();
+        report.rejected_rows = pass.rejected_rows();
+        let dispatches: Vec<Dispatch> = decisions.iter().map(|d| budget.dispatch(d)).collect();
+        // SEC-2a: the URL and the incarnation of the process holding each source cell now,
+        // read before any of the page's requests is handed over (a failed read fails the
+        // pass with nothing of this page queued: the cursor stays before it).
+        for d in &dispatches {
+            if let Dispatch::Send(req) = d {
+                let cell = req.source.cell;
+                if let std::collections::btree_map::Entry::Vacant(slot) = urls.entry(cell) {
+                    let u = self
+                        .store
+                        .cell_info(cell)
+                        .await?
+                        .map(|c| (c.internal_url, c.row.incarnation))
+                        .filter(|(u, _)| !u.is_empty());
+                    slot.insert(u);
+                }
+            }
+        }
+        let sends: Vec<HandoffRequest> = dispatches
+            .iter()
+            .filter_map(|d| match d {
+                Dispatch::Send(req) => Some(*req),
+                _ => None,
+            })
+            .collect();
+        let now = self.clock.now();
+        let admits = self
+            .with_dispatcher(|d| d.handle_page(now, pass.cursor(), &sends).1)
+            .unwrap_or_default();
+        let mut admits = admits.into_iter();
+        for (decision, dispatch) in decisions.iter().zip(dispatches) {
+            report.examined += 1;
+            let admit = match dispatch {
+                Dispatch::Send(_) => admits.next(),
+                _ => None,
+            };
+            self.note(|| DirectorRecord::Examined {
+                host: decision.host,
+                decision: match (&dispatch, admit) {
+                    (Dispatch::Send(_), Some(Admit::Queued)) => Examined::Dispatch,
+                    (Dispatch::Ineligible(why), _) => Examined::Ineligible {
+                        rule: why.name().to_owned(),
+                    },
+                    _ => Examined::Held,
                 },
-                Dispatch::Held => Examined::Held,
-            },
-        });
-        let req = match dispatch {
-            Dispatch::Send(req) => req,
-            Dispatch::Ineligible(why) => {
-                // Keyed by the stable name: reports outlive variant renames.
-                *report.ineligible.entry(why.name().to_owned()).or_default() += 1;
-                return Ok(());
+            });
+            match (dispatch, admit) {
+                (Dispatch::Ineligible(why), _) => {
+                    // Keyed by the stable name: reports outlive variant renames.
+                    *report.ineligible.entry(why.name().to_owned()).or_default() += 1;
+                }
+                (Dispatch::Held, _) => report.budget_exhausted = true,
+                (Dispatch::Send(_), Some(Admit::CellBackedOff { .. })) => {
+                    report.cell_backed_off += 1;
+                }
+                (Dispatch::Send(_), _) => {}
             }
-            Dispatch::Held => {
-                report.budget_exhausted = true;
-                return Ok(());
-            }
-        };
-        let cell = req.source.cell;
-        let url = match urls.get(&cell) {
-            Some(u) => u.clone(),
-            None => {
-                // SEC-2a: the URL and the incarnation of the process holding the cell now.
-                let u = self
-                    .store
-                    .cell_info(cell)
-                    .await?
-                    .map(|c| (c.internal_url, c.row.incarnation))
-                    .filter(|(u, _)| !u.is_empty());
-                urls.insert(cell, u.clone());
-                u
-            }
-        };
-        let outcome = match url {
-            Some((url, incarnation)) => {
-                report.dispatched += 1;
-                report.sent.push(req.op_id);
-                self.note(|| DirectorRecord::Sent {
-                    op_id: req.op_id,
-                    source: req.source,
-                    target: req.target,
-                });
-                send_request(
-                    &url,
-                    &self.cfg.secret,
-                    incarnation,
-                    &req,
-                    self.cfg.request_timeout,
-                    self.cfg.retries,
-                    &self.clock,
-                )
-                .await
-            }
-            None => DispatchOutcome::TransportFailed,
-        };
+        }
+        Ok(())
+    }
+
+    /// Send every request the dispatcher lets go now, each in its own task bounded by one
+    /// request timeout.
+    fn launch(
+        &self,
+        flights: &mut Flights,
+        urls: &BTreeMap<CellId, Option<(String, Incarnation)>>,
+        budget: &mut DispatchBudget,
+        report: &mut PassReport,
+    ) {
+        loop {
+            let now = self.clock.now();
+            let Some(next) = self.with_dispatcher(|d| d.poll_send(now)).flatten() else {
+                return;
+            };
+            let (ticket, req) = match next {
+                DispatchNext::Send(ticket, req) => (ticket, req),
+                DispatchNext::Skip(_) => {
+                    report.cell_backed_off += 1;
+                    continue;
+                }
+            };
+            let Some((url, incarnation)) = urls.get(&req.source.cell).cloned().flatten() else {
+                let why = (
+                    CellFailure::NoAddress,
+                    format!("the store names no address for cell {}", req.source.cell.0),
+                );
+                self.on_ended(
+                    (ticket, req, DispatchOutcome::TransportFailed, Some(why)),
+                    budget,
+                    report,
+                );
+                continue;
+            };
+            report.dispatched += 1;
+            report.sent.push(req.op_id);
+            self.note(|| DirectorRecord::Sent {
+                op_id: req.op_id,
+                source: req.source,
+                target: req.target,
+            });
+            let secret = self.cfg.secret.clone();
+            let clock = self.clock.clone();
+            let timeout = self.cfg.request_timeout;
+            let retries = self.cfg.retries;
+            let id = flights
+                .set
+                .spawn(async move {
+                    let (outcome, why) =
+                        send_classified(&url, &secret, incarnation, &req, timeout, retries, &clock)
+                            .await;
+                    (ticket, req, outcome, why)
+                })
+                .id();
+            flights.sent.insert(id, (ticket, req));
+        }
+    }
+
+    /// One send ended: count it (the budget classifies), feed it to the dispatcher, and log
+    /// the source cell's change of state once (OPS-2).
+    fn on_ended(&self, ended: Ended, budget: &mut DispatchBudget, report: &mut PassReport) {
+        let (ticket, req, outcome, why) = ended;
         if let DispatchOutcome::Answered(reply) = &outcome {
             report.answers.push(answer_word(reply));
             if let HandoffReply::Result(r) = reply {
@@ -459,7 +749,52 @@ impl Director {
             DispatchClass::Skipped => report.skipped += 1,
             DispatchClass::Failed => report.failed += 1,
         }
-        Ok(())
+        let cell = req.source.cell;
+        let result = match (&outcome, &why) {
+            (DispatchOutcome::Answered(_), _) => Ok(()),
+            (DispatchOutcome::TransportFailed, Some((reason, _))) => Err(*reason),
+            (DispatchOutcome::TransportFailed, None) => Err(CellFailure::Unreachable),
+        };
+        let now = self.clock.now();
+        let (change, stuck) = self
+            .with_dispatcher(|d| {
+                let change = d.handle_ended(now, ticket, result);
+                let stuck: BTreeMap<CellId, (CellFailure, u32)> = d
+                    .backoffs()
+                    .iter()
+                    .map(|(c, b)| (*c, (b.reason, b.failures)))
+                    .collect();
+                (change, stuck)
+            })
+            .unwrap_or_default();
+        {
+            let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(reason) = result {
+                *health.failures.entry((cell, reason)).or_default() += 1;
+            }
+            health.stuck = stuck;
+        }
+        match change {
+            Some(CellChange::Stuck {
+                cell,
+                reason,
+                until,
+            }) => {
+                let detail = why.map(|(_, d)| d).unwrap_or_default();
+                warn!(
+                    cell = cell.0,
+                    reason = reason.name(),
+                    error = %detail,
+                    retry_in_ms = until.since_ms(now),
+                    "handoff source cell stuck: backed off, its hosts wait; the other cells go on"
+                );
+            }
+            Some(CellChange::Recovered { cell, failures }) => info!(
+                cell = cell.0,
+                failures, "handoff source cell answers again: dispatching to it resumes"
+            ),
+            None => {}
+        }
     }
 
     /// Run passes every `interval` until `stop` says stop (or its `Stop` is gone); a pass in
@@ -490,6 +825,10 @@ impl Director {
                     cursor = ?r.cursor,
                     sweeps_completed = r.sweeps_completed,
                     rejected_rows = r.rejected_rows,
+                    // HO-L3: hosts held back because their source cell is backed off, and
+                    // the cells backed off as the pass ended.
+                    cell_backed_off = r.cell_backed_off,
+                    cells_stuck = ?r.cells_stuck,
                     // Why hosts were not moved (not in the cohort, cooling down, no fresh
                     // measurement, ...): what an operator asks when nothing moves.
                     ineligible = ?r.ineligible,

@@ -45,6 +45,10 @@ pub struct TargetView {
     pub capable: bool,
     pub load: u32,
     pub capacity: u32,
+    /// HO-L3: the end of the target cell's lease in the store (zero: never leased, a setup
+    /// row). The director skips a target whose lease has lapsed.
+    #[serde(default)]
+    pub lease_until: MonoMs,
 }
 
 /// HO-3 / HO-C1 / HO-S1: pure eligibility. Returns the request to send (op id derived from
@@ -95,6 +99,12 @@ pub enum Evidence {
     /// The cells involved: the target is the source cell, unknown, or one of them lacks the
     /// idle-handoff capability (HO-C1).
     Cells { source: CellId, target: CellId },
+    /// HO-L3: the target's lease ended `lapsed_ms` ago (at `lease_until`).
+    TargetLease {
+        target: CellId,
+        lease_until: MonoMs,
+        lapsed_ms: u64,
+    },
     /// HO-3: the host's cohort bucket against the configured percentage (in iff below).
     Cohort { bucket: u8, cohort_percent: u8 },
     /// HO-3: the measurement's age against the freshness window (fresh iff not above).
@@ -159,6 +169,16 @@ pub fn explain(
             _ => cells,
         };
         return (Err(why), evidence);
+    }
+    if let Err(why) = policy::check_target_live(now, target.lease_until) {
+        return (
+            Err(why),
+            Evidence::TargetLease {
+                target: target_cell,
+                lease_until: target.lease_until,
+                lapsed_ms: now.since_ms(target.lease_until),
+            },
+        );
     }
     let host = candidate.authority.host;
     let bucket = policy::cohort_bucket(host);
@@ -250,6 +270,16 @@ pub fn explain_line(decision: &Decision) -> String {
         Evidence::Cells { source, target } => {
             write!(line, " source_cell={} target_cell={}", source.0, target.0)
         }
+        Evidence::TargetLease {
+            target,
+            lease_until,
+            lapsed_ms,
+        } => write!(
+            line,
+            " target_cell={} lease_until_ms={} lapsed_ms={lapsed_ms}",
+            target.0,
+            lease_until.as_ms()
+        ),
         Evidence::Cohort {
             bucket,
             cohort_percent,

@@ -15,6 +15,9 @@
 //!   drain fence (HO-S4, HO-A1, HO-A2, HO-A4..A6), as sans-IO plans (`CommitPlan` & co.).
 //! - `director` and `policy`: eligibility, cohort, read-only paged selection, dispatch
 //!   budget (HO-3, HO-S1, HO-S2, HO-C1): [`SelectionPass`], [`DispatchBudget`], [`evaluate`].
+//! - `dispatch`: the director's concurrent dispatch, bounded in total and per source cell,
+//!   each cell backed off on its own, the cursor moved past a page only once its dispatches
+//!   ended (HO-L3, SCALE-6): [`Dispatcher`].
 //! - [`escrow`]: the escrowed limit shards of the SQL stores (HO-S4 at scale), pure functions.
 //! - `enrol` and `lifecycle`: a desktop's enrolment (SCALE-1) and the cell's identity lease and
 //!   the director's start (HO-L2, OPS-1): [`LeaseKeeper`], [`StartAttempts`].
@@ -53,6 +56,7 @@ mod attach;
 mod attempt;
 mod cell;
 mod director;
+mod dispatch;
 mod enrol;
 pub mod escrow;
 mod ids;
@@ -87,6 +91,10 @@ pub use director::{
     PageQuery, ScanLimits, ScanLimitsError, SelectionPass, TargetView, EXPLAIN_PREFIX,
     MAX_DISPATCH_PER_PASS, MAX_PAGES_PER_PASS, MAX_PAGE_SIZE,
 };
+pub use dispatch::{
+    Admit, CellBackoff, CellChange, CellFailure, DispatchLimits, DispatchLimitsError, DispatchNext,
+    DispatchTicket, Dispatcher, PageId, MAX_BACKOFF_MS, MAX_IN_FLIGHT, MAX_PAGES_AHEAD,
+};
 pub use enrol::{
     after_insert, after_register, EnrolRefusal, RegisterTry, Registered, RegistrationStep,
 };
@@ -101,8 +109,8 @@ pub use lifecycle::{
     DIRECTOR_START_RETRY,
 };
 pub use policy::{
-    check_cohort, check_freshness, check_improvement, cohort_bucket, HandoffRequest, Ineligible,
-    Measurement, PolicyConfig,
+    check_cohort, check_freshness, check_improvement, check_target_live, cohort_bucket,
+    HandoffRequest, Ineligible, Measurement, PolicyConfig,
 };
 pub use reconnect::{after_close, after_refused_upgrade, AfterClose, StopWhy};
 pub use store::{AssignmentStore, StoreConfig, TxnOutcome};

@@ -103,11 +103,14 @@ pub enum Ineligible {
     TargetAtCapacity,
     /// HO-3: the host moved recently.
     CoolingDown,
+    /// HO-L3: the target cell's lease in the store has lapsed (its process stopped renewing
+    /// it: dead, or cut off from the store); it is not live to serve the host.
+    TargetNotLive,
 }
 
 impl Ineligible {
     /// Every reason, for tests that pin the names.
-    pub const ALL: [Ineligible; 15] = [
+    pub const ALL: [Ineligible; 16] = [
         Ineligible::Disabled,
         Ineligible::SourceCellNotCapable,
         Ineligible::TargetCellNotCapable,
@@ -123,6 +126,7 @@ impl Ineligible {
         Ineligible::ImprovementBelowPercent,
         Ineligible::TargetAtCapacity,
         Ineligible::CoolingDown,
+        Ineligible::TargetNotLive,
     ];
 
     /// Stable snake_case name for reports, metrics keys and the wire. Never derived from the
@@ -145,6 +149,7 @@ impl Ineligible {
             Ineligible::ImprovementBelowPercent => "improvement_below_percent",
             Ineligible::TargetAtCapacity => "target_at_capacity",
             Ineligible::CoolingDown => "cooling_down",
+            Ineligible::TargetNotLive => "target_not_live",
         }
     }
 }
@@ -219,6 +224,18 @@ pub(crate) fn check_capacity(load: u32, capacity: u32) -> Result<(), Ineligible>
         Ok(())
     } else {
         Err(Ineligible::TargetAtCapacity)
+    }
+}
+
+/// HO-L3: the target is live iff its lease in the store ends after `now`. A lease end of zero
+/// is a cell row no process ever leased (a setup row: the seeded store, tests that run no
+/// cell process) and is not judged here; a lease that a process took and stopped renewing
+/// ends at or before `now`.
+pub fn check_target_live(now: MonoMs, lease_until: MonoMs) -> Result<(), Ineligible> {
+    if lease_until == MonoMs::ZERO || lease_until > now {
+        Ok(())
+    } else {
+        Err(Ineligible::TargetNotLive)
     }
 }
 

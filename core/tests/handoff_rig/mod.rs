@@ -306,6 +306,7 @@ pub fn view(now: MonoMs) -> (CandidateView, TargetView) {
             capable: true,
             load: 3,
             capacity: 10,
+            lease_until: MonoMs::ZERO,
         },
     )
 }

@@ -619,8 +619,9 @@ impl Judge for CellJudge {
 #[derive(Debug, Default)]
 pub struct DirectorJudge {
     gaps: u64,
-    /// The request sent and not yet answered.
-    pending: Option<OpId>,
+    /// The requests sent and not yet answered (SCALE-6: the director has several in flight
+    /// at once, their answers in any order).
+    pending: std::collections::BTreeSet<OpId>,
 }
 
 impl DirectorJudge {
@@ -670,7 +671,7 @@ impl Judge for DirectorJudge {
                             ),
                         ));
                     }
-                    self.pending = Some(*op_id);
+                    self.pending.insert(*op_id);
                     Ok(())
                 }
                 DirectorRecord::Answer {
@@ -678,15 +679,16 @@ impl Judge for DirectorJudge {
                     outcome,
                     class,
                 } => {
-                    if let Some(sent) = self.pending {
-                        if sent != *op_id {
-                            return Err(Departure::new(
-                                line,
-                                "HO-S1",
-                                format!("an answer for op {op_id}"),
-                                format!("the answer to the op sent, {sent}"),
-                            ));
-                        }
+                    if !self.pending.is_empty() && !self.pending.contains(op_id) {
+                        return Err(Departure::new(
+                            line,
+                            "HO-S1",
+                            format!("an answer for op {op_id}"),
+                            format!(
+                                "the answer to an op sent and not yet answered ({} of them)",
+                                self.pending.len()
+                            ),
+                        ));
                     }
                     if let DispatchOutcome::Answered(reply) = outcome {
                         if reply.op_id() != *op_id {
@@ -709,13 +711,13 @@ impl Judge for DirectorJudge {
                             ),
                         ));
                     }
-                    self.pending = None;
+                    self.pending.remove(op_id);
                     Ok(())
                 }
             },
             JournalRecord::Gap { .. } => {
                 self.gaps += 1;
-                self.pending = None;
+                self.pending.clear();
                 Ok(())
             }
             other => Err(mixed(line, other)),
@@ -1354,6 +1356,50 @@ mod tests {
             Some((3, "HO-S2"))
         );
         let _ = AttemptRef { op_id, seq: 0 };
+    }
+
+    /// SCALE-6 / HO-L3: the director has several requests in flight; their answers come in
+    /// any order, each for an op sent and not yet answered (HO-S1 otherwise).
+    #[test]
+    fn scale_6_director_journal_with_requests_in_flight_answered_in_any_order() {
+        let source = |host: u64| SourceAuthority {
+            cell: CellId(1),
+            host: HostId(host),
+            epoch: Epoch(1),
+            incarnation: switchyard_core::handoff::Incarnation(1),
+            generation: switchyard_core::handoff::Generation(1),
+        };
+        let (a, b) = (source(7), source(8));
+        let (op_a, op_b) = (OpId::derive(&a, CellId(2)), OpId::derive(&b, CellId(2)));
+        let sent = |op_id, source| {
+            director(DirectorRecord::Sent {
+                op_id,
+                source,
+                target: CellId(2),
+            })
+        };
+        let failed = |op_id| {
+            director(DirectorRecord::Answer {
+                op_id,
+                outcome: DispatchOutcome::TransportFailed,
+                class: DispatchClass::Failed,
+            })
+        };
+        let good = vec![
+            director(DirectorRecord::Start),
+            sent(op_a, a),
+            sent(op_b, b),
+            failed(op_b),
+            failed(op_a),
+        ];
+        assert_eq!(judge(&good), None);
+        let mut bad = good;
+        bad[4] = failed(op_b);
+        assert_eq!(
+            judge(&bad).map(|d| (d.line, d.requirement)),
+            Some((5, "HO-S1")),
+            "an op answered twice while another is pending"
+        );
     }
 
     /// CONF-3: the judge's rate on a generated journal of 1,000,000 cell lines (run it in

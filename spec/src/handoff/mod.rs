@@ -808,6 +808,7 @@ impl HandoffModel {
             capable: target.handoff_capable,
             load: store.cell_load(TGT),
             capacity: target.capacity,
+            lease_until: MonoMs::ZERO,
         };
         evaluate(now, &Self::director_policy(), &candidate, Some(&target)).ok()
     }

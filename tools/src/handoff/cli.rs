@@ -18,7 +18,7 @@ use switchyard_core::handoff::store::{
 };
 use switchyard_core::handoff::DrainReason;
 use switchyard_core::handoff::PolicyConfig;
-use switchyard_core::handoff::{explain_line, DirectorPolicy, ScanLimits};
+use switchyard_core::handoff::{explain_line, DirectorPolicy, DispatchLimits, ScanLimits};
 use switchyard_core::handoff::{CellId, Incarnation};
 use switchyard_core::handoff::{StartFailure, StartRetry, DIRECTOR_START_RETRY};
 use switchyard_core::peer_limits::RateBounds;
@@ -34,7 +34,7 @@ use switchyard_adapters::handoff::client::{
 use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::director::{
-    open_store_with_retry, Director, DirectorConfig, DirectorTotals, StoreStart,
+    open_store_with_retry, CellHealth, Director, DirectorConfig, DirectorTotals, StoreStart,
 };
 use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::{
@@ -377,9 +377,41 @@ pub struct DirectorArgs {
     /// HO-S2: requests sent per pass at most.
     #[arg(long, env = "SWITCHYARD_MAX_DISPATCH", default_value_t = 50)]
     max_dispatch: u32,
-    /// HO-S2: a pass stops dispatching after this many transport failures.
-    #[arg(long, env = "SWITCHYARD_MAX_FAILURES", default_value_t = 5)]
+    /// HO-S2: a pass stops dispatching after this many transport failures, all cells
+    /// together (HO-L3: a cell that fails is backed off on its own first, so one dark cell
+    /// spends at most its --max-in-flight-per-cell of it).
+    #[arg(long, env = "SWITCHYARD_MAX_FAILURES", default_value_t = 64)]
     max_failures: u32,
+    /// SCALE-6: requests in flight at once, all source cells together (1..=10000).
+    #[arg(long, env = "SWITCHYARD_DIRECTOR_MAX_IN_FLIGHT", default_value_t = 64)]
+    max_in_flight: u32,
+    /// HO-L3 / SCALE-6: requests in flight at once to one source cell (1..=10000): what one
+    /// unreachable cell can hold of --max-in-flight.
+    #[arg(
+        long,
+        env = "SWITCHYARD_DIRECTOR_MAX_IN_FLIGHT_PER_CELL",
+        default_value_t = 4
+    )]
+    max_in_flight_per_cell: u32,
+    /// SCALE-6: pages read ahead while earlier pages still have requests in flight
+    /// (1..=1000); the cursor moves past a page only once all of its requests ended.
+    #[arg(long, env = "SWITCHYARD_DIRECTOR_MAX_PAGES_AHEAD", default_value_t = 4)]
+    max_pages_ahead: u32,
+    /// HO-L3: how long a source cell that timed out or refused gets no request (then one
+    /// probe); each failed probe doubles it up to --cell-backoff-max-ms.
+    #[arg(
+        long,
+        env = "SWITCHYARD_DIRECTOR_CELL_BACKOFF_MIN_MS",
+        default_value_t = 1_000
+    )]
+    cell_backoff_min_ms: u64,
+    /// HO-L3: the longest backoff of a source cell (at most one day).
+    #[arg(
+        long,
+        env = "SWITCHYARD_DIRECTOR_CELL_BACKOFF_MAX_MS",
+        default_value_t = 60_000
+    )]
+    cell_backoff_max_ms: u64,
     /// Bound of one request to a cell (connect, answer and body).
     #[arg(
         long,
@@ -1005,6 +1037,19 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     if a.cohort_percent > 100 {
         return Err(refused("--cohort-percent must be 0..=100".into()));
     }
+    let dispatch = DispatchLimits {
+        max_in_flight: a.max_in_flight,
+        max_in_flight_per_cell: a.max_in_flight_per_cell,
+        max_pages_ahead: a.max_pages_ahead,
+        backoff_min_ms: a.cell_backoff_min_ms,
+        backoff_max_ms: a.cell_backoff_max_ms,
+    };
+    dispatch.validate().map_err(|e| {
+        refused(format!(
+            "invalid dispatch limits ({e:?}): --max-in-flight/--max-in-flight-per-cell (1..=10000), \
+             --max-pages-ahead (1..=1000), --cell-backoff-min-ms (>= 1) <= --cell-backoff-max-ms (<= 1 day)"
+        ))
+    })?;
     let schedule = StartRetry {
         max_delay_ms: a.store_retry_max_ms,
         max_attempts: a.store_attempts.or(a.once.then_some(1)),
@@ -1026,6 +1071,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         retries: a.retries,
         secret,
         interval: Duration::from_millis(a.interval_ms),
+        dispatch,
     };
     let (journal, online) = open_journal(&a.journal)?;
     let start = StoreStart::default();
@@ -1060,6 +1106,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
         start: Arc::new(start),
         online: online.clone(),
         totals: std::sync::OnceLock::new(),
+        health: std::sync::OnceLock::new(),
     });
     probes::serve_alone("director", a.metrics_listen, probe.clone(), stop_rx.clone()).await?;
     // OPS-1 under systemd: ready once its probes listen (/readyz then says whether the store
@@ -1076,6 +1123,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     };
     let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
     let _ = probe.totals.set(director.totals());
+    let _ = probe.health.set(director.health());
     let mut task = tokio::spawn(director.run(stop_rx));
     let totals = tokio::select! {
         _ = &mut stopped => {
@@ -1110,6 +1158,8 @@ struct DirectorProbe {
     online: Option<crate::conform_online::OnlineConformance>,
     /// Set once the store is reached and the director runs.
     totals: std::sync::OnceLock<Arc<std::sync::Mutex<DirectorTotals>>>,
+    /// HO-L3: the source cells' health (set with `totals`).
+    health: std::sync::OnceLock<Arc<std::sync::Mutex<CellHealth>>>,
 }
 
 impl DirectorProbe {
@@ -1117,6 +1167,13 @@ impl DirectorProbe {
         self.totals
             .get()
             .map(|t| *t.lock().unwrap_or_else(|e| e.into_inner()))
+            .unwrap_or_default()
+    }
+
+    fn health(&self) -> CellHealth {
+        self.health
+            .get()
+            .map(|h| h.lock().unwrap_or_else(|e| e.into_inner()).clone())
             .unwrap_or_default()
     }
 }
@@ -1135,6 +1192,18 @@ impl Probe for DirectorProbe {
         if self.totals().last_pass_failed {
             return Err("the last pass failed: the store is unreachable".to_owned());
         }
+        // HO-L3: a stuck source cell shows here within one request timeout.
+        let stuck = self.health().stuck;
+        if !stuck.is_empty() {
+            let cells: Vec<String> = stuck
+                .iter()
+                .map(|(c, (why, n))| format!("cell {} ({}, {n} failures)", c.0, why.name()))
+                .collect();
+            return Err(format!(
+                "source cells backed off (their hosts wait, the others go on): {}",
+                cells.join(", ")
+            ));
+        }
         Ok(())
     }
 
@@ -1146,6 +1215,23 @@ impl Probe for DirectorProbe {
             "1 if the last pass failed on the store",
             u64::from(totals.last_pass_failed),
         ));
+        let health = self.health();
+        samples.push(probes::gauge(
+            "director_cells_backed_off",
+            "source cells backed off after a timeout or a refusal (HO-L3)",
+            u64::try_from(health.stuck.len()).unwrap_or(u64::MAX),
+        ));
+        for ((cell, reason), n) in &health.failures {
+            samples.push(probes::labelled_counter(
+                "director_dispatch_failures",
+                "requests to a source cell that failed, by cell and reason (HO-L3)",
+                vec![
+                    ("cell".to_owned(), cell.0.to_string()),
+                    ("reason".to_owned(), reason.name().to_owned()),
+                ],
+                *n,
+            ));
+        }
         samples.push(probes::gauge(
             "director_store_unreachable_at_start",
             "1 while the director has not yet reached its store",

@@ -248,6 +248,11 @@ pub(super) fn candidate_of(r: &AnyRow) -> Result<CandidateRow, StoreFailure> {
                 get::<Option<i64>>(r, "tgt_capacity")?.unwrap_or(0),
                 "capacity",
             )?,
+            // HO-L3: the target's lease (zero: never leased).
+            lease_until: MonoMs(u(
+                get::<Option<i64>>(r, "tgt_lease_until")?.unwrap_or(0),
+                "lease_until",
+            )?),
         }),
         _ => None,
     };

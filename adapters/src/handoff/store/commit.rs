@@ -64,7 +64,7 @@ impl SqlStore {
              t.op_id AS attempt_op, t.host, t.src_cell, t.src_epoch, t.src_incarnation, \
              t.src_generation, t.target, t.outcome, t.new_epoch, t.registration, \
              t.recorded_at_ms, \
-             tc.capacity, tc.handoff_capable, tc.incarnation, \
+             tc.capacity, tc.handoff_capable, tc.incarnation, tc.lease_until AS tgt_lease_until, \
              sc.handoff_capable AS src_capable, cd.until_ms, r.op_id AS pending_op \
              FROM ho_settings s \
              LEFT JOIN ho_attempts t ON t.op_id = $1 \
@@ -90,6 +90,11 @@ impl SqlStore {
             Some(_) => Some(cell_row_of(&row)?),
             None => None,
         };
+        // HO-L3: the target's lease, read with its row (zero: never leased, or unknown).
+        let target_lease_until = match get::<Option<i64>>(&row, "tgt_lease_until")? {
+            Some(v) => MonoMs(u(v, "lease_until")?),
+            None => MonoMs::ZERO,
+        };
         let source_cell_capable = match get::<Option<i64>>(&row, "src_capable")? {
             Some(v) => flag(v, "src_capable")?,
             None => false,
@@ -101,6 +106,7 @@ impl SqlStore {
             recorded,
             config: config_of(&row)?,
             target_cell,
+            target_lease_until,
             source_cell_capable,
             cooldown_until,
             migration_pending: get::<Option<String>>(&row, "pending_op")?.is_some(),

@@ -367,7 +367,7 @@ const CANDIDATE_PAGE: &str = "WITH keys AS (\
      SELECT a.host, a.cell, a.epoch, a.incarnation, a.generation, a.desktop_capable, \
      sc.handoff_capable AS src_capable, m.target AS m_target, m.measured_at_ms, \
      m.current_rtt_ms, m.target_rtt_ms, tc.handoff_capable AS tgt_capable, \
-     tc.capacity AS tgt_capacity, cd.until_ms \
+     tc.capacity AS tgt_capacity, tc.lease_until AS tgt_lease_until, cd.until_ms \
      FROM keys a \
      JOIN ho_cells sc ON sc.cell = a.cell \
      LEFT JOIN ho_measurements m ON m.host = a.host \
@@ -377,7 +377,7 @@ const CANDIDATE_PAGE: &str = "WITH keys AS (\
      AND cd.host > $1 AND cd.host <= (SELECT MAX(host) FROM keys)) \
      SELECT p.host, p.cell, p.epoch, p.incarnation, p.generation, p.desktop_capable, \
      p.src_capable, p.m_target, p.measured_at_ms, p.current_rtt_ms, p.target_rtt_ms, \
-     p.tgt_capable, p.tgt_capacity, p.until_ms, \
+     p.tgt_capable, p.tgt_capacity, p.tgt_lease_until, p.until_ms, \
      CAST(COALESCE(ld.hosts, 0) AS BIGINT) AS tgt_load \
      FROM page p \
      LEFT JOIN (SELECT l.cell, SUM(l.hosts) AS hosts FROM ho_cell_load l \

@@ -92,6 +92,8 @@ pub fn commit_precheck(
         host.assignment.desktop_capable,
     )
     .map_err(p)?;
+    // HO-L3: the target's liveness, re-checked as the director's policy is.
+    policy::check_target_live(now, host.target_lease_until).map_err(p)?;
     policy::check_cohort(req.source.host, req.cohort_percent).map_err(p)?;
     policy::check_freshness(now, &req.measurement, config.policy.freshness_window_ms).map_err(p)?;
     policy::check_improvement(

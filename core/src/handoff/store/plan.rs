@@ -71,6 +71,9 @@ pub struct CommitRead {
     pub recorded: Option<AttemptRow>,
     pub config: StoreConfig,
     pub target_cell: Option<CellRow>,
+    /// HO-L3: the end of the target cell's lease (zero: never leased, or unknown target).
+    #[serde(default)]
+    pub target_lease_until: MonoMs,
     pub source_cell_capable: bool,
     pub cooldown_until: Option<MonoMs>,
     pub migration_pending: bool,
@@ -365,6 +368,7 @@ impl CommitPlan {
             assignment,
             source_cell_capable: read.source_cell_capable,
             target_cell: read.target_cell,
+            target_lease_until: read.target_lease_until,
             cooldown_until: read.cooldown_until,
             migration_pending: read.migration_pending,
         };

@@ -297,6 +297,9 @@ impl AssignmentStore {
                     recorded: self.attempts.get(&req.op_id).copied(),
                     config: self.config,
                     target_cell: self.cells.get(&req.target).copied(),
+                    target_lease_until: self
+                        .lease_of(req.target)
+                        .map_or(MonoMs::ZERO, |(_, until)| until),
                     source_cell_capable: self
                         .cells
                         .get(&req.source.cell)

@@ -327,6 +327,9 @@ pub struct HostFacts {
     pub source_cell_capable: bool,
     /// The target cell's row (`None`: unknown target).
     pub target_cell: Option<CellRow>,
+    /// HO-L3: the end of the target cell's lease (zero: never leased, or unknown).
+    #[serde(default)]
+    pub target_lease_until: MonoMs,
     pub cooldown_until: Option<MonoMs>,
     /// The host holds a reservation: an earlier move still waits for its registration.
     pub migration_pending: bool,
