@@ -182,15 +182,29 @@ impl FailoverModel {
     /// those it already tried, a bit per URL index), switched-away before open-failed, then
     /// earliest `until`, then directory order. The URL index of the winner.
     fn expected_exempt_target(&self, state: &FoState, now: MonoMs, tried: u8) -> Option<u8> {
+        self.first_in_fo_d5_order(state, now, tried, false)
+    }
+
+    /// FO-D5's order over the spec's own record: among the listed, cooling URLs other than the
+    /// current one and those in `skip` (a bit per URL index) whose cycle's exemption is spent
+    /// (`spent`) or not, switched-away before open-failed, then earliest `until`, then
+    /// directory order. The URL index of the winner.
+    fn first_in_fo_d5_order(
+        &self,
+        state: &FoState,
+        now: MonoMs,
+        skip: u8,
+        spent: bool,
+    ) -> Option<u8> {
         let mut best: Option<((u8, MonoMs, usize), u8)> = None;
         for (index, &url) in self.spec_list_ids(state).iter().enumerate() {
-            if state.current == url || tried & (1 << url) != 0 {
+            if state.current == url || skip & (1 << url) != 0 {
                 continue;
             }
             let Some(cycle) = state.cycles[usize::from(url)] else {
                 continue;
             };
-            if cycle.until <= now || cycle.exempted {
+            if cycle.until <= now || cycle.exempted != spent {
                 continue;
             }
             let rank = match cycle.kind {
@@ -262,27 +276,7 @@ impl FailoverModel {
         probed: u8,
         in_chain: u8,
     ) -> Option<u8> {
-        let mut best: Option<((u8, MonoMs, usize), u8)> = None;
-        for (index, &url) in self.spec_list_ids(state).iter().enumerate() {
-            if state.current == url || (probed | in_chain) & (1 << url) != 0 {
-                continue;
-            }
-            let Some(cycle) = state.cycles[usize::from(url)] else {
-                continue;
-            };
-            if cycle.until <= now || !cycle.exempted {
-                continue;
-            }
-            let rank = match cycle.kind {
-                CooldownKind::SwitchedAway => 0,
-                CooldownKind::OpenFailed => 1,
-            };
-            let key = (rank, cycle.until, index);
-            if best.as_ref().is_none_or(|(k, _)| key < *k) {
-                best = Some((key, url));
-            }
-        }
-        best.map(|(_, url)| url)
+        self.first_in_fo_d5_order(state, now, probed | in_chain, true)
     }
 
     /// Time advances to `to` (or stays): the per-instant open count starts over.
