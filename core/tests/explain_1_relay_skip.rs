@@ -276,18 +276,7 @@ fn explain_1_a_probe_answered_after_the_reset_leaves_both_waiting_for_the_round(
 #[test]
 fn explain_1_probed_this_round_mid_round() {
     let t = thresholds();
-    let mut rig = Rig::new(t);
-    rig.directory(&[U0, U1]);
-    rig.open_ok(U0);
-    rig.current_dies();
-    rig.now = MonoMs(2_000);
-    rig.tick();
-    rig.open_fail(U1); // clean
-    rig.now = MonoMs(4_000);
-    rig.tick();
-    rig.open_fail(U1); // exemption spent
-    rig.now = MonoMs(6_000);
-    rig.tick(); // the first round is due at 21 s
+    let mut rig = u1_spent_first_round_scheduled(t); // due at 21 s
     rig.now = MonoMs(19_000);
     rig.directory(&[U0, U1, U2]);
     rig.now = MonoMs(20_000);

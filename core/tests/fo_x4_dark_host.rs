@@ -203,18 +203,7 @@ fn fo_x3_regression_no_probe_of_a_url_whose_exemption_is_unspent() {
 #[test]
 fn fo_x3_regression_a_probe_answered_after_the_schedule_reset_marks_nothing() {
     let t = thresholds();
-    let mut rig = Rig::new(t);
-    rig.directory(&[U0, U1]);
-    rig.open_ok(U0);
-    rig.current_dies();
-    rig.now = MonoMs(2_000);
-    rig.tick();
-    rig.open_fail(U1); // clean open failed
-    rig.now = MonoMs(4_000);
-    rig.tick();
-    rig.open_fail(U1); // exemption spent
-    rig.now = MonoMs(6_000);
-    rig.tick(); // schedules the first round
+    let mut rig = u1_spent_first_round_scheduled(t);
     let due = rig.sup.probe_schedule().next_round_at().expect("scheduled");
     rig.now = due;
     rig.tick();

@@ -176,6 +176,24 @@ pub fn drained_on_b(thresholds: Thresholds) -> Rig {
     rig
 }
 
+/// `[U0, U1]`, attached to U0, which dies: U1's clean open fails at 2 s, its exemption at 4 s,
+/// and the tick at 6 s schedules the first probe round (`PROBE_MIN_MS` later).
+pub fn u1_spent_first_round_scheduled(thresholds: Thresholds) -> Rig {
+    let mut rig = Rig::new(thresholds);
+    rig.directory(&[U0, U1]);
+    rig.open_ok(U0);
+    rig.current_dies();
+    rig.now = MonoMs(2_000);
+    rig.tick();
+    rig.open_fail(U1); // clean
+    rig.now = MonoMs(4_000);
+    rig.tick();
+    rig.open_fail(U1); // exemption spent
+    rig.now = MonoMs(6_000);
+    rig.tick();
+    rig
+}
+
 /// A variable lookup over fixed pairs (the caller's `std::env::var` in production).
 pub fn lookup<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
     move |name| {
