@@ -19,6 +19,8 @@
 //!   each cell backed off on its own, the cursor moved past a page only once its dispatches
 //!   ended (HO-L3, SCALE-6): [`Dispatcher`].
 //! - [`escrow`]: the escrowed limit shards of the SQL stores (HO-S4 at scale), pure functions.
+//! - `sweep_lease`: one active director per sweep under a lease in the store, and the sweep's
+//!   period against HO-3's freshness window (SCALE-6): [`SweepLease`], [`decide_sweep_lease`].
 //! - `enrol` and `lifecycle`: a desktop's enrolment (SCALE-1) and the cell's identity lease and
 //!   the director's start (HO-L2, OPS-1): [`LeaseKeeper`], [`StartAttempts`].
 //! - `internal_auth`: whether a signed internal request is for this cell process, timely,
@@ -66,6 +68,7 @@ mod lifecycle;
 mod policy;
 mod reconnect;
 pub mod store;
+mod sweep_lease;
 
 pub use admission::{
     AbandonReason, ActivityLease, AdmissionGate, AdmissionRefusal, Barrier, ClosedReason,
@@ -114,3 +117,8 @@ pub use policy::{
 };
 pub use reconnect::{after_close, after_refused_upgrade, AfterClose, StopWhy};
 pub use store::{AssignmentStore, StoreConfig, TxnOutcome};
+pub use sweep_lease::{
+    check_sweep_period, decide as decide_sweep_lease, sweep_period_ms,
+    validate as validate_sweep_lease, LeaseDecision, PageGate, SweepLease, SweepLeaseError,
+    SweepLeaseRow, MAX_SWEEP_LEASE_MS,
+};
