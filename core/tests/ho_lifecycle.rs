@@ -98,7 +98,7 @@ fn ho_l2_renewal_keeps_the_lease_only_for_its_own_incarnation() {
         cell_lease_renewal(None, mine, MonoMs(25_000), LEASE_MS),
         Err(LeaseLost { holder: None })
     );
-    assert_eq!(cell_lease_release(held, mine), Ok(MonoMs::ZERO));
+    assert_eq!(cell_lease_release(held, mine), Ok(RELEASED_LEASE_END));
     assert_eq!(
         cell_lease_release(taken, mine),
         Err(LeaseLost {
@@ -169,4 +169,25 @@ fn ho_l2_a_cell_set_up_without_a_process_is_free() {
     // `upsert_cell` (setup) keeps the lease of a running process.
     store.upsert_cell(cell, row).expect("cell");
     assert_eq!(store.lease_of(cell), Some((Incarnation(7), MonoMs(15_001))));
+}
+
+/// HO-L3 / HO-L2: a cell stopped gracefully is not a live target (its released lease end is in
+/// the past and not zero, which stays "never leased": a seeded store's rows are not judged).
+#[test]
+fn ho_l3_a_gracefully_stopped_cell_is_not_a_live_target() {
+    let mine = Incarnation(3);
+    let held = Some((mine, MonoMs(40_000)));
+    let released = cell_lease_release(held, mine).expect("mine");
+    assert_ne!(released, MonoMs::ZERO, "zero would read as never leased");
+    assert_eq!(
+        check_target_live(MonoMs(30_000), released),
+        Err(Ineligible::TargetNotLive)
+    );
+    assert_eq!(check_target_live(MonoMs(30_000), MonoMs::ZERO), Ok(()));
+    assert_eq!(check_target_live(MonoMs(30_000), MonoMs(40_000)), Ok(()));
+    // A successor may take the cell at once.
+    assert!(matches!(
+        cell_lease(Some((mine, released)), MonoMs(30_000), 15_000),
+        CellLease::Take { .. }
+    ));
 }

@@ -263,13 +263,19 @@ pub fn cell_lease_renewal(
     lease_holder_is(current, mine).map(|()| now.plus_ms(lease_ms))
 }
 
-/// HO-L2: a graceful stop ends the lease (the new `until` is zero, so a successor may start at
-/// once), only if the cell is still `mine`: a process never ends a successor's lease.
+/// HO-L2 / HO-L3: the lease end a graceful stop writes: long past (a successor may start at
+/// once; a target in this state is not live), and not zero, which is a cell row no process
+/// ever leased (a seeded store: not judged by `check_target_live`).
+pub const RELEASED_LEASE_END: MonoMs = MonoMs(1);
+
+/// HO-L2: a graceful stop ends the lease ([`RELEASED_LEASE_END`], so a successor may start at
+/// once and no move targets the stopped cell), only if the cell is still `mine`: a process
+/// never ends a successor's lease.
 pub fn cell_lease_release(
     current: Option<(Incarnation, MonoMs)>,
     mine: Incarnation,
 ) -> Result<MonoMs, LeaseLost> {
-    lease_holder_is(current, mine).map(|()| MonoMs::ZERO)
+    lease_holder_is(current, mine).map(|()| RELEASED_LEASE_END)
 }
 
 fn lease_holder_is(
