@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use switchyard_core::handoff::HandoffReply;
 use switchyard_core::handoff::HandoffRequest;
 use switchyard_core::handoff::{
+    check_sweep_period, decide_sweep_lease, LeaseDecision, PageGate, SweepLease, SweepLeaseRow,
+};
+use switchyard_core::handoff::{
     Admit, CellChange, CellFailure, DispatchLimits, DispatchNext, DispatchTicket, Dispatcher,
 };
 use switchyard_core::handoff::{CellId, Incarnation, OpId};
@@ -161,6 +164,10 @@ pub struct DirectorTotals {
     pub failed: u64,
     /// SCALE-3: times a pass reached the end of the host list (a sweep completed).
     pub sweeps_completed: u64,
+    /// SCALE-6: passes not run because another director holds the sweep's lease.
+    pub standby_passes: u64,
+    /// SCALE-6: this director held the sweep's lease at its last pass.
+    pub active: bool,
 }
 
 impl DirectorTotals {
@@ -169,6 +176,8 @@ impl DirectorTotals {
         self.last_pass_failed = pass.is_err();
         match pass {
             Ok(r) => {
+                self.active = r.standby.is_none() && !r.lease_lost;
+                self.standby_passes += u64::from(r.standby.is_some());
                 self.dispatched += u64::from(r.dispatched);
                 self.committed += u64::from(r.committed);
                 self.failed += u64::from(r.failed);
@@ -206,6 +215,16 @@ pub struct PassReport {
     pub cells_stuck: Vec<u32>,
     pub sent: Vec<OpId>,
     pub answers: Vec<String>,
+    /// SCALE-6: the director holding the sweep's lease when this one stood by (no pass ran).
+    #[serde(default)]
+    pub standby: Option<String>,
+    /// SCALE-6: the lease epoch this pass ran under.
+    #[serde(default)]
+    pub lease_epoch: Option<u64>,
+    /// SCALE-6: the lease ended during the pass (lapsed, or another director took it over):
+    /// no page was read after that and the cursor was not moved by this director.
+    #[serde(default)]
+    pub lease_lost: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -222,6 +241,46 @@ pub struct Director {
     dispatcher: Arc<Mutex<Option<Dispatcher>>>,
     /// OPS-2: the cells' health, for the probes.
     health: Arc<Mutex<CellHealth>>,
+    /// SCALE-6: this process's claim on the sweep's lease.
+    lease: Arc<LeaseSlot>,
+}
+
+/// SCALE-6: who this director is to the sweep's lease, and what it last held.
+#[derive(Debug)]
+struct LeaseSlot {
+    /// Drawn at start (below 2^63: the store keeps it as a signed 64-bit integer).
+    holder: u64,
+    /// Shown to operators and to the standbys: `director <id> on <host> pid <pid>`.
+    name: String,
+    lease_ms: u64,
+    /// The row this director last held (released on a graceful stop), and its last role
+    /// (OPS-2: a change of role is logged once).
+    held: Mutex<(Option<SweepLeaseRow>, Role)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    Unknown,
+    Active { epoch: u64 },
+    Standby { holder: String },
+}
+
+/// SCALE-6: the default sweep lease (`--sweep-lease-ms`): a standby takes over within this plus
+/// one pass interval of the holder's last renewal.
+pub const DEFAULT_SWEEP_LEASE_MS: u64 = 30_000;
+
+fn draw_holder() -> u64 {
+    let mut bytes = [0u8; 8];
+    // No entropy at all is not worth stopping a director for: the pid and the clock still
+    // tell two processes apart.
+    if getrandom::fill(&mut bytes).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        bytes = ((t as u64) ^ (u64::from(std::process::id()) << 32)).to_le_bytes();
+    }
+    u64::from_le_bytes(bytes) >> 1
 }
 
 /// Why one send failed, and how (HO-L3: the cell's backoff reason, logged once per change).
@@ -425,6 +484,163 @@ impl Director {
             journal: Journal::off(),
             dispatcher: Arc::new(Mutex::new(dispatcher)),
             health: Arc::default(),
+            lease: Arc::new(LeaseSlot {
+                holder: draw_holder(),
+                name: String::new(),
+                lease_ms: DEFAULT_SWEEP_LEASE_MS,
+                held: Mutex::new((None, Role::Unknown)),
+            }),
+        }
+        .named_holder(None)
+    }
+
+    /// SCALE-6: this director's sweep lease (`--sweep-lease-ms`; the caller validated it with
+    /// `validate_sweep_lease` against the store's transaction bound).
+    #[must_use]
+    pub fn with_sweep_lease_ms(mut self, lease_ms: u64) -> Director {
+        let slot = LeaseSlot {
+            holder: self.lease.holder,
+            name: self.lease.name.clone(),
+            lease_ms,
+            held: Mutex::new((None, Role::Unknown)),
+        };
+        self.lease = Arc::new(slot);
+        self
+    }
+
+    /// The name the lease row shows for this process (`host`: the machine's name, if known).
+    #[must_use]
+    pub fn named_holder(mut self, host: Option<&str>) -> Director {
+        let name = format!(
+            "director {} on {} pid {}",
+            self.cfg.id,
+            host.unwrap_or("?"),
+            std::process::id()
+        );
+        let slot = LeaseSlot {
+            holder: self.lease.holder,
+            name: name.chars().take(200).collect(),
+            lease_ms: self.lease.lease_ms,
+            held: Mutex::new((None, Role::Unknown)),
+        };
+        self.lease = Arc::new(slot);
+        self
+    }
+
+    /// SCALE-6: claim or renew the sweep's lease before a pass (the core decides); `None`:
+    /// another director holds it (the report says which), no pass runs.
+    async fn claim_lease(
+        &self,
+        report: &mut PassReport,
+    ) -> Result<Option<SweepLease>, StoreFailure> {
+        let now = self.clock.now().0;
+        let seen = self.store.load_sweep_lease(&self.cfg.id).await?;
+        let (seen_row, seen_name) = match seen {
+            Some((row, name)) => (Some(row), name),
+            None => (None, String::new()),
+        };
+        let page_bound = u64::try_from(self.store.txn_timeout().as_millis()).unwrap_or(u64::MAX);
+        let held = match decide_sweep_lease(self.lease.holder, now, seen_row, self.lease.lease_ms) {
+            LeaseDecision::Standby { .. } => None,
+            LeaseDecision::Claim {
+                seen,
+                new,
+                takeover,
+            } => {
+                let won = self
+                    .store
+                    .claim_sweep_lease(&self.cfg.id, seen, new, &self.lease.name)
+                    .await?;
+                if won && takeover {
+                    info!(sweep = %self.cfg.id, from = %seen_name, epoch = new.epoch, "sweep lease taken over: the previous director's lease lapsed");
+                }
+                won.then(|| SweepLease::held(new, self.lease.lease_ms, page_bound))
+            }
+        };
+        let role = match &held {
+            Some(l) => Role::Active {
+                epoch: l.row().epoch,
+            },
+            None => {
+                let holder = if seen_name.is_empty() {
+                    "another director".to_owned()
+                } else {
+                    seen_name
+                };
+                report.standby = Some(holder.clone());
+                Role::Standby { holder }
+            }
+        };
+        report.lease_epoch = held.map(|l| l.row().epoch);
+        self.set_role(role, held.map(|l| l.row()));
+        Ok(held)
+    }
+
+    /// OPS-2: one line per change of this director's role in the sweep.
+    fn set_role(&self, role: Role, row: Option<SweepLeaseRow>) {
+        let mut held = self.lease.held.lock().unwrap_or_else(|e| e.into_inner());
+        if row.is_some() || !matches!(role, Role::Active { .. }) {
+            held.0 = row;
+        }
+        if held.1 == role {
+            return;
+        }
+        match &role {
+            Role::Active { epoch } => {
+                info!(sweep = %self.cfg.id, epoch, holder = %self.lease.name, "this director holds the sweep: it runs the passes")
+            }
+            Role::Standby { holder } => {
+                info!(sweep = %self.cfg.id, holder = %holder, "standing by: another director holds the sweep (this one takes over once its lease lapses)")
+            }
+            Role::Unknown => {}
+        }
+        held.1 = role;
+    }
+
+    /// SCALE-6: give the sweep's lease up (a graceful stop, the end of `--once`), so a standby
+    /// takes over at its next pass instead of after the lease.
+    pub async fn release_lease(&self) {
+        let row = self.lease.held.lock().unwrap_or_else(|e| e.into_inner()).0;
+        let Some(row) = row else { return };
+        let now = self.clock.now().0;
+        let released = SweepLeaseRow {
+            until_ms: now.min(row.until_ms),
+            ..row
+        };
+        match self
+            .store
+            .claim_sweep_lease(&self.cfg.id, Some(row), released, &self.lease.name)
+            .await
+        {
+            Ok(true) => info!(sweep = %self.cfg.id, "sweep lease released"),
+            Ok(false) => {}
+            Err(e) => {
+                debug!(error = %e, "sweep lease not released (it lapses on its own)");
+            }
+        }
+        self.lease.held.lock().unwrap_or_else(|e| e.into_inner()).0 = None;
+    }
+
+    /// SCALE-6 / HO-3: how long a sweep of the store's hosts takes at these limits, against
+    /// the freshness window (logged at start; WARN when a measurement can go stale unseen).
+    pub async fn check_sweep_period(&self) -> Result<u64, StoreFailure> {
+        let hosts = self.store.host_count().await?;
+        let interval = u64::try_from(self.cfg.interval.as_millis()).unwrap_or(u64::MAX);
+        let window = self.cfg.policy.policy.freshness_window_ms;
+        match check_sweep_period(hosts, &self.cfg.limits, interval, window) {
+            Ok(period) => {
+                info!(
+                    hosts,
+                    sweep_period_ms = period,
+                    freshness_window_ms = window,
+                    "sweep period within the freshness window"
+                );
+                Ok(period)
+            }
+            Err(period) => {
+                warn!(hosts, sweep_period_ms = period, freshness_window_ms = window, "a sweep takes longer than the freshness window: measurements can go stale before the director sees them; raise --page-size/--max-pages or lower --interval-ms");
+                Ok(period)
+            }
         }
     }
 
@@ -503,6 +719,10 @@ impl Director {
             )));
         };
         debug_assert!(idle, "a pass starts with nothing in flight");
+        // SCALE-6: one director per sweep: the others stand by (no pass, nothing written).
+        let Some(mut lease) = self.claim_lease(&mut report).await? else {
+            return Ok(report);
+        };
         let now = self.clock.now();
         let expired = self.store.expire_migrations(now).await?;
         report.expired_migrations = u32::try_from(expired.len()).unwrap_or(u32::MAX);
@@ -520,14 +740,54 @@ impl Director {
         // The first store failure: no page is read after it; the sends in flight end, the
         // cursor moves past the pages they complete, then the pass fails with it.
         let mut failure: Option<StoreFailure> = None;
+        // SCALE-6: the lease may no longer cover a page read (or another director took it
+        // over): no page is read after that; the sends in flight still end.
+        let mut lease_over = false;
         loop {
             while let Some(done) = flights.try_join_next_with_id() {
                 if let Some(done) = flights.ended(done) {
                     self.on_ended(done, &mut budget, &mut report);
                 }
             }
-            let may_read =
-                failure.is_none() && self.with_dispatcher(|d| d.may_read_page()).unwrap_or(false);
+            let mut may_read = failure.is_none()
+                && !lease_over
+                && self.with_dispatcher(|d| d.may_read_page()).unwrap_or(false);
+            if may_read && pass.poll_query().is_some() {
+                match lease.gate(self.clock.now().0) {
+                    PageGate::Read => {}
+                    PageGate::Renew => {
+                        let row = lease.row();
+                        let renewal = lease.renewal(self.clock.now().0);
+                        match self
+                            .store
+                            .claim_sweep_lease(&self.cfg.id, Some(row), renewal, &self.lease.name)
+                            .await
+                        {
+                            Ok(true) => {
+                                lease.handle_renewed(renewal);
+                                self.set_role(
+                                    Role::Active {
+                                        epoch: renewal.epoch,
+                                    },
+                                    Some(renewal),
+                                );
+                            }
+                            Ok(false) => {
+                                report.lease_lost = true;
+                                lease_over = true;
+                            }
+                            Err(e) => {
+                                failure = Some(e);
+                            }
+                        }
+                        continue;
+                    }
+                    PageGate::Stop => {
+                        lease_over = true;
+                        may_read = false;
+                    }
+                }
+            }
             if let Some(q) = pass.poll_query().filter(|_| may_read) {
                 if let Err(e) = self
                     .read_page(
@@ -549,14 +809,26 @@ impl Director {
             self.launch(&mut flights, &urls, &mut budget, &mut report);
             if let Some(c) = self.with_dispatcher(Dispatcher::poll_cursor).flatten() {
                 // SCALE-3 / HO-L3: only past pages whose every dispatch ended.
-                match self.store.save_cursor(&self.cfg.id, c).await {
-                    Ok(()) => report.cursor = c.after.map(|h| h.0),
+                // SCALE-6: only while this director still holds the sweep.
+                match self
+                    .store
+                    .save_cursor_held(&self.cfg.id, c, lease.row(), self.clock.now().0)
+                    .await
+                {
+                    Ok(true) => report.cursor = c.after.map(|h| h.0),
+                    Ok(false) => {
+                        if !report.lease_lost {
+                            warn!(sweep = %self.cfg.id, "sweep lease lost during a pass (lapsed or taken over): this director reads no more pages and leaves the cursor to the holder");
+                        }
+                        report.lease_lost = true;
+                        lease_over = true;
+                    }
                     Err(e) => {
                         failure.get_or_insert(e);
                     }
                 }
             }
-            let reading_over = failure.is_some() || pass.poll_query().is_none();
+            let reading_over = failure.is_some() || lease_over || pass.poll_query().is_none();
             if flights.is_empty() {
                 if reading_over {
                     break;
@@ -803,10 +1075,18 @@ impl Director {
         let mut tick = tokio::time::interval(self.cfg.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let totals = || *self.totals.lock().unwrap_or_else(|e| e.into_inner());
+        // SCALE-6 / HO-3: say at start how long a sweep takes against the freshness window.
+        if let Err(e) = self.check_sweep_period().await {
+            debug!(error = %e, "sweep period not checked (the store did not answer)");
+        }
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
-                () = stop.stopped() => return totals(),
+                () = stop.stopped() => {
+                    // SCALE-6: a standby takes over at its next pass, not after the lease.
+                    self.release_lease().await;
+                    return totals();
+                }
             }
             let pass = self.pass().await;
             self.totals
@@ -814,6 +1094,10 @@ impl Director {
                 .unwrap_or_else(|e| e.into_inner())
                 .add(&pass);
             match pass {
+                // SCALE-6: said once at the change of role (`set_role`).
+                Ok(r) if r.standby.is_some() => {
+                    debug!(holder = ?r.standby, "standing by: another director holds the sweep");
+                }
                 Ok(r) => info!(
                     examined = r.examined,
                     dispatched = r.dispatched,

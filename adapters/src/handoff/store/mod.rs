@@ -285,6 +285,11 @@ impl MigrationSource<'static> for Embedded {
                     "director keyset",
                     include_str!("../../../migrations/postgres/0006_director_keyset.sql"),
                 ),
+                migration(
+                    7,
+                    "sweep lease",
+                    include_str!("../../../migrations/postgres/0007_sweep_lease.sql"),
+                ),
             ],
             Dialect::Sqlite => vec![
                 migration(
@@ -316,6 +321,11 @@ impl MigrationSource<'static> for Embedded {
                     6,
                     "director keyset",
                     include_str!("../../../migrations/sqlite/0006_director_keyset.sql"),
+                ),
+                migration(
+                    7,
+                    "sweep lease",
+                    include_str!("../../../migrations/sqlite/0007_sweep_lease.sql"),
                 ),
             ],
         };
@@ -445,6 +455,12 @@ impl SqlStore {
     #[must_use]
     pub fn dialect(&self) -> Dialect {
         self.dialect
+    }
+
+    /// The bound of one store transaction (`--db-txn-timeout-ms`): a page read ends within it.
+    #[must_use]
+    pub fn txn_timeout(&self) -> Duration {
+        self.opts.txn_timeout
     }
 
     /// The fault-injection seam (inert unless a test arms it).

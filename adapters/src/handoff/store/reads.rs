@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use switchyard_core::handoff::store::{authority_of, AttemptRow, RateRow, ReservationRow};
 use switchyard_core::handoff::Measurement;
-use switchyard_core::handoff::{CandidateRow, PageCursor, PageQuery};
+use switchyard_core::handoff::{CandidateRow, PageCursor, PageQuery, SweepLeaseRow};
 use switchyard_core::handoff::{CellId, Epoch, Generation, HostId, OpId, SourceAuthority};
 use switchyard_core::MonoMs;
 
@@ -348,6 +348,111 @@ impl SqlStore {
         .bind(after);
         self.bounded(async { q.execute(&self.pool).await.map_err(in_txn).map(|_| ()) })
             .await
+    }
+
+    /// SCALE-6: the lease row of the sweep `sweep` and its holder's name (`None`: no director
+    /// claimed it yet).
+    pub async fn load_sweep_lease(
+        &self,
+        sweep: &str,
+    ) -> Result<Option<(SweepLeaseRow, String)>, StoreFailure> {
+        let q = sqlx::query(
+            "SELECT holder, holder_name, until_ms, epoch FROM ho_sweep_leases WHERE sweep = $1",
+        )
+        .bind(sweep.to_owned());
+        self.bounded(async {
+            let Some(r) = q.fetch_optional(&self.pool).await.map_err(begin_failed)? else {
+                return Ok(None);
+            };
+            let row = SweepLeaseRow {
+                holder: u(get(&r, "holder")?, "holder")?,
+                until_ms: u(get(&r, "until_ms")?, "until_ms")?,
+                epoch: u(get(&r, "epoch")?, "epoch")?,
+            };
+            Ok(Some((row, get::<String>(&r, "holder_name")?)))
+        })
+        .await
+    }
+
+    /// SCALE-6: write the core's claim `new` only if the row is still `seen` (a
+    /// compare-and-set on holder and epoch; `None`: only if there is no row). `true`: taken.
+    pub async fn claim_sweep_lease(
+        &self,
+        sweep: &str,
+        seen: Option<SweepLeaseRow>,
+        new: SweepLeaseRow,
+        holder_name: &str,
+    ) -> Result<bool, StoreFailure> {
+        let holder = i(new.holder, "holder")?;
+        let until = i(new.until_ms, "until_ms")?;
+        let epoch = i(new.epoch, "epoch")?;
+        let q = match seen {
+            None => sqlx::query(
+                "INSERT INTO ho_sweep_leases (sweep, holder, holder_name, until_ms, epoch) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (sweep) DO NOTHING",
+            )
+            .bind(sweep.to_owned())
+            .bind(holder)
+            .bind(holder_name.to_owned())
+            .bind(until)
+            .bind(epoch),
+            Some(old) => sqlx::query(
+                "UPDATE ho_sweep_leases SET holder = $2, holder_name = $3, until_ms = $4, \
+                 epoch = $5 WHERE sweep = $1 AND holder = $6 AND epoch = $7",
+            )
+            .bind(sweep.to_owned())
+            .bind(holder)
+            .bind(holder_name.to_owned())
+            .bind(until)
+            .bind(epoch)
+            .bind(i(old.holder, "holder")?)
+            .bind(i(old.epoch, "epoch")?),
+        };
+        self.bounded(async {
+            let done = q.execute(&self.pool).await.map_err(in_txn)?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
+    }
+
+    /// SCALE-6: [`save_cursor`](Self::save_cursor) only while `lease` (holder and epoch) still
+    /// holds the sweep named `director` and has not lapsed at `now_ms`. `false`: another
+    /// director took it over (nothing written).
+    pub async fn save_cursor_held(
+        &self,
+        director: &str,
+        cursor: PageCursor,
+        lease: SweepLeaseRow,
+        now_ms: u64,
+    ) -> Result<bool, StoreFailure> {
+        let after = cursor.after.map(|h| i(h.0, "after_host")).transpose()?;
+        // `WHERE` on the SELECT also keeps SQLite's parser from reading ON CONFLICT as a join.
+        let q = sqlx::query(
+            "INSERT INTO ho_director_cursors (director, page_offset, after_host) \
+             SELECT $1, 0, $2 WHERE EXISTS (SELECT 1 FROM ho_sweep_leases \
+             WHERE sweep = $1 AND holder = $3 AND epoch = $4 AND until_ms > $5) \
+             ON CONFLICT (director) DO UPDATE SET page_offset = 0, after_host = excluded.after_host",
+        )
+        .bind(director.to_owned())
+        .bind(after)
+        .bind(i(lease.holder, "holder")?)
+        .bind(i(lease.epoch, "epoch")?)
+        .bind(i(now_ms, "now_ms")?);
+        self.bounded(async {
+            let done = q.execute(&self.pool).await.map_err(in_txn)?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
+    }
+
+    /// SCALE-6: hosts in the store (the director's start check of its sweep period).
+    pub async fn host_count(&self) -> Result<u64, StoreFailure> {
+        let q = sqlx::query("SELECT COUNT(*) AS n FROM ho_assignments");
+        self.bounded(async {
+            let r = q.fetch_one(&self.pool).await.map_err(begin_failed)?;
+            u(get(&r, "n")?, "host count")
+        })
+        .await
     }
 }
 
