@@ -16,6 +16,7 @@ use switchyard_core::handoff::store::{
     LimitSettings, StoreBounds, StoreConfig, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_CELLS,
     DEFAULT_MAX_HOSTS, MAX_BOUND,
 };
+use switchyard_core::handoff::validate_sweep_lease;
 use switchyard_core::handoff::DrainReason;
 use switchyard_core::handoff::PolicyConfig;
 use switchyard_core::handoff::{explain_line, DirectorPolicy, DispatchLimits, ScanLimits};
@@ -35,6 +36,7 @@ use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::director::{
     open_store_with_retry, CellHealth, Director, DirectorConfig, DirectorTotals, StoreStart,
+    DEFAULT_SWEEP_LEASE_MS,
 };
 use switchyard_adapters::handoff::http;
 use switchyard_adapters::handoff::proto::{
@@ -340,9 +342,17 @@ pub struct CellArgs {
 pub struct DirectorArgs {
     #[command(flatten)]
     db: DbArgs,
-    /// This director's name: its scan cursor is kept under it in the store.
-    #[arg(long, env = "SWITCHYARD_DIRECTOR_ID", default_value = "director")]
+    /// The sweep's name: its cursor and its lease are kept under it in the store. Directors
+    /// started with the same name share one sweep: one runs the passes, the others stand by
+    /// (SCALE-6).
+    #[arg(long, env = "SWITCHYARD_DIRECTOR_ID", default_value = "director",
+          value_parser = parse_director_id)]
     id: String,
+    /// SCALE-6: the sweep's lease. The holder renews it while it runs passes; a standby takes
+    /// over within this plus one --interval-ms of the holder's last renewal (a crash, a
+    /// partition from the store). At least twice --db-txn-timeout-ms, at most 1 hour.
+    #[arg(long, env = "SWITCHYARD_SWEEP_LEASE_MS", default_value_t = DEFAULT_SWEEP_LEASE_MS)]
+    sweep_lease_ms: u64,
     /// The master secret of internal requests (>= 16 bytes): each request is signed with the
     /// target cell's key derived from it (SEC-2).
     #[arg(long, env = "SWITCHYARD_HANDOFF_SECRET", hide_env_values = true)]
@@ -368,14 +378,17 @@ pub struct DirectorArgs {
     /// HO-3: a host that moved is not moved again for this long.
     #[arg(long, env = "SWITCHYARD_HOST_COOLDOWN_MS", default_value_t = 3_600_000)]
     host_cooldown_ms: u64,
-    /// HO-S2: hosts read per page of a pass.
-    #[arg(long, env = "SWITCHYARD_PAGE_SIZE", default_value_t = 100)]
+    /// HO-S2: hosts read per page of a pass (1..=1000).
+    #[arg(long, env = "SWITCHYARD_PAGE_SIZE", default_value_t = 1_000)]
     page_size: u32,
-    /// HO-S2: pages read per pass at most.
-    #[arg(long, env = "SWITCHYARD_MAX_PAGES", default_value_t = 10)]
+    /// HO-S2 / SCALE-6: pages read per pass at most (1..=1000). At the defaults a pass reads
+    /// 20,000 hosts: 1,000,000 are swept in 50 passes, 500 s, within the 600 s freshness
+    /// window (the director logs its sweep period at start, WARN if it is longer).
+    #[arg(long, env = "SWITCHYARD_MAX_PAGES", default_value_t = 20)]
     max_pages: u32,
-    /// HO-S2: requests sent per pass at most.
-    #[arg(long, env = "SWITCHYARD_MAX_DISPATCH", default_value_t = 50)]
+    /// HO-S2 / SCALE-6: requests sent per pass at most (1..=10000). 2,000 per 10 s is twice the
+    /// store's default rate (6,000 moves a minute), so the store's limit binds, not this.
+    #[arg(long, env = "SWITCHYARD_MAX_DISPATCH", default_value_t = 2_000)]
     max_dispatch: u32,
     /// HO-S2: a pass stops dispatching after this many transport failures, all cells
     /// together (HO-L3: a cell that fails is backed off on its own first, so one dark cell
@@ -1050,6 +1063,16 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
              --max-pages-ahead (1..=1000), --cell-backoff-min-ms (>= 1) <= --cell-backoff-max-ms (<= 1 day)"
         ))
     })?;
+    validate_sweep_lease(a.sweep_lease_ms, a.db.db_txn_timeout_ms).map_err(|e| {
+        refused(format!(
+            "--sweep-lease-ms / SWITCHYARD_SWEEP_LEASE_MS {}: {e:?} (at least twice \
+             --db-txn-timeout-ms plus 1, at most 3600000)",
+            a.sweep_lease_ms
+        ))
+    })?;
+    let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned());
     let schedule = StartRetry {
         max_delay_ms: a.store_retry_max_ms,
         max_attempts: a.store_attempts.or(a.once.then_some(1)),
@@ -1078,19 +1101,26 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     if a.once {
         let store =
             open_store_with_retry(schedule, &start, || open_store_classified(&a.db)).await?;
-        let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
+        let director = Director::new(cfg, store, Clock::default())
+            .with_sweep_lease_ms(a.sweep_lease_ms)
+            .named_holder(host_name.as_deref())
+            .with_journal(journal);
         if a.explain {
             // EXPLAIN-1: the core decided and explained each host; this only prints. A pass
             // that failed still shows the hosts it examined.
             let mut examined = Vec::new();
             let pass = director.pass_explained(&mut examined).await;
+            director.release_lease().await;
             for decision in &examined {
                 print_line(&explain_line(decision));
             }
             print_json(&pass.map_err(|e| e.to_string())?);
             return Ok(());
         }
-        let report = director.pass().await.map_err(|e| e.to_string())?;
+        let report = director.pass().await;
+        // SCALE-6: a running director takes the sweep back at its next pass.
+        director.release_lease().await;
+        let report = report.map_err(|e| e.to_string())?;
         director.flush_journal();
         print_json(&report);
         return Ok(());
@@ -1121,7 +1151,10 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
             return Ok(());
         }
     };
-    let director = Director::new(cfg, store, Clock::default()).with_journal(journal);
+    let director = Director::new(cfg, store, Clock::default())
+        .with_sweep_lease_ms(a.sweep_lease_ms)
+        .named_holder(host_name.as_deref())
+        .with_journal(journal);
     let _ = probe.totals.set(director.totals());
     let _ = probe.health.set(director.health());
     let mut task = tokio::spawn(director.run(stop_rx));
@@ -1210,6 +1243,11 @@ impl Probe for DirectorProbe {
     fn samples(&self) -> Vec<Sample> {
         let totals = self.totals();
         let mut samples = probes::counters_of("director", "director total", &totals);
+        samples.push(probes::gauge(
+            "director_active",
+            "1 if this director held the sweep's lease at its last pass, 0 while it stands by (SCALE-6)",
+            u64::from(totals.active),
+        ));
         samples.push(probes::gauge(
             "director_last_pass_failed",
             "1 if the last pass failed on the store",
@@ -1357,6 +1395,18 @@ async fn run_mobile_cmd(a: MobileArgs) -> Result<(), Failure> {
 }
 
 /// SEC-4: host ids are stored as SQL `BIGINT`: 0 ..= 2^63 - 1.
+/// SCALE-6: a sweep's name is a store key and a log field: 1..=128 visible characters.
+fn parse_director_id(value: &str) -> Result<String, String> {
+    let n = value.chars().count();
+    if n == 0 || n > 128 {
+        return Err(format!("expected 1..=128 characters, got {n}"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err("control characters are not allowed".to_owned());
+    }
+    Ok(value.to_owned())
+}
+
 fn parse_host_id(value: &str) -> Result<u64, String> {
     let id: u64 = value
         .parse()
