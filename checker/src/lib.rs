@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use stateright::{Checker, Expectation, HasDiscoveries, Model, Property, UniformChooser};
+use switchyard_spec::dispatch::{DispatchModel, DispatchParams, DispatchProjection, DispatchState};
 use switchyard_spec::enrol::{EnrolModel, EnrolParams, EnrolProjection, EnrolState};
 use switchyard_spec::failover::{
     FailoverModel, FailoverParams, FoAction, FoProjection, FoState, Variant,
@@ -329,6 +330,83 @@ impl CheckedModel for SweepModel {
 
     fn summary(state: &SweepState) -> String {
         with_core_panic(state.summary(), state.core_panic.as_deref())
+    }
+}
+
+impl CheckedModel for DispatchModel {
+    const NAME: &'static str = "dispatch";
+    type Params = DispatchParams;
+    type Projection = DispatchProjection;
+
+    fn params(&self) -> DispatchParams {
+        self.params.clone()
+    }
+
+    fn project(state: &DispatchState) -> DispatchProjection {
+        state.project()
+    }
+
+    fn halt(&self) -> &Halt {
+        &self.halt
+    }
+
+    fn init_name(&self, state: &DispatchState) -> String {
+        let l = state.dispatcher.limits();
+        format!(
+            "{} in flight, {} per cell, cursor {:?}",
+            l.max_in_flight, l.max_in_flight_per_cell, state.saved
+        )
+    }
+
+    fn card(state: &DispatchState) -> String {
+        let p = Self::project(state);
+        let mut card = format!(
+            "t={}ms, saved cursor {:?}, target lease {}",
+            p.now_ms,
+            p.saved_cursor,
+            if p.target_live { "live" } else { "LAPSED" }
+        );
+        if p.in_pass {
+            let _ = write!(
+                card,
+                "\npass from {:?} at {:?}, next page {:?}{}",
+                p.pass_start,
+                p.pass_cursor,
+                p.next_query,
+                if p.waiting {
+                    ", waiting for a send"
+                } else {
+                    ""
+                }
+            );
+        } else {
+            let _ = write!(card, "\nbetween passes");
+        }
+        let _ = write!(
+            card,
+            "\nin flight {:?}; pending per page {:?}; backed off {:?}",
+            p.in_flight, p.pending, p.backed_off
+        );
+        card
+    }
+
+    fn summary(state: &DispatchState) -> String {
+        let p = Self::project(state);
+        let line = format!(
+            "t={}ms saved={:?} target_live={} in_pass={} start={:?} pass_cursor={:?} next={:?} waiting={} in_flight={:?} pending={:?} backed_off={:?}",
+            p.now_ms,
+            p.saved_cursor,
+            p.target_live,
+            p.in_pass,
+            p.pass_start,
+            p.pass_cursor,
+            p.next_query,
+            p.waiting,
+            p.in_flight,
+            p.pending,
+            p.backed_off
+        );
+        with_core_panic(line, state.core_panic.as_deref())
     }
 }
 

@@ -1,6 +1,6 @@
 //! `switchyard-check`: model-check the Switchyard specification.
 //!
-//! `switchyard-check check [failover|handoff|sweep|enrol|all]` explores every model exhaustively at
+//! `switchyard-check check [failover|handoff|sweep|dispatch|enrol|all]` explores every model exhaustively at
 //! the review bounds (the defaults), prints a table per model (the handoff model: one per
 //! scenario, `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
 //! vacuous model), printing each counterexample and writing it as a JSON trace. A search that
@@ -17,6 +17,7 @@ use serde::Serialize;
 use stateright::Model;
 use switchyard_checker::explorer::Explorable;
 use switchyard_checker::*;
+use switchyard_spec::dispatch::{DispatchModel, DispatchParams};
 use switchyard_spec::enrol::{EnrolModel, EnrolParams};
 use switchyard_spec::failover::{
     FailoverModel, FailoverParams, Variant, MAX_MODEL_HOSTS, MAX_MODEL_URLS,
@@ -80,6 +81,9 @@ enum Which {
     Handoff,
     /// The director's keyset sweep (SCALE-3, HO-S2).
     Sweep,
+    /// The director's concurrent dispatch over two source cells, one unreachable (HO-L3,
+    /// SCALE-6, SCALE-3).
+    Dispatch,
     /// Enrolment of an unknown host by two concurrent registrations (HO-A4, SCALE-1).
     Enrol,
     All,
@@ -355,9 +359,17 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
         .map(|s| HandoffModel::in_scenario(s, handoff_params(args, s.params())))
         .collect();
     let sweep = SweepModel::new(SweepParams::default());
+    let dispatch = DispatchModel::new(DispatchParams::default());
     let enrol = EnrolModel::new(EnrolParams::default());
     if let Some(address) = args.explore {
-        return explore(args.model, failover, handoff, sweep, enrol, address);
+        return explore(
+            args.model,
+            failover,
+            handoff,
+            (sweep, dispatch),
+            enrol,
+            address,
+        );
     }
     let options = RunOptions {
         strategy: if args.simulate {
@@ -393,6 +405,9 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     }
     if matches!(args.model, Which::Sweep | Which::All) {
         runs.push(check_one(sweep, &options, args.traces.as_deref())?);
+    }
+    if matches!(args.model, Which::Dispatch | Which::All) {
+        runs.push(check_one(dispatch, &options, args.traces.as_deref())?);
     }
     if matches!(args.model, Which::Enrol | Which::All) {
         runs.push(check_one(enrol, &options, args.traces.as_deref())?);
@@ -495,7 +510,7 @@ fn explore(
     which: Which,
     failover: FailoverModel,
     handoff: Vec<HandoffModel>,
-    sweep: SweepModel,
+    (sweep, dispatch): (SweepModel, DispatchModel),
     enrol: EnrolModel,
     address: SocketAddr,
 ) -> Result<Vec<RunSummary>, String> {
@@ -517,6 +532,7 @@ fn explore(
         Which::All | Which::Failover => serve("failover", Explorable::new(vec![failover]), address),
         Which::Handoff => serve("handoff", Explorable::new(handoff), address),
         Which::Sweep => serve("sweep", Explorable::new(vec![sweep]), address),
+        Which::Dispatch => serve("dispatch", Explorable::new(vec![dispatch]), address),
         Which::Enrol => serve("enrol", Explorable::new(vec![enrol]), address),
     }
 }

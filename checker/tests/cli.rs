@@ -159,6 +159,33 @@ fn scale_3_checker_runs_the_sweep_model_alone_and_names_it() {
 }
 
 #[test]
+fn ho_l3_scale_6_checker_runs_the_dispatch_model_alone_and_names_it() {
+    let (code, out, err) = check(&["dispatch"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("model dispatch:"), "{out}");
+    // The state count is pinned once, in spec/tests/dispatch_model.rs.
+    assert!(out.contains(", exhaustive"), "{out}");
+    assert!(
+        !out.contains("model failover") && !out.contains("model sweep"),
+        "{out}"
+    );
+    for property in [
+        "HO-L3 a live cell is never held up by a stuck one",
+        "SCALE-3 the cursor passes a page only after its dispatches ended",
+        "SCALE-3 the wrapped sweep never jumps back to its start",
+        "HO-L3 no request is sent into a target whose lease lapsed",
+        "SCALE-6 witness: two requests in flight at once",
+    ] {
+        assert!(out.contains(property), "{property}: {out}");
+    }
+    assert_eq!(
+        out.lines().last().unwrap_or_default(),
+        "exit 0: all 7 properties hold and all 7 witnesses are reached in dispatch",
+        "{out}"
+    );
+}
+
+#[test]
 fn ho_a4_scale_1_checker_runs_the_enrol_model_alone_and_names_it() {
     let (code, out, err) = check(&["enrol"]);
     assert_eq!(code, 0, "{out}\n{err}");

@@ -88,3 +88,50 @@ fn ho_s2_checker_reports_a_rotation_held_at_busy_hosts_as_starvation() {
     assert_eq!(code, 1);
     assert!(last.contains(&format!("\"{property}\" (sweep)")), "{last}");
 }
+
+/// SCALE-3 / HO-L3: a director glue that saves its pass's cursor after every page read (not
+/// the dispatcher's `poll_cursor()`) is reported on the dispatch model's cursor property,
+/// with a counterexample through the page read.
+#[test]
+fn scale_3_checker_reports_a_cursor_saved_before_its_page_ended() {
+    use switchyard_spec::dispatch::{DispatchBug, DispatchModel, DispatchParams};
+    let property = "SCALE-3 the cursor passes a page only after its dispatches ended";
+    let model = DispatchModel::new(DispatchParams {
+        bug: Some(DispatchBug::SaveAfterRead),
+        ..DispatchParams::default()
+    });
+    let options = RunOptions {
+        strategy: Strategy::Dfs,
+        threads: 2,
+        max_depth: None,
+        timeout: None,
+        memory_budget: None,
+        progress: false,
+        stop_when_found: None,
+        stop_at_first_violation: true,
+        keep_last_discovery: false,
+    };
+    let mut report = run(model.clone(), &options);
+    shorten_discoveries(&model, &options, &mut report);
+    let table = render_table(&report);
+    assert!(
+        verdict_line(&table, property).contains("VIOLATED"),
+        "{table}"
+    );
+    let path = report
+        .properties
+        .iter()
+        .find(|p| p.verdict == Verdict::Violated)
+        .and_then(|p| p.path.as_ref())
+        .map(render_path::<DispatchModel>)
+        .unwrap_or_default();
+    assert!(path.contains("the next page is read"), "{path}");
+    let (code, last) = exit_line(&[report.summary()]);
+    assert_eq!(code, 1);
+    assert!(
+        last.starts_with(&format!(
+            "exit 1: 1 property violated: \"{property}\" (dispatch)"
+        )),
+        "{last}"
+    );
+}

@@ -7,6 +7,7 @@
 
 pub mod caught;
 pub mod conform;
+pub mod dispatch;
 pub mod enrol;
 pub mod failover;
 pub mod failover_oracle;

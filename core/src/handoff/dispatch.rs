@@ -188,7 +188,7 @@ struct Flight {
 
 /// HO-L3 / SCALE-6: the director's dispatch state across passes (the backoffs outlive a pass;
 /// a pass ends with the dispatcher [`idle`](Self::idle)).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Dispatcher {
     limits: DispatchLimits,
     queue: VecDeque<(PageId, HandoffRequest)>,
