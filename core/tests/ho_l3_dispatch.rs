@@ -390,3 +390,44 @@ fn ho_l3_reference_store_refuses_a_move_into_a_lapsed_cell() {
     );
     assert_eq!(s.snapshot(), before, "nothing written");
 }
+
+#[test]
+fn ho_l3_ops_1_a_stop_drops_the_queue_and_the_cursor_stays_at_a_page_boundary() {
+    let mut d = Dispatcher::new(DispatchLimits {
+        max_in_flight: 2,
+        max_in_flight_per_cell: 2,
+        ..limits()
+    })
+    .expect("limits");
+    let now = MonoMs(0);
+    // Three pages of two hosts each; only page 1's two requests go (the total bound).
+    for p in 0..3u64 {
+        d.handle_page(
+            now,
+            cursor(2 * p + 2),
+            &[req(LIVE, 2 * p + 1), req(LIVE, 2 * p + 2)],
+        );
+    }
+    let (sent, _) = sends(&mut d, now);
+    assert_eq!(sent.len(), 2);
+    let dropped: Vec<u64> = d.handle_stop().iter().map(|r| r.source.host.0).collect();
+    assert_eq!(
+        dropped,
+        vec![3, 4, 5, 6],
+        "the queued requests are dropped unsent"
+    );
+    assert_eq!(d.poll_send(now), None, "nothing goes after the stop");
+    assert_eq!(d.poll_cursor(), None, "page 1 still has requests in flight");
+    d.handle_ended(now, sent[0].0, Ok(()));
+    assert_eq!(d.poll_cursor(), None);
+    d.handle_ended(now, sent[1].0, Ok(()));
+    // Past page 1 (every dispatch of it ended), not past pages 2 and 3 (dropped).
+    assert_eq!(d.poll_cursor(), Some(cursor(2)));
+    assert_eq!(d.poll_cursor(), None);
+    assert!(d.idle());
+    assert_eq!(
+        d.pages_open(),
+        0,
+        "the dropped pages are forgotten: the next pass reads them"
+    );
+}

@@ -176,6 +176,9 @@ struct Page {
     cursor: PageCursor,
     /// Requests queued or in flight.
     open: u32,
+    /// A request of it was dropped unsent ([`Dispatcher::handle_stop`]): the cursor never
+    /// moves past it (the next pass reads it again).
+    abandoned: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -275,7 +278,12 @@ impl Dispatcher {
                 admits.push(Admit::Queued);
             }
         }
-        self.pages.push_back(Page { id, cursor, open });
+        self.pages.push_back(Page {
+            id,
+            cursor,
+            open,
+            abandoned: false,
+        });
         (id, admits)
     }
 
@@ -391,10 +399,33 @@ impl Dispatcher {
     /// call.
     pub fn poll_cursor(&mut self) -> Option<PageCursor> {
         let mut cursor = None;
-        while self.pages.front().is_some_and(|p| p.open == 0) {
+        while self
+            .pages
+            .front()
+            .is_some_and(|p| p.open == 0 && !p.abandoned)
+        {
             cursor = self.pages.pop_front().map(|p| p.cursor);
         }
+        // A page whose requests were dropped unsent never completes: once nothing is in flight
+        // it and every page after it are forgotten (the next pass reads them again).
+        if self.flights.is_empty() && self.pages.front().is_some_and(|p| p.abandoned) {
+            self.pages.clear();
+        }
         cursor
+    }
+
+    /// The graceful stop: the queued requests are dropped unsent (returned); the requests in
+    /// flight still end. The cursor then moves past the pages that completed before the first
+    /// page with a dropped request, never past it: a stop ends a pass at a page boundary.
+    pub fn handle_stop(&mut self) -> Vec<HandoffRequest> {
+        let dropped: Vec<(PageId, HandoffRequest)> = self.queue.drain(..).collect();
+        for (page, _) in &dropped {
+            if let Some(p) = self.pages.iter_mut().find(|p| p.id == *page) {
+                p.open = p.open.saturating_sub(1);
+                p.abandoned = true;
+            }
+        }
+        dropped.into_iter().map(|(_, r)| r).collect()
     }
 
     /// Pages read whose dispatches have not all ended.

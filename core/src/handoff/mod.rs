@@ -58,6 +58,7 @@ mod attach;
 mod attempt;
 mod cell;
 mod director;
+mod director_watch;
 mod dispatch;
 mod enrol;
 pub mod escrow;
@@ -93,6 +94,10 @@ pub use director::{
     Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, Evidence, Improvement, PageCursor,
     PageQuery, ScanLimits, ScanLimitsError, SelectionPass, TargetView, EXPLAIN_PREFIX,
     MAX_DISPATCH_PER_PASS, MAX_PAGES_PER_PASS, MAX_PAGE_SIZE,
+};
+pub use director_watch::{
+    CellClocks, ClockChange, ClockOffset, ClockSample, PassChange, PassHealth, RefusalReason,
+    INTERNAL_AUTH_WINDOW_MS,
 };
 pub use dispatch::{
     Admit, CellBackoff, CellChange, CellFailure, DispatchLimits, DispatchLimitsError, DispatchNext,
