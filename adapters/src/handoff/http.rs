@@ -27,6 +27,8 @@ pub enum HttpError {
 #[derive(Debug, Clone)]
 pub struct HttpResponse {
     pub status: StatusCode,
+    /// The answer's headers (HO-L3: the director reads the cell's `Date`).
+    pub headers: hyper::HeaderMap,
     pub body: Bytes,
 }
 
@@ -91,12 +93,17 @@ async fn send(
     let result = async {
         let resp = sender.send_request(req).await.map_err(|e| transport(&e))?;
         let status = resp.status();
+        let headers = resp.headers().clone();
         let body = Limited::new(resp.into_body(), MAX_FRAME_BYTES)
             .collect()
             .await
             .map_err(|e| transport(&*e))?
             .to_bytes();
-        Ok(HttpResponse { status, body })
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
     }
     .await;
     conn_task.abort();

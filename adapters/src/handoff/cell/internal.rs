@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use switchyard_core::handoff::HandoffRequest;
@@ -81,6 +81,20 @@ fn authenticate(
         _ => StatusCode::UNAUTHORIZED,
     };
     Some((status, Json(RefusedAnswer::new(refusal.name()))).into_response())
+}
+
+/// HO-L3: every internal answer's `Date` is this cell's clock, the one it judges a signed
+/// request's timestamp by (hyper's would be the machine's), so a director measures the offset
+/// that makes the cell refuse it.
+pub(super) async fn own_date(State(sh): State<Arc<Shared>>, mut resp: Response) -> Response {
+    // Up to the end of year 9999 (what an HTTP date can say).
+    const LAST_HTTP_DATE_MS: u64 = 253_402_300_799_000;
+    let ms = sh.clock.now().as_ms().min(LAST_HTTP_DATE_MS);
+    let at = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
+    if let Some(v) = at.and_then(|at| HeaderValue::from_str(&httpdate::fmt_http_date(at)).ok()) {
+        resp.headers_mut().insert(header::DATE, v);
+    }
+    resp
 }
 
 fn bad_request(what: &str, e: impl std::fmt::Display) -> Response {

@@ -159,7 +159,7 @@ impl CellConfig {
             reconcile_timeout: Duration::from_secs(4),
             quarantine_retry: Duration::from_secs(5),
             result_wait: Duration::from_secs(3),
-            auth_window: Duration::from_secs(30),
+            auth_window: Duration::from_millis(switchyard_core::handoff::INTERNAL_AUTH_WINDOW_MS),
             activity_lease: Duration::from_secs(90),
             hard_drain_deadline: Duration::from_secs(2),
             enroll_unknown_hosts: true,
@@ -633,15 +633,22 @@ pub async fn start_cell(
         hooks: CellHooks::default(),
         server: server.clone(),
     });
+    // HO-L3: the internal answers carry this cell's clock as their `Date`.
+    let internal_routes = Router::new()
+        .route(HANDOFF_PATH, post(internal::handoff))
+        .route(DRAIN_PATH, post(internal::drain))
+        .route(UNDRAIN_PATH, post(internal::undrain))
+        .route(STATS_PATH, get(internal::stats))
+        .layer(axum::middleware::map_response_with_state(
+            shared.clone(),
+            internal::own_date,
+        ));
     let app = Router::new()
         .route(CLIENT_PATH, get(clients::client_ws))
         .route(DESKTOP_PATH, get(desktop::desktop_ws))
         .route(RESOLVE_PATH, get(clients::resolve))
         .route(CAPABILITIES_PATH, get(clients::capabilities))
-        .route(HANDOFF_PATH, post(internal::handoff))
-        .route(DRAIN_PATH, post(internal::drain))
-        .route(UNDRAIN_PATH, post(internal::undrain))
-        .route(STATS_PATH, get(internal::stats))
+        .merge(internal_routes)
         .layer(DefaultBodyLimit::max(shared.cfg.limits.max_body_bytes))
         .with_state(shared.clone())
         .merge(probes::routes(Arc::new(CellProbe(shared.clone()))));
