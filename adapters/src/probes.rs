@@ -16,7 +16,7 @@ use axum::routing::get;
 use axum::Router;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
 
 use crate::serve::ServerStats;
@@ -27,6 +27,8 @@ pub const METRICS_PATH: &str = "/metrics";
 
 /// A labelled counter family: label pairs to counter.
 type LabelledFamily = Family<Vec<(String, String)>, Counter>;
+/// A labelled gauge family: label pairs to gauge.
+type GaugeFamily = Family<Vec<(String, String)>, Gauge>;
 
 /// One value of a scrape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +46,8 @@ pub struct Sample {
 pub enum Kind {
     Counter,
     Gauge,
+    /// A gauge that may be negative (its value here; `Sample::value` is unused).
+    SignedGauge(i64),
 }
 
 #[must_use]
@@ -79,6 +83,24 @@ pub fn gauge(name: impl Into<String>, help: impl Into<String>, value: u64) -> Sa
         kind: Kind::Gauge,
         value,
         labels: Vec::new(),
+    }
+}
+
+/// A gauge with labels, possibly negative: the samples of one `name` are encoded as one
+/// family.
+#[must_use]
+pub fn labelled_gauge(
+    name: impl Into<String>,
+    help: impl Into<String>,
+    labels: Vec<(String, String)>,
+    value: i64,
+) -> Sample {
+    Sample {
+        name: name.into(),
+        help: help.into(),
+        kind: Kind::SignedGauge(value),
+        value: 0,
+        labels,
     }
 }
 
@@ -135,7 +157,19 @@ pub fn encode_as(samples: &[Sample], format: Format) -> String {
     let mut registry = Registry::with_prefix("switchyard");
     // Labelled counters, one family per name (first sample's help), in the order first seen.
     let mut families: Vec<(&str, &str, LabelledFamily)> = Vec::new();
+    let mut gauges: Vec<(&str, &str, GaugeFamily)> = Vec::new();
     for s in samples.iter().filter(|s| !s.labels.is_empty()) {
+        if let Kind::SignedGauge(v) = s.kind {
+            let family = match gauges.iter().position(|(name, _, _)| *name == s.name) {
+                Some(i) => &gauges[i].2,
+                None => {
+                    gauges.push((&s.name, &s.help, Family::default()));
+                    &gauges[gauges.len() - 1].2
+                }
+            };
+            family.get_or_create(&s.labels).set(v);
+            continue;
+        }
         let family = match families.iter().position(|(name, _, _)| *name == s.name) {
             Some(i) => &families[i].2,
             None => {
@@ -148,6 +182,9 @@ pub fn encode_as(samples: &[Sample], format: Format) -> String {
     for (name, help, family) in families {
         registry.register(name, help, family);
     }
+    for (name, help, family) in gauges {
+        registry.register(name, help, family);
+    }
     for s in samples.iter().filter(|s| s.labels.is_empty()) {
         match s.kind {
             Kind::Counter => {
@@ -158,6 +195,7 @@ pub fn encode_as(samples: &[Sample], format: Format) -> String {
                 &s.help,
                 ConstGauge::new(i64::try_from(s.value).unwrap_or(i64::MAX)),
             ),
+            Kind::SignedGauge(v) => registry.register(&s.name, &s.help, ConstGauge::new(v)),
         }
     }
     let mut text = String::new();

@@ -192,8 +192,13 @@ fn ho_l3_backoff_is_exponential_bounded_and_probes_one_at_a_time() {
     };
     page(&mut d, now, 1);
     let (sent, _) = sends(&mut d, now);
-    let change = d.handle_ended(now, sent[0].0, Err(CellFailure::Refused));
-    assert!(matches!(change, Some(CellChange::Stuck { .. })));
+    let refused = CellFailure::Refused(RefusalReason::StaleTimestamp);
+    let change = d.handle_ended(now, sent[0].0, Err(refused));
+    assert!(matches!(change, Some(CellChange::Stuck { reason, .. }) if reason == refused));
+    assert_eq!(
+        d.backoffs()[&DARK].reason.label(),
+        "refused: stale_timestamp"
+    );
     let mut waits = Vec::new();
     for _ in 0..6 {
         let until = d.backoffs()[&DARK].until;

@@ -94,7 +94,7 @@ use switchyard_core::handoff::store::{AbortReason, TxnOutcome};
 use switchyard_core::handoff::{
     Admit, CandidateRow, CandidateView, CellFailure, DirectorPolicy, Dispatch, DispatchBudget,
     DispatchLimits, DispatchNext, DispatchOutcome, DispatchTicket, Dispatcher, PageCursor,
-    PageQuery, ScanLimits, SelectionPass, TargetView,
+    PageQuery, RefusalReason, ScanLimits, SelectionPass, TargetView,
 };
 use switchyard_core::handoff::{
     CellId, Epoch, Generation, HandoffRequest, HostId, Incarnation, OpId, SourceAuthority,
@@ -194,7 +194,7 @@ impl Default for DispatchParams {
             ],
             failures: vec![
                 CellFailure::Timeout,
-                CellFailure::Refused,
+                CellFailure::Refused(RefusalReason::StaleTimestamp),
                 CellFailure::Unreachable,
             ],
             passes: 2,

@@ -28,6 +28,10 @@ use switchyard_core::handoff::{
 use switchyard_core::handoff::{
     Admit, CellChange, CellFailure, DispatchLimits, DispatchNext, DispatchTicket, Dispatcher,
 };
+use switchyard_core::handoff::{
+    CellClocks, ClockChange, ClockSample, PassChange, PassHealth, RefusalReason,
+    INTERNAL_AUTH_WINDOW_MS,
+};
 use switchyard_core::handoff::{CellId, Incarnation, OpId};
 use switchyard_core::handoff::{
     Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
@@ -40,7 +44,7 @@ use tracing::{debug, info, warn};
 use super::auth::{self, Secret};
 use super::clock::Clock;
 use super::http::{self, HttpError};
-use super::proto::{HandoffAnswer, HANDOFF_PATH};
+use super::proto::{HandoffAnswer, RefusedAnswer, HANDOFF_PATH};
 use super::store::{SqlStore, StoreFailure};
 use crate::journal::Journal;
 use crate::stop::StopListener;
@@ -73,8 +77,12 @@ pub struct DirectorConfig {
 pub struct CellHealth {
     /// Backed-off ("stuck") cells: the last failure's reason and the failures of the episode.
     pub stuck: BTreeMap<CellId, (CellFailure, u32)>,
-    /// Dispatch failures since start, by source cell and reason.
+    /// Dispatch failures since start, by source cell and reason (a refusal with the cell's
+    /// word).
     pub failures: BTreeMap<(CellId, CellFailure), u64>,
+    /// HO-L3: each cell's clock minus the director's (ms, the middle of the measured
+    /// interval), and whether it is past half the cell's timestamp window.
+    pub clock_offsets: BTreeMap<CellId, (i64, bool)>,
 }
 
 /// OPS-1 / OPS-2: how the director's start is reaching its store (the probes read it).
@@ -225,6 +233,15 @@ pub struct PassReport {
     /// no page was read after that and the cursor was not moved by this director.
     #[serde(default)]
     pub lease_lost: bool,
+    /// EXPLAIN-1 / HO-L3: hosts whose send failed, and how (`send=refused why=stale_timestamp`).
+    #[serde(default)]
+    pub send_failed: BTreeMap<u64, String>,
+    /// OPS-1: the pass ended early on a stop (at a page boundary); requests queued then were
+    /// not sent.
+    #[serde(default)]
+    pub stopped: bool,
+    #[serde(default)]
+    pub dropped_at_stop: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -241,6 +258,10 @@ pub struct Director {
     dispatcher: Arc<Mutex<Option<Dispatcher>>>,
     /// OPS-2: the cells' health, for the probes.
     health: Arc<Mutex<CellHealth>>,
+    /// HO-L3: the cells' clock offsets (the core decides when one is reported).
+    clocks: Arc<Mutex<CellClocks>>,
+    /// OPS-2: whether passes fail (the core decides when that is logged).
+    passes: Arc<Mutex<PassHealth>>,
     /// SCALE-6: this process's claim on the sweep's lease.
     lease: Arc<LeaseSlot>,
 }
@@ -286,12 +307,14 @@ fn draw_holder() -> u64 {
 /// Why one send failed, and how (HO-L3: the cell's backoff reason, logged once per change).
 type SendFailure = (CellFailure, String);
 
-/// One ended send: its ticket, request, outcome and (if it failed) why.
+/// One ended send: its ticket, request, outcome, (if it failed) why, and (if the cell
+/// answered with a `Date`) the clock sample.
 type Ended = (
     DispatchTicket,
     HandoffRequest,
     DispatchOutcome,
     Option<SendFailure>,
+    Option<ClockSample>,
 );
 
 /// The sends in flight, each task's ticket and request kept aside, so a task that panicked
@@ -339,6 +362,7 @@ impl Flights {
                         CellFailure::Unreachable,
                         format!("the send task ended: {e}"),
                     )),
+                    None,
                 )
             }),
         }
@@ -347,17 +371,38 @@ impl Flights {
 
 enum SendError {
     Http(HttpError),
-    /// The cell answered with an error status (and, when it gave one, its reason).
-    Refused(String),
+    /// The cell answered with an error status: its reason (the cell's word, bounded by the
+    /// core), and the status and body (bounded) for the log.
+    Refused(RefusalReason, String),
 }
 
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SendError::Http(e) => write!(f, "{e}"),
-            SendError::Refused(why) => write!(f, "refused: {why}"),
+            SendError::Refused(_, why) => write!(f, "refused: {why}"),
         }
     }
+}
+
+/// HO-L3: the cell's reason of a refusal answered with `status` and `body`: its word when it
+/// answered `{"refused": word}`, a known word only (the core bounds it).
+fn refusal_reason(status: u16, body: &[u8]) -> RefusalReason {
+    let answer = serde_json::from_slice::<RefusedAnswer>(body).ok();
+    RefusalReason::of_answer(status, answer.as_ref().map(|a| a.refused.as_str()))
+}
+
+/// HO-L3: the clock sample of an answer: its `Date` (the cell's clock, to the second) against
+/// the director's clock at send and at answer. `None` without a readable `Date`.
+fn clock_sample(headers: &hyper::HeaderMap, sent_ms: u64, received_ms: u64) -> Option<ClockSample> {
+    let date = headers.get(hyper::header::DATE)?.to_str().ok()?;
+    let at = httpdate::parse_http_date(date).ok()?;
+    let date_s = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    Some(ClockSample {
+        sent_ms,
+        received_ms,
+        date_s,
+    })
 }
 
 /// Send one signed request; transport failures (lost responses) are retried with the same
@@ -376,6 +421,10 @@ pub async fn send_request(
         .0
 }
 
+/// What one send came to: its outcome, why it failed (if it did), and the clock sample of the
+/// last answer (if the cell answered with a `Date`).
+type Sent = (DispatchOutcome, Option<SendFailure>, Option<ClockSample>);
+
 /// [`send_request`], also saying why it failed (HO-L3: the cell's backoff reason). A timeout
 /// or a refusal is not retried (the cell is backed off; the sweep reaches the host again with
 /// the same op id); a connection that failed is, within `retries`.
@@ -387,13 +436,16 @@ async fn send_classified(
     timeout: Duration,
     retries: usize,
     clock: &Clock,
-) -> (DispatchOutcome, Option<SendFailure>) {
+) -> Sent {
     let Ok(body) = serde_json::to_vec(req) else {
         return (
             DispatchOutcome::TransportFailed,
             Some((CellFailure::Unreachable, "unencodable request".into())),
+            None,
         );
     };
+    // HO-L3: the last answer's clock sample (any status: a refusal's `Date` tells too).
+    let sample: Mutex<Option<ClockSample>> = Mutex::new(None);
     let once = || async {
         // SEC-2: each send (a retry included) is signed anew for the source cell and this
         // path, with a fresh nonce: the cell refuses a nonce it has seen, so a resent copy of
@@ -416,6 +468,7 @@ async fn send_classified(
                 detail,
             })
         })?;
+        let sent_ms = clock.now().as_ms();
         let resp = http::request(
             Method::POST,
             base,
@@ -426,11 +479,24 @@ async fn send_classified(
         )
         .await
         .map_err(SendError::Http)?;
+        if let Some(s) = clock_sample(&resp.headers, sent_ms, clock.now().as_ms()) {
+            *sample.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+        }
         if !resp.status.is_success() {
-            // The cell's reason (its body, bounded), not only the status.
+            // The cell's reason (its word, bounded by the core), and its body (bounded,
+            // printable only) for the log.
+            let why = refusal_reason(resp.status.as_u16(), &resp.body);
             let text = String::from_utf8_lossy(&resp.body);
-            let reason: String = text.trim().chars().take(200).collect();
-            return Err(SendError::Refused(format!("HTTP {} {reason}", resp.status)));
+            let body: String = text
+                .trim()
+                .chars()
+                .filter(|c| !c.is_control())
+                .take(200)
+                .collect();
+            return Err(SendError::Refused(
+                why,
+                format!("HTTP {} {body}", resp.status),
+            ));
         }
         serde_json::from_slice::<HandoffAnswer>(&resp.body).map_err(|e| {
             SendError::Http(HttpError::Transport {
@@ -450,17 +516,23 @@ async fn send_classified(
         .when(|e| matches!(e, SendError::Http(HttpError::Transport { .. })))
         .notify(|e, d| debug!(error = %e, retry_in = ?d, "handoff request retried (same op id)"));
     // Each request, its retries included, ends within one request timeout.
-    match tokio::time::timeout(timeout, sent).await {
-        Ok(Ok(answer)) => (DispatchOutcome::Answered(answer.reply), None),
+    let ended = tokio::time::timeout(timeout, sent).await;
+    let sample = *sample.lock().unwrap_or_else(|e| e.into_inner());
+    match ended {
+        Ok(Ok(answer)) => (DispatchOutcome::Answered(answer.reply), None, sample),
         Ok(Err(e)) => {
             // OPS-2: logged at WARN once per change of the cell's state, by the director.
             debug!(op = %req.op_id, error = %e, "handoff request failed");
             let why = match e {
                 SendError::Http(HttpError::Timeout(_)) => CellFailure::Timeout,
-                SendError::Refused(_) => CellFailure::Refused,
+                SendError::Refused(why, _) => CellFailure::Refused(why),
                 SendError::Http(_) => CellFailure::Unreachable,
             };
-            (DispatchOutcome::TransportFailed, Some((why, e.to_string())))
+            (
+                DispatchOutcome::TransportFailed,
+                Some((why, e.to_string())),
+                sample,
+            )
         }
         Err(_) => (
             DispatchOutcome::TransportFailed,
@@ -468,6 +540,7 @@ async fn send_classified(
                 CellFailure::Timeout,
                 format!("no answer from {base} within {timeout:?}"),
             )),
+            sample,
         ),
     }
 }
@@ -484,6 +557,8 @@ impl Director {
             journal: Journal::off(),
             dispatcher: Arc::new(Mutex::new(dispatcher)),
             health: Arc::default(),
+            clocks: Arc::new(Mutex::new(CellClocks::new(INTERNAL_AUTH_WINDOW_MS))),
+            passes: Arc::default(),
             lease: Arc::new(LeaseSlot {
                 holder: draw_holder(),
                 name: String::new(),
@@ -692,7 +767,16 @@ impl Director {
     /// read while dispatching) leaves the cursor after the last page it completed and the
     /// next pass starts with the page that failed.
     pub async fn pass(&self) -> Result<PassReport, StoreFailure> {
-        self.pass_recording(None).await
+        self.pass_recording(None, None).await
+    }
+
+    /// OPS-1: [`pass`](Self::pass) that ends early, at a page boundary, once `stop` says
+    /// stop: no page is read after it, the requests queued then are not sent (their hosts are
+    /// examined again by the next pass, same op ids), the requests in flight end (each within
+    /// one request timeout), and the cursor is saved past the pages whose dispatches all
+    /// ended, never past a page with a request not sent.
+    pub async fn pass_until(&self, stop: &StopListener) -> Result<PassReport, StoreFailure> {
+        self.pass_recording(None, Some(stop)).await
     }
 
     /// EXPLAIN-1: [`pass`](Self::pass), also handing each examined host's decision (the
@@ -703,12 +787,13 @@ impl Director {
         &self,
         examined: &mut Vec<Decision>,
     ) -> Result<PassReport, StoreFailure> {
-        self.pass_recording(Some(examined)).await
+        self.pass_recording(Some(examined), None).await
     }
 
     async fn pass_recording(
         &self,
         mut examined: Option<&mut Vec<Decision>>,
+        stop: Option<&StopListener>,
     ) -> Result<PassReport, StoreFailure> {
         let mut report = PassReport::default();
         self.note(|| DirectorRecord::Pass);
@@ -743,14 +828,18 @@ impl Director {
         // SCALE-6: the lease may no longer cover a page read (or another director took it
         // over): no page is read after that; the sends in flight still end.
         let mut lease_over = false;
+        // OPS-1: once a stop is asked, nothing queued is sent and no page is read.
+        let mut stopping = false;
         loop {
             while let Some(done) = flights.try_join_next_with_id() {
                 if let Some(done) = flights.ended(done) {
                     self.on_ended(done, &mut budget, &mut report);
                 }
             }
+            self.check_stop(stop, &mut stopping, &mut report);
             let mut may_read = failure.is_none()
                 && !lease_over
+                && !stopping
                 && self.with_dispatcher(|d| d.may_read_page()).unwrap_or(false);
             if may_read && pass.poll_query().is_some() {
                 match lease.gate(self.clock.now().0) {
@@ -803,6 +892,7 @@ impl Director {
                     failure = Some(e);
                 }
                 // The page's requests go now, while the next page is read.
+                self.check_stop(stop, &mut stopping, &mut report);
                 self.launch(&mut flights, &urls, &mut budget, &mut report);
                 continue;
             }
@@ -828,7 +918,8 @@ impl Director {
                     }
                 }
             }
-            let reading_over = failure.is_some() || lease_over || pass.poll_query().is_none();
+            let reading_over =
+                failure.is_some() || lease_over || stopping || pass.poll_query().is_none();
             if flights.is_empty() {
                 if reading_over {
                     break;
@@ -852,6 +943,29 @@ impl Director {
             Some(e) => Err(e),
             None => Ok(report),
         }
+    }
+
+    /// OPS-1: the first time `stop` says stop, the dispatcher drops what is queued (the core
+    /// keeps the cursor before those pages).
+    fn check_stop(
+        &self,
+        stop: Option<&StopListener>,
+        stopping: &mut bool,
+        report: &mut PassReport,
+    ) {
+        if *stopping || !stop.is_some_and(StopListener::is_stopped) {
+            return;
+        }
+        *stopping = true;
+        let dropped = self
+            .with_dispatcher(Dispatcher::handle_stop)
+            .unwrap_or_default();
+        report.stopped = true;
+        report.dropped_at_stop = u32::try_from(dropped.len()).unwrap_or(u32::MAX);
+        info!(
+            not_sent = dropped.len(),
+            "director stopping: no page is read, queued requests are not sent, the requests in flight end"
+        );
     }
 
     /// Read one page, decide on its hosts (the core), and hand its requests to the dispatcher.
@@ -967,7 +1081,13 @@ impl Director {
                     format!("the store names no address for cell {}", req.source.cell.0),
                 );
                 self.on_ended(
-                    (ticket, req, DispatchOutcome::TransportFailed, Some(why)),
+                    (
+                        ticket,
+                        req,
+                        DispatchOutcome::TransportFailed,
+                        Some(why),
+                        None,
+                    ),
                     budget,
                     report,
                 );
@@ -987,10 +1107,10 @@ impl Director {
             let id = flights
                 .set
                 .spawn(async move {
-                    let (outcome, why) =
+                    let (outcome, why, sample) =
                         send_classified(&url, &secret, incarnation, &req, timeout, retries, &clock)
                             .await;
-                    (ticket, req, outcome, why)
+                    (ticket, req, outcome, why, sample)
                 })
                 .id();
             flights.sent.insert(id, (ticket, req));
@@ -1000,7 +1120,7 @@ impl Director {
     /// One send ended: count it (the budget classifies), feed it to the dispatcher, and log
     /// the source cell's change of state once (OPS-2).
     fn on_ended(&self, ended: Ended, budget: &mut DispatchBudget, report: &mut PassReport) {
-        let (ticket, req, outcome, why) = ended;
+        let (ticket, req, outcome, why, sample) = ended;
         if let DispatchOutcome::Answered(reply) = &outcome {
             report.answers.push(answer_word(reply));
             if let HandoffReply::Result(r) = reply {
@@ -1022,6 +1142,14 @@ impl Director {
             DispatchClass::Failed => report.failed += 1,
         }
         let cell = req.source.cell;
+        if let Some(sample) = sample {
+            self.on_clock(cell, sample);
+        }
+        if let Some((failure, _)) = &why {
+            report
+                .send_failed
+                .insert(req.source.host.0, send_failed_word(*failure));
+        }
         let result = match (&outcome, &why) {
             (DispatchOutcome::Answered(_), _) => Ok(()),
             (DispatchOutcome::TransportFailed, Some((reason, _))) => Err(*reason),
@@ -1053,9 +1181,21 @@ impl Director {
                 until,
             }) => {
                 let detail = why.map(|(_, d)| d).unwrap_or_default();
+                let refusal = reason.refusal();
+                let offset = self
+                    .health
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clock_offsets
+                    .get(&cell)
+                    .map(|(ms, _)| *ms);
                 warn!(
                     cell = cell.0,
                     reason = reason.name(),
+                    // HO-L3: the cell's own word for a refusal, and what to check.
+                    why = refusal.map(RefusalReason::name),
+                    hint = refusal.map(RefusalReason::hint),
+                    clock_offset_ms = offset,
                     error = %detail,
                     retry_in_ms = until.since_ms(now),
                     "handoff source cell stuck: backed off, its hosts wait; the other cells go on"
@@ -1069,8 +1209,108 @@ impl Director {
         }
     }
 
+    /// HO-L3: a cell answered with a `Date`: its clock offset, and its change reported once
+    /// (the core decides).
+    fn on_clock(&self, cell: CellId, sample: ClockSample) {
+        let (change, offsets) = {
+            let mut clocks = self.clocks.lock().unwrap_or_else(|e| e.into_inner());
+            let change = clocks.handle_answer(cell, sample);
+            let offsets: BTreeMap<CellId, (i64, bool)> = clocks
+                .offsets()
+                .iter()
+                .map(|(c, (o, skewed))| (*c, (o.estimate_ms(), *skewed)))
+                .collect();
+            (change, offsets)
+        };
+        self.health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clock_offsets = offsets;
+        match change {
+            Some(ClockChange::Skewed {
+                cell,
+                offset,
+                warn_ms,
+                window_ms,
+            }) => warn!(
+                cell = cell.0,
+                clock_offset_ms = offset.estimate_ms(),
+                offset_min_ms = offset.min_ms,
+                offset_max_ms = offset.max_ms,
+                warn_ms,
+                window_ms,
+                "the cell's clock is off the director's by more than half the cell's timestamp \
+                 window (cell minus director): past the window the cell refuses every request \
+                 (stale_timestamp); a cell ahead stamps measurements this director reads as \
+                 from the future (measurement_from_future); check both machines' time sync"
+            ),
+            Some(ClockChange::Agrees { cell, offset }) => info!(
+                cell = cell.0,
+                clock_offset_ms = offset.estimate_ms(),
+                "the cell's clock agrees with the director's again (within half its timestamp window)"
+            ),
+            None => {}
+        }
+    }
+
+    /// OPS-2: a pass ended: the report at INFO; a failure at WARN once per change (the first,
+    /// or another cause), later ones at INFO; the recovery once at INFO (the core decides).
+    fn log_pass(&self, pass: &Result<PassReport, StoreFailure>) {
+        let change = self
+            .passes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .handle_pass(pass.as_ref().map(|_| ()).map_err(StoreFailure::fault));
+        if let Some(PassChange::Recovered { failed_passes }) = change {
+            info!(
+                failed_passes,
+                "director passes succeed again after {failed_passes} failed passes"
+            );
+        }
+        match pass {
+            // SCALE-6: said once at the change of role (`set_role`).
+            Ok(r) if r.standby.is_some() => {
+                debug!(holder = ?r.standby, "standing by: another director holds the sweep");
+            }
+            Ok(r) => info!(
+                examined = r.examined,
+                dispatched = r.dispatched,
+                deferred = r.deferred,
+                committed = r.committed,
+                failed = r.failed,
+                expired = r.expired_migrations,
+                pages = r.pages,
+                cursor = ?r.cursor,
+                sweeps_completed = r.sweeps_completed,
+                rejected_rows = r.rejected_rows,
+                // HO-L3: hosts held back because their source cell is backed off, and
+                // the cells backed off as the pass ended.
+                cell_backed_off = r.cell_backed_off,
+                cells_stuck = ?r.cells_stuck,
+                // Why hosts were not moved (not in the cohort, cooling down, no fresh
+                // measurement, ...): what an operator asks when nothing moves.
+                ineligible = ?r.ineligible,
+                stopped = r.stopped,
+                "director pass"
+            ),
+            Err(e) => match change {
+                Some(PassChange::Failing { failed_before, .. }) => warn!(
+                    error = %e,
+                    failed_before,
+                    "director pass failed (store): not ready, no host is moved until a pass succeeds"
+                ),
+                _ => info!(
+                    error = %e,
+                    failed_passes = self.passes.lock().unwrap_or_else(|e| e.into_inner()).failed(),
+                    "director pass failed again (store, same cause)"
+                ),
+            },
+        }
+    }
+
     /// Run passes every `interval` until `stop` says stop (or its `Stop` is gone); a pass in
-    /// flight finishes. Returns the totals (OPS-1: the final counters).
+    /// flight ends at its next page boundary (OPS-1). Returns the totals (OPS-1: the final
+    /// counters).
     pub async fn run(self, mut stop: StopListener) -> DirectorTotals {
         let mut tick = tokio::time::interval(self.cfg.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -1088,42 +1328,24 @@ impl Director {
                     return totals();
                 }
             }
-            let pass = self.pass().await;
+            let pass = self.pass_until(&stop).await;
             self.totals
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .add(&pass);
-            match pass {
-                // SCALE-6: said once at the change of role (`set_role`).
-                Ok(r) if r.standby.is_some() => {
-                    debug!(holder = ?r.standby, "standing by: another director holds the sweep");
-                }
-                Ok(r) => info!(
-                    examined = r.examined,
-                    dispatched = r.dispatched,
-                    deferred = r.deferred,
-                    committed = r.committed,
-                    failed = r.failed,
-                    expired = r.expired_migrations,
-                    pages = r.pages,
-                    cursor = ?r.cursor,
-                    sweeps_completed = r.sweeps_completed,
-                    rejected_rows = r.rejected_rows,
-                    // HO-L3: hosts held back because their source cell is backed off, and
-                    // the cells backed off as the pass ended.
-                    cell_backed_off = r.cell_backed_off,
-                    cells_stuck = ?r.cells_stuck,
-                    // Why hosts were not moved (not in the cohort, cooling down, no fresh
-                    // measurement, ...): what an operator asks when nothing moves.
-                    ineligible = ?r.ineligible,
-                    "director pass"
-                ),
-                Err(e) => warn!(error = %e, "director pass failed (store)"),
-            }
+            self.log_pass(&pass);
         }
     }
 }
 
 fn answer_word(reply: &HandoffReply) -> String {
     HandoffAnswer::of(*reply).status
+}
+
+/// EXPLAIN-1: how a host's send failed, as `--explain` prints it.
+fn send_failed_word(failure: CellFailure) -> String {
+    match failure.refusal() {
+        Some(why) => format!("send=refused why={}", why.name()),
+        None => format!("send={}", failure.name()),
+    }
 }

@@ -134,8 +134,11 @@ impl RefusalReason {
             RefusalReason::WrongIncarnation => {
                 "the cell restarted after the store was read: the next pass reads it again"
             }
-            RefusalReason::Replayed | RefusalReason::ReplayCacheFull => {
-                "the cell refused a nonce: retried with a fresh one"
+            RefusalReason::Replayed => {
+                "the cell saw this nonce already: something between resent the request"
+            }
+            RefusalReason::ReplayCacheFull => {
+                "the cell's replay cache is full (an overload): tried again after the backoff"
             }
             RefusalReason::MissingCredentials | RefusalReason::MalformedCredentials => {
                 "the request's signature headers did not reach the cell intact (a proxy?)"

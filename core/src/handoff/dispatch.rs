@@ -11,12 +11,15 @@
 //! backoff (up to the maximum); any answer ends the backoff. A skipped host is not a failure:
 //! the sweep reaches it again (its request keeps its op id). [`CellChange`] reports each change
 //! of a cell's state once (OPS-2: one WARN when it becomes stuck, one INFO when it recovers).
+//! A graceful stop ([`Dispatcher::handle_stop`]) drops what is queued and lets what is in
+//! flight end; the cursor never moves past a page with a dropped request (OPS-1).
 
 use std::collections::{BTreeMap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
 use super::director::PageCursor;
+use super::director_watch::RefusalReason;
 use super::ids::CellId;
 use super::policy::HandoffRequest;
 use crate::MonoMs;
@@ -96,8 +99,8 @@ pub enum CellFailure {
     /// No answer within the request timeout.
     Timeout,
     /// The cell answered with a refusal (an HTTP error status: a signature, key or clock
-    /// refusal, an overload).
-    Refused,
+    /// refusal, an overload), and why (the cell's word, bounded).
+    Refused(RefusalReason),
     /// The connection failed, or the answer was unreadable.
     Unreachable,
     /// The store names no address (or no process) for the cell.
@@ -110,9 +113,27 @@ impl CellFailure {
     pub fn name(self) -> &'static str {
         match self {
             CellFailure::Timeout => "timeout",
-            CellFailure::Refused => "refused",
+            CellFailure::Refused(_) => "refused",
             CellFailure::Unreachable => "unreachable",
             CellFailure::NoAddress => "no_address",
+        }
+    }
+
+    /// A refusal's reason (the cell's word), if this is one.
+    #[must_use]
+    pub fn refusal(self) -> Option<RefusalReason> {
+        match self {
+            CellFailure::Refused(why) => Some(why),
+            _ => None,
+        }
+    }
+
+    /// `refused: stale_timestamp`, `timeout`, ...: the name and the refusal's reason.
+    #[must_use]
+    pub fn label(self) -> String {
+        match self {
+            CellFailure::Refused(why) => format!("refused: {}", why.name()),
+            other => other.name().to_owned(),
         }
     }
 }

@@ -1111,8 +1111,16 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
             let mut examined = Vec::new();
             let pass = director.pass_explained(&mut examined).await;
             director.release_lease().await;
+            // HO-L3: a host whose send failed says how (a refusal with the cell's word).
+            let failed = pass
+                .as_ref()
+                .map(|r| r.send_failed.clone())
+                .unwrap_or_default();
             for decision in &examined {
-                print_line(&explain_line(decision));
+                match failed.get(&decision.host.0) {
+                    Some(how) => print_line(&format!("{} {how}", explain_line(decision))),
+                    None => print_line(&explain_line(decision)),
+                }
             }
             print_json(&pass.map_err(|e| e.to_string())?);
             return Ok(());
@@ -1230,7 +1238,7 @@ impl Probe for DirectorProbe {
         if !stuck.is_empty() {
             let cells: Vec<String> = stuck
                 .iter()
-                .map(|(c, (why, n))| format!("cell {} ({}, {n} failures)", c.0, why.name()))
+                .map(|(c, (why, n))| format!("cell {} ({}, {n} failures)", c.0, why.label()))
                 .collect();
             return Err(format!(
                 "source cells backed off (their hosts wait, the others go on): {}",
@@ -1268,6 +1276,34 @@ impl Probe for DirectorProbe {
                     ("reason".to_owned(), reason.name().to_owned()),
                 ],
                 *n,
+            ));
+        }
+        for ((cell, reason), n) in &health.failures {
+            if let Some(why) = reason.refusal() {
+                samples.push(probes::labelled_counter(
+                    "director_refusals",
+                    "requests a source cell refused, by cell and the cell's reason (HO-L3, SEC-2)",
+                    vec![
+                        ("cell".to_owned(), cell.0.to_string()),
+                        ("why".to_owned(), why.name().to_owned()),
+                    ],
+                    *n,
+                ));
+            }
+        }
+        for (cell, (offset_ms, skewed)) in &health.clock_offsets {
+            let cell = vec![("cell".to_owned(), cell.0.to_string())];
+            samples.push(probes::labelled_gauge(
+                "director_cell_clock_offset_ms",
+                "a source cell's clock minus the director's, from its answers' Date (ms, +-0.5 s) (HO-L3)",
+                cell.clone(),
+                *offset_ms,
+            ));
+            samples.push(probes::labelled_gauge(
+                "director_cell_clock_skewed",
+                "1 while a source cell's clock is off by more than half its timestamp window (HO-L3)",
+                cell,
+                i64::from(*skewed),
             ));
         }
         samples.push(probes::gauge(
