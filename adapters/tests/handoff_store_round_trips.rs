@@ -153,6 +153,7 @@ async fn run(store: &SqlStore) -> Counts {
     // Two in flight, the limit lowered to two (its tokens revoked): exact path, refused.
     store
         .put_limits(&LimitSettings {
+            host_cooldown_ms: 0,
             max_in_flight_migrations: 2,
             rate_window_ms: 60_000,
             max_commits_per_window: 64,

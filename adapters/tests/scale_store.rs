@@ -40,6 +40,7 @@ fn config() -> StoreConfig {
 
 fn limits(max_hosts: u64, max_cells: u64) -> LimitSettings {
     LimitSettings {
+        host_cooldown_ms: config().policy.host_cooldown_ms,
         max_in_flight_migrations: 16,
         rate_window_ms: 60_000,
         max_commits_per_window: 30,
@@ -144,6 +145,35 @@ async fn scale_1_sqlite_refuses_past_the_bound_by_name() {
         Err(StoreError::HostExists)
     );
     assert_eq!(sql.audit_limits().await.expect("audit"), Ok(()));
+}
+
+/// HO-L4 / HO-3: the store's host cooldown is one of the operator's limits (a cell's
+/// `--host-cooldown-ms`), not fixed when the store is created.
+#[tokio::test]
+async fn ho_l4_the_host_cooldown_is_a_store_limit_set_by_the_cells_flag() {
+    let (_dir, url) = sqlite_url("cooldown").await;
+    let sql = store(&url, Duration::from_secs(5)).await;
+    assert_eq!(
+        sql.settings()
+            .await
+            .expect("settings")
+            .policy
+            .host_cooldown_ms,
+        config().policy.host_cooldown_ms
+    );
+    sql.put_limits(&LimitSettings {
+        host_cooldown_ms: 5_000,
+        ..limits(100, 8)
+    })
+    .await
+    .expect("limits");
+    let after = sql.settings().await.expect("settings");
+    assert_eq!(after.policy.host_cooldown_ms, 5_000);
+    assert_eq!(
+        after.policy.freshness_window_ms,
+        config().policy.freshness_window_ms,
+        "only the limits change"
+    );
 }
 
 /// SCALE-1: a new cell id past `max_cells` is refused by name, at its start and at setup; the

@@ -327,6 +327,7 @@ fn crate_config() -> switchyard_core::handoff::store::StoreConfig {
 
 fn limits_of(c: &switchyard_core::handoff::store::StoreConfig) -> LimitSettings {
     LimitSettings {
+        host_cooldown_ms: c.policy.host_cooldown_ms,
         max_in_flight_migrations: c.max_in_flight_migrations,
         rate_window_ms: c.rate_window_ms,
         max_commits_per_window: c.max_commits_per_window,

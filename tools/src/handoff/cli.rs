@@ -217,11 +217,18 @@ pub struct StoreLimitArgs {
     #[arg(long, env = "SWITCHYARD_MAX_ATTEMPT_ROWS", default_value_t = DEFAULT_MAX_ATTEMPT_ROWS,
           value_parser = clap::value_parser!(u64).range(1..=MAX_BOUND))]
     max_attempt_rows: u64,
+    /// HO-3: how long a host that moved is not moved again, as the store re-checks it in the
+    /// move's transaction (0 ..= 30 days). Set the director's --host-cooldown-ms alike (the
+    /// same variable): the director skips cooling hosts with its own value.
+    #[arg(long, env = "SWITCHYARD_HOST_COOLDOWN_MS", default_value_t = 3_600_000,
+          value_parser = clap::value_parser!(u64).range(0..=2_592_000_000))]
+    host_cooldown_ms: u64,
 }
 
 impl StoreLimitArgs {
     fn settings(&self) -> LimitSettings {
         LimitSettings {
+            host_cooldown_ms: self.host_cooldown_ms,
             max_in_flight_migrations: self.max_in_flight_migrations,
             rate_window_ms: self.rate_window_ms,
             max_commits_per_window: self.max_commits_per_window,

@@ -106,14 +106,15 @@ impl SqlStore {
         let q = sqlx::query(
             "UPDATE ho_settings SET max_in_flight_migrations = $1, rate_window_ms = $2, \
              max_commits_per_window = $3, max_hosts = $4, max_cells = $5, \
-             max_attempt_rows = $6 WHERE id = 1",
+             max_attempt_rows = $6, host_cooldown_ms = $7 WHERE id = 1",
         )
         .bind(i64::from(limits.max_in_flight_migrations))
         .bind(i(limits.rate_window_ms, "rate_window_ms")?)
         .bind(i64::from(limits.max_commits_per_window))
         .bind(i(limits.bounds.max_hosts, "max_hosts")?)
         .bind(i(limits.bounds.max_cells, "max_cells")?)
-        .bind(i(limits.bounds.max_attempt_rows, "max_attempt_rows")?);
+        .bind(i(limits.bounds.max_attempt_rows, "max_attempt_rows")?)
+        .bind(i(limits.host_cooldown_ms, "host_cooldown_ms")?);
         self.bounded(async {
             let mut tx = self.begin().await?;
             self.lock_all_shards(&mut tx).await?;

@@ -57,6 +57,9 @@ pub struct StoreBounds {
 /// store's settings when the cell starts (the rest of the settings are left as they are).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct LimitSettings {
+    /// HO-3 / HO-L4: how long a host that moved is not moved again, as the store re-checks it
+    /// under the host lock (the director's `--host-cooldown-ms` is its own read-only check).
+    pub host_cooldown_ms: u64,
     pub max_in_flight_migrations: u32,
     pub rate_window_ms: u64,
     pub max_commits_per_window: u32,
@@ -68,6 +71,10 @@ impl StoreConfig {
     #[must_use]
     pub fn with_limits(self, limits: &LimitSettings) -> StoreConfig {
         StoreConfig {
+            policy: PolicyConfig {
+                host_cooldown_ms: limits.host_cooldown_ms,
+                ..self.policy
+            },
             max_in_flight_migrations: limits.max_in_flight_migrations,
             rate_window_ms: limits.rate_window_ms,
             max_commits_per_window: limits.max_commits_per_window,
