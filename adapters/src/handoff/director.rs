@@ -1320,13 +1320,15 @@ impl Director {
             debug!(error = %e, "sweep period not checked (the store did not answer)");
         }
         loop {
+            // A stop asked during a pass ends the loop here, before another tick's pass.
             tokio::select! {
-                _ = tick.tick() => {}
+                biased;
                 () = stop.stopped() => {
                     // SCALE-6: a standby takes over at its next pass, not after the lease.
                     self.release_lease().await;
                     return totals();
                 }
+                _ = tick.tick() => {}
             }
             let pass = self.pass_until(&stop).await;
             self.totals
