@@ -105,6 +105,24 @@ pub enum SweepLeaseError {
     },
 }
 
+impl std::fmt::Display for SweepLeaseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SweepLeaseError::LeaseTooShort {
+                lease_ms,
+                needed_ms,
+            } => write!(
+                f,
+                "a lease of {lease_ms} ms is shorter than two page reads ({needed_ms} ms needed)"
+            ),
+            SweepLeaseError::LeaseTooLong { lease_ms } => write!(
+                f,
+                "a lease of {lease_ms} ms is longer than {MAX_SWEEP_LEASE_MS} ms"
+            ),
+        }
+    }
+}
+
 /// Check a lease of `lease_ms` against the store's bound on one page read (`page_bound_ms`).
 pub fn validate(lease_ms: u64, page_bound_ms: u64) -> Result<(), SweepLeaseError> {
     let needed_ms = page_bound_ms.saturating_mul(2).saturating_add(1);

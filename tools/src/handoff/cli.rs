@@ -1072,9 +1072,8 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     })?;
     validate_sweep_lease(a.sweep_lease_ms, a.db.db_txn_timeout_ms).map_err(|e| {
         refused(format!(
-            "--sweep-lease-ms / SWITCHYARD_SWEEP_LEASE_MS {}: {e:?} (at least twice \
-             --db-txn-timeout-ms plus 1, at most 3600000)",
-            a.sweep_lease_ms
+            "--sweep-lease-ms / SWITCHYARD_SWEEP_LEASE_MS: {e} (at least twice \
+             --db-txn-timeout-ms plus 1, at most 3600000)"
         ))
     })?;
     let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
