@@ -445,7 +445,9 @@ impl SqlStore {
         .await
     }
 
-    /// SCALE-6: hosts in the store (the director's start check of its sweep period).
+    /// SCALE-6: hosts in the store (the director's start check of its sweep period). A full
+    /// count, run once per director process at start, never per pass or page: it is bounded by
+    /// the transaction timeout, and if it fails the check is only skipped (logged at DEBUG).
     pub async fn host_count(&self) -> Result<u64, StoreFailure> {
         let q = sqlx::query("SELECT COUNT(*) AS n FROM ho_assignments");
         self.bounded(async {
