@@ -160,6 +160,7 @@ pub mod handoff {
             reconcile_timeout_ms: 4_000,
             quarantine_retry_ms: 10_000,
             cell_capable: true,
+            refusal_hold_ms: switchyard_core::handoff::DEFAULT_REFUSAL_HOLD_MS,
         };
         let mut source = SourceHandoff::new(config, request.source, true);
         if busy {

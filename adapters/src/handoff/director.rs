@@ -20,6 +20,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
+use switchyard_core::handoff::store::TxnOutcome;
 use switchyard_core::handoff::HandoffReply;
 use switchyard_core::handoff::HandoffRequest;
 use switchyard_core::handoff::{
@@ -30,9 +31,9 @@ use switchyard_core::handoff::{
 };
 use switchyard_core::handoff::{
     CellClocks, ClockChange, ClockSample, PassChange, PassHealth, RefusalReason,
-    INTERNAL_AUTH_WINDOW_MS,
+    StoreRefusalChange, StoreRefusals, INTERNAL_AUTH_WINDOW_MS,
 };
-use switchyard_core::handoff::{CellId, Incarnation, OpId};
+use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId};
 use switchyard_core::handoff::{
     Decision, DirectorPolicy, Dispatch, DispatchBudget, DispatchClass, DispatchOutcome, ScanLimits,
     SelectionPass,
@@ -83,6 +84,10 @@ pub struct CellHealth {
     /// HO-L3: each cell's clock minus the director's (ms, the middle of the measured
     /// interval), and whether it is past half the cell's timestamp window.
     pub clock_offsets: BTreeMap<CellId, (i64, bool)>,
+    /// HO-L4: moves the store refused since start, by reason (`AbortReason::name`).
+    pub refused: BTreeMap<&'static str, u64>,
+    /// HO-L4 / OPS-2: the store's refusal episodes (logged when one begins and when it clears).
+    pub refusals: StoreRefusals,
 }
 
 /// OPS-1 / OPS-2: how the director's start is reaching its store (the probes read it).
@@ -236,6 +241,14 @@ pub struct PassReport {
     /// EXPLAIN-1 / HO-L3: hosts whose send failed, and how (`send=refused why=stale_timestamp`).
     #[serde(default)]
     pub send_failed: BTreeMap<u64, String>,
+    /// HO-L4: moves the store refused in this pass, by reason (`rate_limited`, `store_full`,
+    /// ...); each host is tried again at a later pass, with a new attempt.
+    #[serde(default)]
+    pub refused: BTreeMap<String, u32>,
+    /// EXPLAIN-1 / HO-L4: the hosts whose move the store refused, and why
+    /// (`moved=no why=store_full`).
+    #[serde(default)]
+    pub refused_hosts: BTreeMap<u64, String>,
     /// OPS-1: the pass ended early on a stop (at a page boundary); requests queued then were
     /// not sent.
     #[serde(default)]
@@ -549,6 +562,8 @@ impl Director {
     #[must_use]
     pub fn new(cfg: DirectorConfig, store: SqlStore, clock: Clock) -> Director {
         let dispatcher = Dispatcher::new(cfg.dispatch).ok();
+        // HO-L4: a refusal episode clears at a commit a pass or more after its last refusal.
+        let quiet_ms = u64::try_from(cfg.interval.as_millis()).unwrap_or(u64::MAX);
         Director {
             cfg,
             store,
@@ -556,7 +571,10 @@ impl Director {
             totals: Arc::default(),
             journal: Journal::off(),
             dispatcher: Arc::new(Mutex::new(dispatcher)),
-            health: Arc::default(),
+            health: Arc::new(Mutex::new(CellHealth {
+                refusals: StoreRefusals::new(quiet_ms),
+                ..CellHealth::default()
+            })),
             clocks: Arc::new(Mutex::new(CellClocks::new(INTERNAL_AUTH_WINDOW_MS))),
             passes: Arc::default(),
             lease: Arc::new(LeaseSlot {
@@ -1117,6 +1135,40 @@ impl Director {
         }
     }
 
+    /// HO-L4: a move ended with `outcome`: a refusal is named in the pass's report, counted by
+    /// reason, and its episode logged when it begins and when it clears (OPS-2).
+    fn on_move_result(&self, host: HostId, outcome: &TxnOutcome, report: &mut PassReport) {
+        if let Some(reason) = outcome.refusal() {
+            let why = reason.name();
+            *report.refused.entry(why.to_owned()).or_default() += 1;
+            report
+                .refused_hosts
+                .insert(host.0, format!("moved=no why={why}"));
+        }
+        let now = self.clock.now();
+        let changes = {
+            let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(reason) = outcome.refusal() {
+                *health.refused.entry(reason.name()).or_default() += 1;
+            }
+            health.refusals.handle_result(now, outcome)
+        };
+        for change in changes {
+            match change {
+                StoreRefusalChange::Refusing { reason } => warn!(
+                    reason,
+                    host = host.0,
+                    "the store refuses moves ({reason}): refused hosts are tried again at later \
+                     passes (switchyard_director_moves_refused_total)"
+                ),
+                StoreRefusalChange::Cleared { reason, refused } => info!(
+                    reason,
+                    refused, "the store no longer refuses moves ({reason}): a move committed"
+                ),
+            }
+        }
+    }
+
     /// One send ended: count it (the budget classifies), feed it to the dispatcher, and log
     /// the source cell's change of state once (OPS-2).
     fn on_ended(&self, ended: Ended, budget: &mut DispatchBudget, report: &mut PassReport) {
@@ -1127,6 +1179,7 @@ impl Director {
                 if r.outcome.is_committed() {
                     report.committed += 1;
                 }
+                self.on_move_result(req.source.host, &r.outcome, report);
             }
         }
         let class = budget.handle_outcome(&outcome);
@@ -1278,6 +1331,8 @@ impl Director {
                 deferred = r.deferred,
                 committed = r.committed,
                 failed = r.failed,
+                // HO-L4: moves the store refused, by reason (tried again at later passes).
+                refused = ?r.refused,
                 expired = r.expired_migrations,
                 pages = r.pages,
                 cursor = ?r.cursor,

@@ -42,7 +42,15 @@ pub struct SourceConfig {
     pub quarantine_retry_ms: u64,
     /// HO-C1: this cell advertises the idle-handoff capability.
     pub cell_capable: bool,
+    /// HO-L4: how long an op id whose attempt the store refused for a reason that clears
+    /// (`AbortReason::clears`) is answered from its recorded result; a request of it after
+    /// that starts a new attempt (the director asks again at a later pass).
+    pub refusal_hold_ms: u64,
 }
+
+/// HO-L4: the default `SourceConfig::refusal_hold_ms`: one director pass at its default
+/// interval, so a redelivery of the same pass is answered and the next pass tries anew.
+pub const DEFAULT_REFUSAL_HOLD_MS: u64 = 10_000;
 
 /// One attempt of one op id at this source (`seq` distinguishes re-tries of the same op).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -391,6 +399,8 @@ pub struct SourceHandoff {
     next_seq: u32,
     /// HO-A1: the durable result of the last finished attempt (answers duplicates).
     last_result: Option<HandoffResult>,
+    /// HO-L4: when `last_result` was decided (the start of a refusal's hold).
+    last_result_at: MonoMs,
     /// HO-A5: the drain fence until its write is known to have happened.
     fence: Option<PendingFence>,
     actions: VecDeque<HandoffAction>,
@@ -416,6 +426,7 @@ impl SourceHandoff {
             attempt: None,
             next_seq: 0,
             last_result: None,
+            last_result_at: MonoMs::ZERO,
             fence: None,
             actions: VecDeque::new(),
         }
@@ -441,6 +452,16 @@ impl SourceHandoff {
     #[must_use]
     pub fn last_result(&self) -> Option<HandoffResult> {
         self.last_result
+    }
+
+    /// HO-L4: until when the last result, a refusal that clears, answers a request of its op
+    /// id; from then on such a request starts a new attempt. `None`: the last result (if any)
+    /// answers its op id for good.
+    #[must_use]
+    pub fn refusal_hold_until(&self) -> Option<MonoMs> {
+        let r = self.last_result?;
+        r.outcome.refusal()?;
+        Some(self.last_result_at.plus_ms(self.config.refusal_hold_ms))
     }
 
     /// HO-A5: the drain fence, while it is not known to be written.
@@ -537,7 +558,9 @@ impl SourceHandoff {
     /// HO-S2: validate the request and the session, then in one synchronous step check every
     /// counter and install the barrier (`Started`) or answer `Busy` holding nothing.
     /// HO-A1: a duplicate of the attempt in flight answers `InProgress`; a duplicate of the
-    /// last finished one answers its recorded result. HO-S1: an older authority answers
+    /// last finished one answers its recorded result, except (HO-L4) a refusal that clears,
+    /// once its hold has passed: nothing was recorded for that op id, so a new attempt of it
+    /// is the move tried again, not a second migration. HO-S1: an older authority answers
     /// `Superseded`. HO-A5: refused while disabled or drained.
     pub fn handle_request(&mut self, now: MonoMs, request: &HandoffRequest) -> Begin {
         let op_id = request.op_id;
@@ -551,7 +574,8 @@ impl SourceHandoff {
             }
         }
         if let Some(r) = self.last_result {
-            if r.op_id == op_id {
+            let held = self.refusal_hold_until().is_none_or(|until| now < until);
+            if r.op_id == op_id && held {
                 return Begin::Answered(HandoffReply::Result(r));
             }
         }
@@ -666,7 +690,7 @@ impl SourceHandoff {
                 if channel == Channel::Transaction && reconciling && unfenced_rollback {
                     return Disposition::Ignored(Ignored::AwaitingReconciliation);
                 }
-                self.finish(outcome);
+                self.finish(now, outcome);
                 Disposition::Applied
             }
             DurableResult::Ambiguous(_) | DurableResult::StoreUnavailable => {
@@ -795,7 +819,7 @@ impl SourceHandoff {
     }
 
     /// Terminal outcome of the attempt in flight: the only place a barrier leaves.
-    fn finish(&mut self, outcome: TxnOutcome) {
+    fn finish(&mut self, now: MonoMs, outcome: TxnOutcome) {
         let Some(a) = self.attempt.take() else {
             crate::invariant!(false, "finish without an attempt");
             return;
@@ -837,6 +861,7 @@ impl SourceHandoff {
         crate::invariant!(self.gate.barrier().is_none());
         let result = HandoffResult { op_id, outcome };
         self.last_result = Some(result);
+        self.last_result_at = now;
         // HO-A6: the reply goes last; retirement never depends on delivering it.
         self.push(HandoffAction::Reply(HandoffReply::Result(result)));
     }

@@ -288,13 +288,18 @@ pub(crate) fn authority_field_name(field: AuthorityField) -> &'static str {
     }
 }
 
-/// The stable reason word of a reply that is not a result: the refusal, or the field a
-/// superseded request was older in. `None` for busy, in progress and results.
+/// The stable reason word of a reply: the refusal, or the field a
+/// superseded request was older in; HO-L4: a result the store rolled back, by its reason
+/// (`rate_limited`, `store_full`, ...). `None` for busy, in progress and other results.
 #[must_use]
 pub fn reply_reason(reply: &HandoffReply) -> Option<&'static str> {
     match reply {
         HandoffReply::Refused { reason, .. } => Some(refusal_name(*reason)),
         HandoffReply::Superseded { field, .. } => Some(authority_field_name(*field)),
+        HandoffReply::Result(HandoffResult {
+            outcome: TxnOutcome::RolledBack { reason },
+            ..
+        }) => Some(reason.name()),
         HandoffReply::Busy { .. } | HandoffReply::InProgress { .. } | HandoffReply::Result(_) => {
             None
         }

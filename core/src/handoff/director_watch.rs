@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::ids::CellId;
-use super::store::StoreFault;
+use super::store::{StoreFault, TxnOutcome};
+use crate::MonoMs;
 
 /// SEC-2: the window the cell accepts a signed request's timestamp in, around its own clock
 /// (the cell's `auth_window`).
@@ -336,9 +337,145 @@ impl PassHealth {
     }
 }
 
+/// HO-L4 / OPS-2: a change in the store's refusals of moves, to log once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreRefusalChange {
+    /// The store began refusing moves for this reason (`AbortReason::name`).
+    Refusing { reason: &'static str },
+    /// A move committed with no refusal of this reason for the quiet time: it cleared after
+    /// `refused` refusals.
+    Cleared { reason: &'static str, refused: u64 },
+}
+
+/// HO-L4 / OPS-2: the reasons the store refuses moves for now (a rate or concurrency limit, a
+/// full store, a pending migration, a policy re-checked under the lock), from the results of
+/// moves as they end, so that each episode is logged twice (when it begins and when it clears),
+/// not once per refused move. A reason clears at the first commit that comes `quiet_ms` or more
+/// after its last refusal: a rate limit that lets some moves through in each window stays one
+/// episode. Bounded by the number of reasons (`AbortReason` and `Ineligible` are enums).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreRefusals {
+    quiet_ms: u64,
+    /// Reason → (refusals in this episode, the last one's time).
+    refusing: BTreeMap<&'static str, (u64, MonoMs)>,
+}
+
+impl StoreRefusals {
+    #[must_use]
+    pub fn new(quiet_ms: u64) -> StoreRefusals {
+        StoreRefusals {
+            quiet_ms,
+            refusing: BTreeMap::new(),
+        }
+    }
+
+    /// A move ended with `outcome` at `now`: the changes to log (none for most results).
+    pub fn handle_result(&mut self, now: MonoMs, outcome: &TxnOutcome) -> Vec<StoreRefusalChange> {
+        if let Some(reason) = outcome.refusal() {
+            let reason = reason.name();
+            let entry = self.refusing.entry(reason).or_insert((0, now));
+            entry.0 = entry.0.saturating_add(1);
+            entry.1 = entry.1.max(now);
+            return if entry.0 == 1 {
+                vec![StoreRefusalChange::Refusing { reason }]
+            } else {
+                Vec::new()
+            };
+        }
+        if !outcome.is_committed() {
+            return Vec::new();
+        }
+        let quiet = self.quiet_ms;
+        let cleared: Vec<StoreRefusalChange> = self
+            .refusing
+            .iter()
+            .filter(|(_, (_, last))| now.since_ms(*last) >= quiet)
+            .map(|(reason, (refused, _))| StoreRefusalChange::Cleared {
+                reason,
+                refused: *refused,
+            })
+            .collect();
+        for c in &cleared {
+            if let StoreRefusalChange::Cleared { reason, .. } = c {
+                self.refusing.remove(reason);
+            }
+        }
+        cleared
+    }
+
+    /// The reasons of the episodes going on (for a gauge and a readiness reason).
+    pub fn refusing(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.refusing.keys().copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ho_l4_a_refusal_episode_is_logged_when_it_begins_and_when_it_clears() {
+        use crate::handoff::ids::{CellId, Epoch};
+        use crate::handoff::store::AbortReason;
+        let full = TxnOutcome::RolledBack {
+            reason: AbortReason::StoreFull,
+        };
+        let limited = TxnOutcome::RolledBack {
+            reason: AbortReason::RateLimited,
+        };
+        let fenced = TxnOutcome::RolledBack {
+            reason: AbortReason::Fenced,
+        };
+        let commit = TxnOutcome::Committed {
+            target: CellId(2),
+            new_epoch: Epoch(2),
+        };
+        let mut r = StoreRefusals::new(1_000);
+        assert_eq!(
+            r.handle_result(MonoMs(10), &full),
+            [StoreRefusalChange::Refusing {
+                reason: "store_full"
+            }]
+        );
+        for t in 11..200 {
+            assert!(
+                r.handle_result(MonoMs(t), &full).is_empty(),
+                "one line a state"
+            );
+        }
+        assert_eq!(
+            r.handle_result(MonoMs(300), &limited),
+            [StoreRefusalChange::Refusing {
+                reason: "rate_limited"
+            }]
+        );
+        assert!(
+            r.handle_result(MonoMs(301), &fenced).is_empty(),
+            "not a refusal"
+        );
+        assert_eq!(
+            r.refusing().collect::<Vec<_>>(),
+            ["rate_limited", "store_full"]
+        );
+        // A commit inside the quiet time of the last refusal clears nothing.
+        assert!(r.handle_result(MonoMs(1_000), &commit).is_empty());
+        assert_eq!(
+            r.handle_result(MonoMs(1_199), &commit),
+            [StoreRefusalChange::Cleared {
+                reason: "store_full",
+                refused: 190
+            }]
+        );
+        assert_eq!(
+            r.handle_result(MonoMs(1_300), &commit),
+            [StoreRefusalChange::Cleared {
+                reason: "rate_limited",
+                refused: 1
+            }]
+        );
+        assert_eq!(r.refusing().count(), 0);
+        assert!(r.handle_result(MonoMs(5_000), &commit).is_empty());
+    }
 
     #[test]
     fn ho_l3_refusal_words_round_trip_and_unknown_words_are_other() {

@@ -81,7 +81,7 @@ pub use attempt::{
     Ambiguity, Attempt, AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult,
     FenceRetry, HandoffAction, HandoffRefusal, HandoffReply, HandoffResult, Ignored, PendingFence,
     Phase, QuarantineCause, RebindRefusal, RetireReason, SourceConfig, SourceHandoff,
-    FENCE_RETRY_MAX_MS, FENCE_RETRY_MIN_MS,
+    DEFAULT_REFUSAL_HOLD_MS, FENCE_RETRY_MAX_MS, FENCE_RETRY_MIN_MS,
 };
 pub use cell::{
     admission_refusal_name, answer_from_record, client_close_code, close_code, install_turn_away,
@@ -97,7 +97,7 @@ pub use director::{
 };
 pub use director_watch::{
     CellClocks, ClockChange, ClockOffset, ClockSample, PassChange, PassHealth, RefusalReason,
-    INTERNAL_AUTH_WINDOW_MS,
+    StoreRefusalChange, StoreRefusals, INTERNAL_AUTH_WINDOW_MS,
 };
 pub use dispatch::{
     Admit, CellBackoff, CellChange, CellFailure, DispatchLimits, DispatchLimitsError, DispatchNext,

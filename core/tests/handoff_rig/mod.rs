@@ -17,6 +17,7 @@ pub const COOLDOWN_MS: u64 = 600_000;
 pub const REQUEST_TIMEOUT_MS: u64 = 5_000;
 pub const RECONCILE_TIMEOUT_MS: u64 = 4_000;
 pub const QUARANTINE_RETRY_MS: u64 = 10_000;
+pub const REFUSAL_HOLD_MS: u64 = 10_000;
 pub const REGISTRATION_TIMEOUT_MS: u64 = 30_000;
 
 pub fn policy_config() -> PolicyConfig {
@@ -44,6 +45,7 @@ pub fn source_config() -> SourceConfig {
         reconcile_timeout_ms: RECONCILE_TIMEOUT_MS,
         quarantine_retry_ms: QUARANTINE_RETRY_MS,
         cell_capable: true,
+        refusal_hold_ms: REFUSAL_HOLD_MS,
     }
 }
 

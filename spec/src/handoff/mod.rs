@@ -242,6 +242,8 @@ pub const MODEL_START_MS: u64 = 1_000;
 pub const MODEL_REQUEST_TIMEOUT_MS: u64 = 5_000;
 pub const MODEL_RECONCILE_TIMEOUT_MS: u64 = 4_000;
 pub const MODEL_QUARANTINE_RETRY_MS: u64 = 10_000;
+/// HO-L4: a refused op id is answered from its result this long, then tried anew.
+pub const MODEL_REFUSAL_HOLD_MS: u64 = 10_000;
 pub const MODEL_REGISTRATION_TIMEOUT_MS: u64 = 30_000;
 pub const MODEL_FRESHNESS_MS: u64 = 3_600_000;
 pub const MODEL_COOLDOWN_MS: u64 = 600_000;
@@ -616,6 +618,7 @@ impl HandoffModel {
             reconcile_timeout_ms: MODEL_RECONCILE_TIMEOUT_MS,
             quarantine_retry_ms: MODEL_QUARANTINE_RETRY_MS,
             cell_capable: true,
+            refusal_hold_ms: MODEL_REFUSAL_HOLD_MS,
         }
     }
 
@@ -722,6 +725,7 @@ impl HandoffModel {
             dir_request: None,
             jobs: Vec::new(),
             pending_fence: None,
+            refused: None,
             db_up: true,
             disabled: false,
             target_full: false,

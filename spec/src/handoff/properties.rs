@@ -171,6 +171,9 @@ pub struct Anomalies {
     pub installed_under_barrier: bool,
     /// HO-S4: the escrowed limit shards disagree with the store (see `escrow.rs`).
     pub escrow_disagrees: bool,
+    /// HO-L4: a request of an op id refused for a reason that clears was answered from that
+    /// refusal after its hold (parked), or started a new attempt inside it.
+    pub refusal_misheld: bool,
 }
 }
 
@@ -178,6 +181,8 @@ bool_facts! {
 /// Events worth witnessing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Events {
+    /// HO-L4: a request of a refused op id started a new attempt after its hold.
+    pub refused_tried_anew: bool,
     pub busy: bool,
     pub answered_recorded_result: bool,
     pub answered_in_progress: bool,
@@ -311,6 +316,7 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
         ho_l1_drained_host_waits_for_undrain(),
         ho_l1_no_stranded_host(),
         ho_l2_one_live_process(),
+        ho_l4_refusal_never_parks(),
         ho_a5_fence_never_dropped(),
         ho_7_failed_persist_releases(),
         ho_s3_no_barrier_over_half_attached(),
@@ -439,6 +445,10 @@ fn all_properties() -> Vec<Property<HandoffModel>> {
         Property::sometimes(
             "HO-A1 witness: duplicate answered with the recorded result",
             |_, s: &HoState| s.last.events.answered_recorded_result,
+        ),
+        Property::sometimes(
+            "HO-L4 witness: a refused op id is tried anew after its hold",
+            |_, s: &HoState| s.last.events.refused_tried_anew,
         ),
         Property::sometimes(
             "HO-A1 witness: duplicate answered in progress",
@@ -1089,6 +1099,18 @@ fn committed_rows(s: &HoState) -> u64 {
         .attempts()
         .filter(|(_, r)| matches!(r.outcome, AttemptOutcome::Committed { .. }))
         .count() as u64
+}
+
+// ---- HO-L4: a refusal that clears never parks its host -----------------------------------------
+
+/// HO-L4: a move the store refused for a reason that clears is answered from its result only
+/// for the hold; the director's request after it is a new attempt (`refusal_misheld`, judged
+/// at each request against the spec's record of when the refusal ended).
+fn ho_l4_refusal_never_parks() -> Property<HandoffModel> {
+    Property::always(
+        "HO-L4 a move refused for a reason that clears is tried anew after its hold, never parked behind its answer",
+        |_, s: &HoState| !s.last.anomalies.refusal_misheld,
+    )
 }
 
 // ---- HO-A2: no reopen without a terminal outcome ------------------------------------------------

@@ -183,6 +183,10 @@ pub struct HoState {
     /// HO-S4: the SQL store's escrowed limit shards, kept beside the reference store as the
     /// SQL store would write them ([`EscrowShadow`]).
     pub escrow: EscrowShadow,
+    /// HO-L4: the op id whose attempt the store last rolled back for a reason that clears
+    /// (anything but `Fenced` and `InvalidOpId`, by the spec's own list), delivered to the
+    /// machine that held it, and when: the spec's record of the refusal's hold.
+    pub refused: Option<(OpId, MonoMs)>,
 }
 
 impl HoState {
@@ -234,6 +238,13 @@ impl HoState {
     pub fn next_deadline(&self) -> Option<MonoMs> {
         self.machines()
             .filter_map(|(_, _, m)| m.poll_timeout())
+            // HO-L4: the end of a refusal's hold is when the director's next request of that
+            // op id starts a new attempt (no timer fires: it only changes the next answer).
+            .chain(
+                self.machines()
+                    .filter_map(|(_, _, m)| m.refusal_hold_until())
+                    .filter(|until| *until > self.now),
+            )
             .chain(self.store.reservations().map(|(_, r)| r.expires_at))
             .min()
     }

@@ -294,6 +294,7 @@ impl HandoffModel {
             }
             begin => begin,
         };
+        Self::judge_refusal_hold(state, &req, begin, machine_before.as_ref());
         Self::judge_begin(state, begin, machine_before, live_work, fresh_pick);
         let inst = state.inst;
         let _ = Self::execute(state, inst, false);
@@ -308,6 +309,38 @@ impl HandoffModel {
         }
         // HO-S1: the pick is read-only.
         state.last.anomalies.director_wrote_store = state.store != store_before;
+    }
+
+    /// HO-L4: a request of an op id the store refused for a reason that clears is answered
+    /// from that result only inside the hold (by the spec's record of when it ended); after
+    /// it, by the machine that held the attempt, it starts a new attempt.
+    fn judge_refusal_hold(
+        state: &mut HoState,
+        req: &HandoffRequest,
+        begin: Begin,
+        machine_before: Option<&(MachineId, SourceHandoff)>,
+    ) {
+        let Some((op, at)) = state.refused else {
+            return;
+        };
+        if op != req.op_id {
+            return;
+        }
+        let same_machine = machine_before
+            .and_then(|(_, m)| m.last_result())
+            .is_some_and(|r| r.op_id == op);
+        let hold_over = state.now >= at.plus_ms(MODEL_REFUSAL_HOLD_MS);
+        match begin {
+            Begin::Started(_) => {
+                state.last.events.refused_tried_anew = true;
+                state.last.anomalies.refusal_misheld = !hold_over;
+                state.refused = None;
+            }
+            Begin::Answered(HandoffReply::Result(_)) => {
+                state.last.anomalies.refusal_misheld = hold_over && same_machine;
+            }
+            Begin::Answered(_) => {}
+        }
     }
 
     fn director_crash_restart(state: &mut HoState) {
@@ -765,6 +798,13 @@ impl HandoffModel {
         }
         // HO-A2: only a definitive rollback reopens.
         state.last.anomalies.reopened_without_rollback = reopened && !explicit_rollback;
+        // HO-L4: the spec's record of a refusal that clears, and when its hold began.
+        if let DurableResult::Done(TxnOutcome::RolledBack { reason }) = result {
+            let clears = !matches!(reason, AbortReason::Fenced | AbortReason::InvalidOpId);
+            if finished && reopened && clears && !late {
+                state.refused = Some((job.request.op_id, now));
+            }
+        }
         let out = Self::execute(state, to, false);
         if finished {
             Self::judge_finish(state, to, &job, &out);

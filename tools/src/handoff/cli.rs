@@ -301,6 +301,12 @@ pub struct CellArgs {
     /// How long a quarantined host waits before reconciling again (HO-L1).
     #[arg(long, env = "SWITCHYARD_QUARANTINE_RETRY_MS", default_value_t = 5_000)]
     quarantine_retry_ms: u64,
+    /// HO-L4: how long a move the store refused for a reason that clears (rate_limited,
+    /// concurrency_limited, store_full, migration_pending, a policy) is answered from its
+    /// result; the director's next request of it after that is a new attempt.
+    #[arg(long, env = "SWITCHYARD_REFUSAL_HOLD_MS", default_value_t = switchyard_core::handoff::DEFAULT_REFUSAL_HOLD_MS,
+          value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    refusal_hold_ms: u64,
     /// HO-L2: the cell id's lease (renewed every third of it). A second process with the same
     /// --cell-id is refused while it lasts; after a crash a successor may start once it ends.
     #[arg(long, env = "SWITCHYARD_CELL_LEASE_MS", default_value_t = 15_000,
@@ -950,6 +956,7 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     cfg.request_timeout = Duration::from_millis(a.request_timeout_ms);
     cfg.reconcile_timeout = Duration::from_millis(a.reconcile_timeout_ms);
     cfg.quarantine_retry = Duration::from_millis(a.quarantine_retry_ms);
+    cfg.refusal_hold = Duration::from_millis(a.refusal_hold_ms);
     cfg.cell_lease = Duration::from_millis(a.cell_lease_ms);
     cfg.client_token_max_lifetime = Duration::from_millis(a.client_token_max_lifetime_ms);
     cfg.fence_retry_max = Duration::from_millis(a.fence_retry_max_ms);
@@ -1122,8 +1129,14 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
                 .as_ref()
                 .map(|r| r.send_failed.clone())
                 .unwrap_or_default();
+            // HO-L4: a host whose move the store refused says why (`moved=no why=store_full`).
+            let refused = pass
+                .as_ref()
+                .map(|r| r.refused_hosts.clone())
+                .unwrap_or_default();
             for decision in &examined {
-                match failed.get(&decision.host.0) {
+                let host = decision.host.0;
+                match failed.get(&host).or_else(|| refused.get(&host)) {
                     Some(how) => print_line(&format!("{} {how}", explain_line(decision))),
                     None => print_line(&explain_line(decision)),
                 }
@@ -1273,6 +1286,22 @@ impl Probe for DirectorProbe {
             "source cells backed off after a timeout or a refusal (HO-L3)",
             u64::try_from(health.stuck.len()).unwrap_or(u64::MAX),
         ));
+        for (reason, n) in &health.refused {
+            samples.push(probes::labelled_counter(
+                "director_moves_refused",
+                "moves the store refused, by reason; each host is tried again at a later pass (HO-L4)",
+                vec![("reason".to_owned(), (*reason).to_owned())],
+                *n,
+            ));
+        }
+        for reason in health.refusals.refusing() {
+            samples.push(probes::labelled_gauge(
+                "director_store_refusing",
+                "1 while the store refuses moves for this reason: from the first refusal to a commit a pass later (HO-L4)",
+                vec![("reason".to_owned(), reason.to_owned())],
+                1,
+            ));
+        }
         for ((cell, reason), n) in &health.failures {
             samples.push(probes::labelled_counter(
                 "director_dispatch_failures",

@@ -34,7 +34,7 @@ mod internal;
 mod pump;
 mod work;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,7 +44,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use axum::Router;
 use serde::{Deserialize, Serialize};
-use switchyard_core::handoff::store::{LeaseLost, StartRefusal};
+use switchyard_core::handoff::store::{LeaseLost, StartRefusal, TxnOutcome};
 use switchyard_core::handoff::GateState;
 use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::handoff::{
@@ -52,7 +52,9 @@ use switchyard_core::handoff::{
 };
 use switchyard_core::handoff::{LeaseKeeper, LeaseStep, Renewal};
 use switchyard_core::handoff::{MachineId, SourceCell};
+use switchyard_core::handoff::{StoreRefusalChange, StoreRefusals};
 use switchyard_core::peer_limits::{PeerRateGate, RateBounds};
+use switchyard_core::MonoMs;
 use tokio::sync::{oneshot, watch};
 use tracing::{error, info, warn};
 
@@ -88,6 +90,9 @@ pub struct CellConfig {
     pub request_timeout: Duration,
     pub reconcile_timeout: Duration,
     pub quarantine_retry: Duration,
+    /// HO-L4: how long a move the store refused for a reason that clears is answered from its
+    /// result; the director's next request of it after that is a new attempt.
+    pub refusal_hold: Duration,
     /// How long the internal endpoint waits for the durable result before `in_progress`.
     pub result_wait: Duration,
     /// Accepted clock skew of signed internal requests.
@@ -158,6 +163,7 @@ impl CellConfig {
             request_timeout: Duration::from_secs(5),
             reconcile_timeout: Duration::from_secs(4),
             quarantine_retry: Duration::from_secs(5),
+            refusal_hold: Duration::from_millis(switchyard_core::handoff::DEFAULT_REFUSAL_HOLD_MS),
             result_wait: Duration::from_secs(3),
             auth_window: Duration::from_millis(switchyard_core::handoff::INTERNAL_AUTH_WINDOW_MS),
             activity_lease: Duration::from_secs(90),
@@ -186,6 +192,7 @@ impl CellConfig {
             reconcile_timeout_ms: ms(self.reconcile_timeout),
             quarantine_retry_ms: ms(self.quarantine_retry),
             cell_capable: self.handoff_capable,
+            refusal_hold_ms: ms(self.refusal_hold),
         }
     }
 }
@@ -321,6 +328,14 @@ impl Counters {
     }
 }
 
+/// HO-L4: the store's refusals of this cell's moves: a count by reason (`AbortReason::name`)
+/// and the episodes the core tells apart (logged when one begins and when it clears).
+#[derive(Debug, Default)]
+struct Refusals {
+    by_reason: BTreeMap<&'static str, u64>,
+    episodes: StoreRefusals,
+}
+
 /// Test seams (inert unless armed).
 #[derive(Debug, Default)]
 pub struct CellHooks {
@@ -355,12 +370,48 @@ struct Shared {
     /// SEC-3: the resolve path's per-peer rate (a leaf lock, never held across an await).
     resolve_gate: Mutex<PeerRateGate<std::net::IpAddr>>,
     stats: Counters,
+    /// HO-L4: a leaf lock, never held across an await.
+    refusals: Mutex<Refusals>,
     hooks: CellHooks,
     /// SEC-3: the listener's limits and counters.
     server: Arc<Server>,
 }
 
 impl Shared {
+    fn moves_refused(&self) -> BTreeMap<String, u64> {
+        let r = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
+        r.by_reason
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect()
+    }
+
+    /// HO-L4 / OPS-2: a move of `host` ended with `outcome`: count a refusal by its reason and
+    /// log the store's refusals once when an episode begins and once when it clears.
+    fn note_move_result(&self, now: MonoMs, host: HostId, outcome: &TxnOutcome) {
+        let changes = {
+            let mut r = self.refusals.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(reason) = outcome.refusal() {
+                *r.by_reason.entry(reason.name()).or_default() += 1;
+            }
+            r.episodes.handle_result(now, outcome)
+        };
+        for change in changes {
+            match change {
+                StoreRefusalChange::Refusing { reason } => warn!(
+                    host = host.0,
+                    reason,
+                    "the store refuses moves ({reason}); each refused host is tried again after \
+                     the refusal hold (switchyard_cell_moves_refused_total)"
+                ),
+                StoreRefusalChange::Cleared { reason, refused } => info!(
+                    reason,
+                    refused, "the store no longer refuses moves ({reason}): a move committed"
+                ),
+            }
+        }
+    }
+
     fn locked(&self) -> MutexGuard<'_, LockedCell> {
         self.locked.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -433,6 +484,12 @@ impl CellHandle {
     #[must_use]
     pub fn stats(&self) -> CellStats {
         self.shared.stats()
+    }
+
+    /// HO-L4: the moves the store refused, by reason (`switchyard_cell_moves_refused_total`).
+    #[must_use]
+    pub fn moves_refused(&self) -> BTreeMap<String, u64> {
+        self.shared.moves_refused()
     }
 
     #[must_use]
@@ -615,6 +672,10 @@ pub async fn start_cell(
         clock.clone(),
     );
     let resolve_gate = Mutex::new(PeerRateGate::new(cfg.resolve_rate));
+    let refusals = Mutex::new(Refusals {
+        by_reason: BTreeMap::new(),
+        episodes: StoreRefusals::new(ms(cfg.refusal_hold)),
+    });
     let shared = Arc::new(Shared {
         cfg,
         incarnation,
@@ -630,6 +691,7 @@ pub async fn start_cell(
         lease_lost: watch::channel(None).0,
         resolve_gate,
         stats: Counters::default(),
+        refusals,
         hooks: CellHooks::default(),
         server: server.clone(),
     });
@@ -777,6 +839,14 @@ impl Probe for CellProbe {
                 g.client_conns_live,
             ),
         ]);
+        samples.extend(self.0.moves_refused().into_iter().map(|(reason, n)| {
+            probes::labelled_counter(
+                "cell_moves_refused",
+                "HO-L4: moves the store refused, by reason (each tried again after the hold)",
+                vec![("reason".to_owned(), reason)],
+                n,
+            )
+        }));
         if let Some(extra) = &self.0.cfg.extra_samples.0 {
             samples.extend(extra());
         }

@@ -21,7 +21,7 @@ use switchyard_core::handoff::{HostId, OpId};
 use switchyard_core::journal::JournalRecord;
 use switchyard_core::MonoMs;
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::Shared;
 use crate::handoff::clock::Clock;
@@ -466,7 +466,9 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
         }
         HandoffAction::ReopenAdmission { attempt } => {
             sh.stats.bump(|s| s.reopened += 1);
-            info!(host = host.0, op = %attempt.op_id, "handoff not committed: admission reopened");
+            // OPS-2: one line per attempt is too many when the store refuses every move; the
+            // refusals are logged per episode (`note_move_result`) and counted by reason.
+            debug!(host = host.0, op = %attempt.op_id, "handoff not committed: admission reopened");
         }
         // HO-A5: one write per action; the core decides the retry (`FenceFailed`, then a new
         // `FenceAuthority` when its timer fires).
@@ -519,7 +521,13 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
                 );
             }
         }
-        HandoffAction::Reply(reply) => deliver(sh, reply),
+        HandoffAction::Reply(reply) => {
+            // HO-L4: each attempt's result once (duplicates are answered, not replied here).
+            if let HandoffReply::Result(r) = &reply {
+                sh.note_move_result(sh.clock.now(), host, &r.outcome);
+            }
+            deliver(sh, reply);
+        }
     }
 }
 
@@ -578,6 +586,7 @@ mod tests {
                     reconcile_timeout_ms: 1,
                     quarantine_retry_ms: 1,
                     cell_capable: true,
+                    refusal_hold_ms: 1,
                 },
                 switchyard_core::handoff::CellId(1),
                 switchyard_core::handoff::Incarnation(1),

@@ -232,6 +232,39 @@ pub enum AbortReason {
     MigrationPending,
 }
 
+impl AbortReason {
+    /// HO-L4: the stable name operators and dashboards see (a metric label, a log field, the
+    /// `reason` of a director's result): never the `Debug` text.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::InvalidOpId => "invalid_op_id",
+            AbortReason::Fenced => "fenced",
+            AbortReason::Policy(why) => why.name(),
+            AbortReason::RateLimited => "rate_limited",
+            AbortReason::ConcurrencyLimited => "concurrency_limited",
+            AbortReason::StoreFull => "store_full",
+            AbortReason::MigrationPending => "migration_pending",
+        }
+    }
+
+    /// HO-L4: a refusal that a later attempt of the same op id may not meet: a limit, a bound
+    /// or a policy re-checked under the lock, each of which clears with time. Nothing was
+    /// recorded for such an op id, so a new attempt of it is not a second migration (HO-A1).
+    /// `Fenced` (the op id is recorded, it can never commit) and `InvalidOpId` never clear.
+    #[must_use]
+    pub fn clears(self) -> bool {
+        match self {
+            AbortReason::InvalidOpId | AbortReason::Fenced => false,
+            AbortReason::Policy(_)
+            | AbortReason::RateLimited
+            | AbortReason::ConcurrencyLimited
+            | AbortReason::StoreFull
+            | AbortReason::MigrationPending => true,
+        }
+    }
+}
+
 /// HO-S5 / HO-S6: the durable outcome of an operation, as a transaction or a locked
 /// reconciliation establishes it. The three variants are the source's three terminal paths.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -250,6 +283,16 @@ impl TxnOutcome {
     #[must_use]
     pub fn is_committed(&self) -> bool {
         matches!(self, TxnOutcome::Committed { .. })
+    }
+
+    /// HO-L4: the refusal of a store that rolled the move back for a reason that clears
+    /// ([`AbortReason::clears`]): the move is tried again, with a new attempt.
+    #[must_use]
+    pub fn refusal(&self) -> Option<AbortReason> {
+        match self {
+            TxnOutcome::RolledBack { reason } if reason.clears() => Some(*reason),
+            _ => None,
+        }
     }
 }
 
