@@ -25,6 +25,7 @@ fn cell(db: &str, port: u16) -> Command {
         .args(["cell", "--db", db, "--cell-id", "2"])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--cell-lease-ms", &LEASE_MS.to_string()])
+        .args(["--lease-drift-ms", "100"])
         .env("SWITCHYARD_HANDOFF_SECRET", SECRET)
         .env("SWITCHYARD_DESKTOP_SECRET", SECRET)
         .env("RUST_LOG", "info")

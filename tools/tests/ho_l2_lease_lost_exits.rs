@@ -17,7 +17,11 @@ const LEASE_LOST_EXIT: i32 = 3;
 async fn ho_l2_a_cell_whose_lease_is_taken_stops_gracefully_and_exits_3() {
     let dir = tempfile::tempdir().expect("dir");
     let db = format!("sqlite://{}", dir.path().join("cell.db").display());
-    let args = cell_args(&db, "5", &["--cell-lease-ms", "900"]);
+    let args = cell_args(
+        &db,
+        "5",
+        &["--cell-lease-ms", "900", "--lease-drift-ms", "100"],
+    );
     let mut first = Process::start(&args);
     let _url = first.value("url=");
     // Another process takes the cell: a start an hour ahead, when the first one's lease has

@@ -31,6 +31,8 @@ async fn cell_whose_renewals_raise_notices(tag: &str, unset: &[&str]) -> Process
                 // A renewal every few hundred milliseconds.
                 "--cell-lease-ms",
                 "900",
+                "--lease-drift-ms",
+                "100",
             ],
         ),
         unset,

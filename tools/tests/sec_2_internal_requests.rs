@@ -425,6 +425,7 @@ fn sec_2_a_keys_file_rolls_on_sighup_without_a_restart() {
             "127.0.0.1:0",
         ])
         .args(["--desktop-secret", DESKTOP, "--cell-lease-ms", "1000"])
+        .args(["--lease-drift-ms", "100"])
         .arg("--keys-file")
         .arg(&keys)
         .stdout(Stdio::null())

@@ -23,6 +23,19 @@ impl Clock {
         MonoMs(unix.saturating_add(self.offset_ms.load(Ordering::SeqCst)))
     }
 
+    /// Sleep until this clock reads `at` or later; a step forward (a test's `advance`) is seen
+    /// within a quarter of a second.
+    pub async fn sleep_until(&self, at: MonoMs) {
+        loop {
+            let now = self.now();
+            if now >= at {
+                return;
+            }
+            let left = at.since_ms(now).min(250);
+            tokio::time::sleep(std::time::Duration::from_millis(left)).await;
+        }
+    }
+
     /// Move this clock (and every clone of it) forward.
     pub fn advance(&self, ms: u64) {
         self.offset_ms.fetch_add(ms, Ordering::SeqCst);

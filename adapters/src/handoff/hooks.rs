@@ -64,6 +64,10 @@ mod armed {
         pub before_begin: PausePoint,
         /// SCALE-3: the director's page read this many reads from now fails (0: disarmed).
         fail_page_read_in: AtomicU32,
+        /// HO-L5: every transaction of this store (lease renewals included) fails to begin, as
+        /// when the process's host is cut off from the database; other processes' connections
+        /// are untouched.
+        cut_off: AtomicBool,
         injected: AtomicU64,
     }
 
@@ -77,6 +81,19 @@ mod armed {
     }
 
     impl Faults {
+        /// HO-L5: cut this store off (`true`) or reconnect it.
+        pub fn cut_off(&self, cut: bool) {
+            self.cut_off.store(cut, Ordering::SeqCst);
+        }
+
+        pub(crate) fn is_cut_off(&self) -> bool {
+            let cut = self.cut_off.load(Ordering::SeqCst);
+            if cut {
+                self.injected.fetch_add(1, Ordering::SeqCst);
+            }
+            cut
+        }
+
         pub fn fail_next_begins(&self, n: u32) {
             self.fail_begins.store(n, Ordering::SeqCst);
         }
@@ -166,6 +183,10 @@ mod inert {
 
     impl Faults {
         pub(crate) fn take_begin_failure(&self) -> bool {
+            false
+        }
+
+        pub(crate) fn is_cut_off(&self) -> bool {
             false
         }
 

@@ -291,8 +291,11 @@ impl Rig {
         cfg.quarantine_retry = Duration::from_millis(300);
         cfg.result_wait = Duration::from_millis(4_000);
         cfg.hard_drain_deadline = Duration::from_millis(500);
-        // HO-L2: short, so a restart after a kill (a crash) waits only briefly for the lease.
-        cfg.cell_lease = Duration::from_millis(300);
+        // HO-L2: short, so a restart after a kill (a crash) waits only briefly for the lease;
+        // HO-L5: longer than the rig's store outages (a cell whose renewals are not confirmed
+        // for the lease stops serving).
+        cfg.cell_lease = Duration::from_millis(3_000);
+        cfg.lease_drift = Duration::from_millis(100);
         cfg.journal = self.journal.clone();
         cfg
     }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::Incarnation;
 use super::store::LeaseLost;
+use crate::MonoMs;
 
 /// What a lease renewal's store call came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -31,19 +32,112 @@ pub enum LeaseStep {
     /// HO-L2: another process holds the cell: stop gracefully (as on SIGTERM) and exit with
     /// the lease-lost status, so a supervisor notices. Final: every later renewal is ignored.
     Stop(LeaseLost),
+    /// HO-L5: no renewal has been confirmed for so long that the lease may lapse before the
+    /// next one (within the clock drift allowed): stop serving now, closing every socket with
+    /// a retry code, so that no successor that takes the lease finds desktops still here.
+    /// `unconfirmed_ms`: since the send of the last confirmed renewal. Final, as `Stop`.
+    Lapsing { unconfirmed_ms: u64 },
 }
 
-/// HO-L2: the cell's lease keeper: one per process, fed every renewal's answer.
+/// HO-L5: the lease's length and the clock drift between two cells' hosts that the cell
+/// allows for. A successor judges the lease lapsed by its own clock against the end this cell
+/// wrote by its clock, so this cell stops serving `drift_ms` before that end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LeaseTiming {
+    pub lease_ms: u64,
+    pub drift_ms: u64,
+}
+
+/// HO-L5: the default clock drift a cell allows for between its host and a successor's (NTP
+/// keeps hosts within tens of milliseconds; a second leaves room for a step).
+pub const DEFAULT_LEASE_DRIFT_MS: u64 = 1_000;
+
+impl LeaseTiming {
+    /// HO-L5: the drift must leave room for two renewals before the cell stops serving (a
+    /// renewal every third of the lease): `drift_ms < lease_ms / 3`.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.drift_ms >= self.lease_ms / 3 {
+            return Err(format!(
+                "lease drift {} ms must be below a third of the cell lease ({} ms): the cell \
+                 would stop serving before its second renewal could confirm the lease",
+                self.drift_ms, self.lease_ms
+            ));
+        }
+        Ok(())
+    }
+
+    /// Until when a renewal sent at `sent_at` (the time the store wrote the lease from) lets
+    /// the cell serve.
+    #[must_use]
+    pub fn serving_until(&self, sent_at: MonoMs) -> MonoMs {
+        sent_at.plus_ms(self.lease_ms.saturating_sub(self.drift_ms))
+    }
+}
+
+/// HO-L2 / HO-L5: the cell's lease keeper: one per process, fed every renewal's answer and
+/// the clock (`handle_timeout` at [`LeaseKeeper::poll_timeout`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct LeaseKeeper {
     failing: bool,
     lost: Option<LeaseLost>,
+    /// HO-L5: the lease's timing and until when the last confirmed renewal lets the cell
+    /// serve (and when that renewal was sent); `None`: not tracked (a keeper without timing).
+    timing: Option<LeaseTiming>,
+    serving: Option<(MonoMs, MonoMs)>,
+    lapsed: Option<u64>,
 }
 
 impl LeaseKeeper {
     #[must_use]
     pub fn new() -> LeaseKeeper {
         LeaseKeeper::default()
+    }
+
+    /// HO-L5: a keeper for a lease taken at `taken_at` (the `now` the store wrote it from).
+    #[must_use]
+    pub fn with_timing(timing: LeaseTiming, taken_at: MonoMs) -> LeaseKeeper {
+        LeaseKeeper {
+            timing: Some(timing),
+            serving: Some((taken_at, timing.serving_until(taken_at))),
+            ..LeaseKeeper::default()
+        }
+    }
+
+    /// HO-L5: when to call [`LeaseKeeper::handle_timeout`]: the end of serving on the last
+    /// confirmed renewal (`None` once stopped, or without timing).
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<MonoMs> {
+        if self.lost.is_some() || self.lapsed.is_some() {
+            return None;
+        }
+        self.serving.map(|(_, until)| until)
+    }
+
+    /// HO-L5: the clock reached `now`: `Some(Lapsing)` once it is past the end of serving.
+    pub fn handle_timeout(&mut self, now: MonoMs) -> Option<LeaseStep> {
+        let (sent, until) = self.serving?;
+        if self.lost.is_some() || self.lapsed.is_some() || now < until {
+            return None;
+        }
+        let unconfirmed_ms = now.since_ms(sent);
+        self.lapsed = Some(unconfirmed_ms);
+        Some(LeaseStep::Lapsing { unconfirmed_ms })
+    }
+
+    /// HO-L5: [`LeaseKeeper::handle_renewal`] of a renewal sent at `sent_at`: a confirmed one
+    /// moves the end of serving on; after the keeper stopped, nothing changes.
+    pub fn handle_renewal_at(&mut self, sent_at: MonoMs, renewal: Renewal) -> LeaseStep {
+        if let Some(unconfirmed_ms) = self.lapsed {
+            return LeaseStep::Lapsing { unconfirmed_ms };
+        }
+        let step = self.handle_renewal(renewal);
+        if let (Renewal::Renewed, Some(timing)) = (renewal, self.timing) {
+            let until = timing.serving_until(sent_at);
+            if self.serving.is_none_or(|(_, was)| until > was) {
+                self.serving = Some((sent_at, until));
+            }
+        }
+        step
     }
 
     /// How often to renew a lease of `lease_ms`: every third of it (two renewals may fail
@@ -170,6 +264,72 @@ impl StartAttempts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// HO-L5: with a 15 s lease renewed every 5 s and 1 s of drift allowed, a cell whose
+    /// renewals stop being confirmed stops serving 14 s after the send of the last confirmed
+    /// one: after two failed renewals (at 5 s and 10 s), before a successor whose clock runs
+    /// up to 1 s ahead can see the lease lapse (15 s by the old cell's clock).
+    #[test]
+    fn ho_l5_a_cell_whose_renewals_fail_stops_serving_before_its_lease_can_lapse() {
+        let timing = LeaseTiming {
+            lease_ms: 15_000,
+            drift_ms: 1_000,
+        };
+        assert!(timing.validate().is_ok());
+        let mut k = LeaseKeeper::with_timing(timing, MonoMs(100_000));
+        assert_eq!(k.poll_timeout(), Some(MonoMs(114_000)));
+        // Confirmed at 105 s (sent then): serving runs to 119 s.
+        assert_eq!(
+            k.handle_renewal_at(MonoMs(105_000), Renewal::Renewed),
+            LeaseStep::Keep { recovered: false }
+        );
+        assert_eq!(k.poll_timeout(), Some(MonoMs(119_000)));
+        assert_eq!(
+            k.handle_renewal_at(MonoMs(110_000), Renewal::Unreachable),
+            LeaseStep::Failing { first: true }
+        );
+        assert_eq!(
+            k.handle_renewal_at(MonoMs(115_000), Renewal::Unreachable),
+            LeaseStep::Failing { first: false }
+        );
+        assert_eq!(k.handle_timeout(MonoMs(118_999)), None);
+        assert_eq!(
+            k.handle_timeout(MonoMs(119_000)),
+            Some(LeaseStep::Lapsing {
+                unconfirmed_ms: 14_000
+            })
+        );
+        // Final: a late confirmation (the store is back) does not reopen a stopped cell.
+        assert_eq!(
+            k.handle_renewal_at(MonoMs(120_000), Renewal::Renewed),
+            LeaseStep::Lapsing {
+                unconfirmed_ms: 14_000
+            }
+        );
+        assert_eq!(k.poll_timeout(), None);
+        assert_eq!(k.handle_timeout(MonoMs(200_000)), None, "said once");
+        // An older confirmation never moves the end back.
+        let mut k = LeaseKeeper::with_timing(timing, MonoMs(0));
+        k.handle_renewal_at(MonoMs(10_000), Renewal::Renewed);
+        k.handle_renewal_at(MonoMs(5_000), Renewal::Renewed);
+        assert_eq!(k.poll_timeout(), Some(MonoMs(24_000)));
+    }
+
+    #[test]
+    fn ho_l5_the_drift_must_leave_two_renewals_before_the_stop() {
+        let ok = LeaseTiming {
+            lease_ms: 300,
+            drift_ms: 99,
+        };
+        assert!(ok.validate().is_ok());
+        let err = LeaseTiming {
+            lease_ms: 300,
+            drift_ms: 100,
+        }
+        .validate()
+        .expect_err("refused");
+        assert!(err.contains("lease drift 100 ms"), "{err}");
+    }
 
     #[test]
     fn ho_l2_a_lost_lease_stops_the_cell_and_stays_lost() {

@@ -113,8 +113,8 @@ pub use ids::{
 pub use internal_auth::{check_claim, Claim, ClaimRefusal, Identity, NonceRefusal, ReplayCache};
 pub use journal::{CellRecord, DirectorRecord, Examined, StoreAnswer, StoreCall, WorkOp};
 pub use lifecycle::{
-    LeaseKeeper, LeaseStep, Renewal, RetryStep, StartAttempts, StartFailure, StartRetry,
-    DIRECTOR_START_RETRY,
+    LeaseKeeper, LeaseStep, LeaseTiming, Renewal, RetryStep, StartAttempts, StartFailure,
+    StartRetry, DEFAULT_LEASE_DRIFT_MS, DIRECTOR_START_RETRY,
 };
 pub use policy::{
     check_cohort, check_freshness, check_improvement, check_target_live, cohort_bucket,

@@ -312,6 +312,13 @@ pub struct CellArgs {
     #[arg(long, env = "SWITCHYARD_CELL_LEASE_MS", default_value_t = 15_000,
           value_parser = clap::value_parser!(u64).range(30..=3_600_000))]
     cell_lease_ms: u64,
+    /// HO-L5: the clock drift allowed between this cell's host and a successor's. With no
+    /// renewal of the lease confirmed, the cell stops serving this long before the lease's
+    /// end (closing desktops and clients with a retry code) and exits 3. Below a third of
+    /// --cell-lease-ms.
+    #[arg(long, env = "SWITCHYARD_LEASE_DRIFT_MS", default_value_t = switchyard_core::handoff::DEFAULT_LEASE_DRIFT_MS,
+          value_parser = clap::value_parser!(u64).range(0..=1_200_000))]
+    lease_drift_ms: u64,
     /// SEC-1: a client credential expiring further ahead than this is refused (4401).
     #[arg(long, env = "SWITCHYARD_CLIENT_TOKEN_MAX_LIFETIME_MS", default_value_t = 604_800_000,
           value_parser = clap::value_parser!(u64).range(1_000..=31_536_000_000))]
@@ -958,6 +965,7 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
     cfg.quarantine_retry = Duration::from_millis(a.quarantine_retry_ms);
     cfg.refusal_hold = Duration::from_millis(a.refusal_hold_ms);
     cfg.cell_lease = Duration::from_millis(a.cell_lease_ms);
+    cfg.lease_drift = Duration::from_millis(a.lease_drift_ms);
     cfg.client_token_max_lifetime = Duration::from_millis(a.client_token_max_lifetime_ms);
     cfg.fence_retry_max = Duration::from_millis(a.fence_retry_max_ms);
     cfg.limits = a.limits.limits(DEFAULT_LIMITS).map_err(refused)?;
@@ -989,6 +997,7 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         () = reload_keys_on_sighup(&cell, CellId(a.cell_id), a.keys_file.as_deref()) => None,
         lost = cell.lease_lost() => Some(lost),
     };
+    let lapsed = cell.lease_lapsed();
     // Attempts in flight get most of the bound; the rest is for closing and the lease.
     let attempts_bound = lifecycle::STOP_BOUND.saturating_sub(Duration::from_secs(2));
     let mut stats = None;
@@ -1014,6 +1023,12 @@ async fn run_cell(a: CellArgs) -> Result<(), Failure> {
         );
     }
     match lost {
+        // HO-L5: no renewal confirmed in time (the store unreachable): stopped before a
+        // successor could take the cell.
+        Some(_) if lapsed => Err(Failure::LeaseLost(format!(
+            "cell {} stopped serving: no renewal of its identity lease was confirmed in time (the store is unreachable), so it stopped before a successor could take the cell (exit {LEASE_LOST_EXIT_CODE}); it takes the cell again when started while the store answers",
+            a.cell_id
+        ))),
         Some(lost) => Err(Failure::LeaseLost(format!(
             "cell {} lost its identity lease to another process (incarnation {}) and stopped (exit {LEASE_LOST_EXIT_CODE})",
             a.cell_id,

@@ -50,7 +50,7 @@ use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId, SourceAuthorit
 use switchyard_core::handoff::{
     FenceRetry, HandoffReply, HandoffResult, Phase, SourceConfig, FENCE_RETRY_MAX_MS,
 };
-use switchyard_core::handoff::{LeaseKeeper, LeaseStep, Renewal};
+use switchyard_core::handoff::{LeaseKeeper, LeaseStep, LeaseTiming, Renewal};
 use switchyard_core::handoff::{MachineId, SourceCell};
 use switchyard_core::handoff::{StoreRefusalChange, StoreRefusals};
 use switchyard_core::peer_limits::{PeerRateGate, RateBounds};
@@ -107,6 +107,10 @@ pub struct CellConfig {
     /// HO-L2: how long the cell's identity lease lasts; renewed every third of it. A second
     /// process with the same cell id is refused while it lasts.
     pub cell_lease: Duration,
+    /// HO-L5: the clock drift allowed between this cell's host and a successor's: with no
+    /// renewal confirmed, the cell stops serving this long before its lease's end (below a
+    /// third of `cell_lease`).
+    pub lease_drift: Duration,
     /// SEC-3: what a peer may hold on the cell's listener (public and internal endpoints).
     pub limits: ServerLimits,
     /// SEC-1: a client credential expiring further ahead than this is refused.
@@ -170,6 +174,7 @@ impl CellConfig {
             hard_drain_deadline: Duration::from_secs(2),
             enroll_unknown_hosts: true,
             cell_lease: Duration::from_secs(15),
+            lease_drift: Duration::from_millis(switchyard_core::handoff::DEFAULT_LEASE_DRIFT_MS),
             limits: DEFAULT_LIMITS,
             client_token_max_lifetime: DEFAULT_CLIENT_TOKEN_MAX_LIFETIME,
             fence_retry_max: Duration::from_millis(FENCE_RETRY_MAX_MS),
@@ -365,8 +370,10 @@ struct Shared {
     /// dropped as a crash drops them.
     graceful: AtomicBool,
     shutdown: Stop,
-    /// HO-L2: set once the lease renewal found another process holding the cell.
+    /// HO-L2: set once the lease renewal found another process holding the cell (HO-L5: or
+    /// the lease may lapse: then `lease_lapsed` is set too and the holder is `None`).
     lease_lost: watch::Sender<Option<LeaseLost>>,
+    lease_lapsed: AtomicBool,
     /// SEC-3: the resolve path's per-peer rate (a leaf lock, never held across an await).
     resolve_gate: Mutex<PeerRateGate<std::net::IpAddr>>,
     stats: Counters,
@@ -527,6 +534,13 @@ impl CellHandle {
         info!(cell = self.shared.cfg.cell.0, keys = ?ids, "internal keys replaced");
     }
 
+    /// HO-L5: the cell stopped serving because its lease may have lapsed (no renewal confirmed
+    /// in time), not because another process took it.
+    #[must_use]
+    pub fn lease_lapsed(&self) -> bool {
+        self.shared.lease_lapsed.load(Ordering::SeqCst)
+    }
+
     /// HO-L2: resolves once the cell lost its identity lease to another process (its graceful
     /// stop has begun); pending forever otherwise. The process then finishes the stop
     /// ([`CellHandle::shutdown`]) and exits with [`LEASE_LOST_EXIT_CODE`].
@@ -628,6 +642,13 @@ pub async fn start_cell(
     clock: Clock,
 ) -> Result<CellHandle, CellError> {
     cfg.limits.check().map_err(CellError::BadLimits)?;
+    let timing = LeaseTiming {
+        lease_ms: ms(cfg.cell_lease),
+        drift_ms: ms(cfg.lease_drift),
+    };
+    timing
+        .validate()
+        .map_err(|e| CellError::BadLimits(format!("--lease-drift-ms / --cell-lease-ms: {e}")))?;
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| CellError::Bind {
@@ -643,6 +664,7 @@ pub async fn start_cell(
         .clone()
         .unwrap_or_else(|| format!("http://{addr}"));
     let lease_ms = ms(cfg.cell_lease);
+    let taken_at = clock.now();
     let incarnation = store
         .start_cell(
             cfg.cell,
@@ -650,7 +672,7 @@ pub async fn start_cell(
             cfg.handoff_capable,
             &url,
             &url,
-            clock.now(),
+            taken_at,
             lease_ms,
         )
         .await?
@@ -689,6 +711,7 @@ pub async fn start_cell(
         lease_failing: AtomicBool::new(false),
         shutdown,
         lease_lost: watch::channel(None).0,
+        lease_lapsed: AtomicBool::new(false),
         resolve_gate,
         stats: Counters::default(),
         refusals,
@@ -716,7 +739,11 @@ pub async fn start_cell(
         .merge(probes::routes(Arc::new(CellProbe(shared.clone()))));
     let app = server.layer(app);
     let server = tokio::spawn(server.run(listener, app, shared.shutdown.listener()));
-    let renewal = tokio::spawn(renew_lease(shared.clone(), lease_ms));
+    let renewal = tokio::spawn(renew_lease(
+        shared.clone(),
+        LeaseKeeper::with_timing(timing, taken_at),
+        lease_ms,
+    ));
     info!(cell = shared.cfg.cell.0, %url, incarnation = incarnation.0, "cell listening");
     Ok(CellHandle {
         shared,
@@ -733,15 +760,42 @@ pub async fn start_cell(
 /// cell (this one's lease lapsed): every store operation this process makes now fails its
 /// incarnation re-check, so it stops as on SIGTERM (the graceful stop begins here; the process
 /// finishes it and exits with the lease-lost status: [`CellHandle::lease_lost`]).
-async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
+///
+/// HO-L5: the keeper also says when no renewal has been confirmed for so long that the lease
+/// may lapse (`Lapsing`): the cell then stops serving at once (the same graceful stop: every
+/// desktop and client is told `cell_stopping` and closed with 1001, a retry code), before a
+/// successor can take the lease, even while a renewal call still hangs on a dark store.
+async fn renew_lease(sh: Arc<Shared>, mut keeper: LeaseKeeper, lease_ms: u64) {
     let every = Duration::from_millis(LeaseKeeper::period_ms(lease_ms));
-    let mut keeper = LeaseKeeper::new();
     loop {
-        tokio::time::sleep(every).await;
-        let renewed = sh
-            .store
-            .renew_cell_lease(sh.cfg.cell, sh.incarnation, sh.clock.now(), lease_ms)
-            .await;
+        let renewal = async {
+            tokio::time::sleep(every).await;
+            let sent_at = sh.clock.now();
+            let answer = sh
+                .store
+                .renew_cell_lease(sh.cfg.cell, sh.incarnation, sh.clock.now(), lease_ms)
+                .await;
+            (sent_at, answer)
+        };
+        let deadline = keeper.poll_timeout();
+        let lapse = async {
+            match deadline {
+                Some(at) => sh.clock.sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let (sent_at, renewed) = tokio::select! {
+            r = renewal => r,
+            () = lapse => {
+                if let Some(LeaseStep::Lapsing { unconfirmed_ms }) =
+                    keeper.handle_timeout(sh.clock.now())
+                {
+                    stop_serving_lapsing(&sh, unconfirmed_ms, lease_ms);
+                    return;
+                }
+                continue;
+            }
+        };
         let renewal = match &renewed {
             Ok(true) => Renewal::Renewed,
             // The holder is read for the log and the exit line; the store said the cell is lost.
@@ -753,7 +807,7 @@ async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
             }),
             Err(_) => Renewal::Unreachable,
         };
-        let step = keeper.handle_renewal(renewal);
+        let step = keeper.handle_renewal_at(sent_at, renewal);
         sh.lease_failing.store(keeper.failing(), Ordering::SeqCst);
         match step {
             LeaseStep::Keep { recovered } => {
@@ -780,8 +834,32 @@ async fn renew_lease(sh: Arc<Shared>, lease_ms: u64) {
                 sh.lease_lost.send_replace(Some(lost));
                 return;
             }
+            LeaseStep::Lapsing { unconfirmed_ms } => {
+                stop_serving_lapsing(&sh, unconfirmed_ms, lease_ms);
+                return;
+            }
         }
     }
+}
+
+/// HO-L5: the lease may lapse before a renewal can be confirmed: stop serving (the graceful
+/// stop's path) and end as a lost lease does, so the supervisor restarts the process once the
+/// store answers (it takes the cell again with a new incarnation).
+fn stop_serving_lapsing(sh: &Shared, unconfirmed_ms: u64, lease_ms: u64) {
+    error!(
+        cell = sh.cfg.cell.0,
+        incarnation = sh.incarnation.0,
+        unconfirmed_ms,
+        lease_ms,
+        drift_ms = ms(sh.cfg.lease_drift),
+        exit_code = LEASE_LOST_EXIT_CODE,
+        "cell lease may lapse: no renewal confirmed for {unconfirmed_ms} ms of a {lease_ms} ms lease; \
+         stopping serving before a successor can take the cell (desktops and clients retry elsewhere), \
+         then exiting with the lease-lost status"
+    );
+    sh.lease_lapsed.store(true, Ordering::SeqCst);
+    begin_graceful_stop(sh);
+    sh.lease_lost.send_replace(Some(LeaseLost { holder: None }));
 }
 
 /// The incarnation holding the cell now, for logs (`none`: its row is gone).

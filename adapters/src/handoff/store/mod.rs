@@ -482,6 +482,11 @@ impl SqlStore {
     }
 
     async fn begin(&self) -> Result<Txn, StoreFailure> {
+        if self.faults.is_cut_off() {
+            return Err(StoreFailure::Unavailable(
+                "injected: cut off from the store".into(),
+            ));
+        }
         self.pool
             .begin_with(self.dialect.begin())
             .await
