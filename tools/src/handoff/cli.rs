@@ -1634,7 +1634,8 @@ mod tests {
         assert_eq!(per_pass, 1_000);
         assert!(u64::from(DEFAULT_REAP_BATCH) > per_pass);
         assert!(u64::from(DEFAULT_MAX_EXPIRED_PER_PASS) > per_pass);
-        assert!(MIN_ATTEMPT_RETENTION_MS > MAX_DB_TXN_TIMEOUT_MS);
+        let longest_txn_ms = MAX_DB_TXN_TIMEOUT_MS;
+        assert!(MIN_ATTEMPT_RETENTION_MS > longest_txn_ms);
     }
 
     #[test]
