@@ -122,6 +122,12 @@ enum Op {
         stale: bool,
         release: bool,
     },
+    /// HO-L4: remove at most `batch` ended attempt records older than the retention (`short`:
+    /// a retention the store refuses: under the 1 h floor).
+    Reap {
+        batch: u32,
+        short: bool,
+    },
 }
 
 fn claim() -> impl Strategy<Value = Claim> {
@@ -179,6 +185,37 @@ fn lease_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// HO-L4: commits, registrations, expiries and fences among reaps, with hours passing (the
+/// retention is the 1 h floor) as well as seconds.
+fn reap_op() -> impl Strategy<Value = Op> {
+    let host = 0..HOSTS.len();
+    prop_oneof![
+        6 => (host.clone(), prop_oneof![3 => Just(2u32), 1 => Just(1u32)], claim())
+            .prop_map(|(host, target, claim)| Op::Txn {
+                host, target, claim, meas: Meas::Good, cohort: 100 }),
+        2 => (host.clone(), Just(2u32), claim())
+            .prop_map(|(host, target, claim)| Op::Reconcile { host, target, claim }),
+        2 => (0usize..64, any::<bool>()).prop_map(|(k, reconcile)| Op::Duplicate { k, reconcile }),
+        3 => host.clone().prop_map(|host| Op::RegisterAssigned { host }),
+        1 => (host.clone(), claim()).prop_map(|(host, claim)| Op::Drain { host, claim }),
+        2 => Just(Op::Expire),
+        4 => (1u32..=4, prop_oneof![6 => Just(false), 1 => Just(true)])
+            .prop_map(|(batch, short)| Op::Reap { batch, short }),
+        4 => prop_oneof![3 => Just(21_000u64), 2 => Just(61_000), 2 => Just(1_800_000),
+                         2 => Just(3_600_000)]
+            .prop_map(Op::Advance),
+    ]
+}
+
+/// HO-L4: the retention of a generated reap (`short`: one the store refuses).
+fn reap_retention(short: bool) -> u64 {
+    if short {
+        MIN_ATTEMPT_RETENTION_MS - 1
+    } else {
+        MIN_ATTEMPT_RETENTION_MS
+    }
+}
+
 /// What one step returned, comparable across the three stores.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Answer {
@@ -191,6 +228,8 @@ enum Answer {
     Start(Result<Incarnation, StartRefusal>),
     /// The lease was renewed or released (`false`: the cell is no longer that process's).
     Lease(bool),
+    /// HO-L4: records removed, or the retention refused.
+    Reaped(Result<u32, RetentionError>),
     None,
 }
 
@@ -259,6 +298,10 @@ enum Sql {
         cell: CellId,
         incarnation: Incarnation,
         release: bool,
+    },
+    Reap {
+        retention_ms: u64,
+        batch: u32,
     },
     None,
 }
@@ -429,6 +472,17 @@ fn step_reference(w: &mut World, op: &Op) -> (Answer, Sql) {
                 },
             )
         }
+        Op::Reap { batch, short } => {
+            let retention_ms = reap_retention(short);
+            let out = w.reference.reap_attempts(w.now, retention_ms, batch);
+            (
+                Answer::Reaped(out),
+                Sql::Reap {
+                    retention_ms,
+                    batch,
+                },
+            )
+        }
     }
 }
 
@@ -489,6 +543,13 @@ async fn step_sql(store: &SqlStore, now: MonoMs, sql: &Sql) -> Answer {
             };
             out.map_or_else(fail, Answer::Lease)
         }
+        Sql::Reap {
+            retention_ms,
+            batch,
+        } => store
+            .reap_attempts(now, *retention_ms, *batch)
+            .await
+            .map_or_else(fail, Answer::Reaped),
         Sql::None => Answer::None,
     }
 }
@@ -570,6 +631,9 @@ struct Stats {
     committed: u64,
     outcomes: BTreeSet<String>,
     lease_answers: BTreeSet<String>,
+    /// HO-L4: records reaped, and reaps refused.
+    reaped: u64,
+    reaps_refused: u64,
 }
 
 async fn run_case(
@@ -610,6 +674,14 @@ async fn run_case(
         match &expected {
             Answer::Start(out) => stats.lease_answers.insert(format!("start {}", out.is_ok())),
             Answer::Lease(out) => stats.lease_answers.insert(format!("lease {out}")),
+            Answer::Reaped(Ok(n)) => {
+                stats.reaped += u64::from(*n);
+                false
+            }
+            Answer::Reaped(Err(_)) => {
+                stats.reaps_refused += 1;
+                false
+            }
             _ => false,
         };
         for (_, store) in stores {
@@ -692,6 +764,8 @@ fn run_generated(name: &str, op: impl Strategy<Value = Op>, cases: u32) -> Stats
         committed: 0,
         outcomes: BTreeSet::new(),
         lease_answers: BTreeSet::new(),
+        reaped: 0,
+        reaps_refused: 0,
     };
     let stats_cell = std::cell::RefCell::new(&mut stats);
     let result = runner.run(&proptest::collection::vec(op, 10..40), |ops| {
@@ -742,6 +816,21 @@ fn ho_l2_store_diff_cell_leases_identical_answers_and_rows() {
             "no {answer} answer generated"
         );
     }
+}
+
+/// HO-L4: reaps among commits, registrations, expiries and fences remove the same rows from
+/// the reference, SQLite and PostgreSQL (rows and the limit shards' audit compared after
+/// every step), and refuse the same retention.
+#[test]
+fn ho_l4_store_diff_reaps_identical_answers_and_rows() {
+    let stats = run_generated("diff_reap", reap_op(), 32);
+    eprintln!(
+        "differential (reaps): {} steps, {} commits, {} records reaped, {} reaps refused",
+        stats.steps, stats.committed, stats.reaped, stats.reaps_refused
+    );
+    assert!(stats.reaped > 0, "no record reaped");
+    assert!(stats.reaps_refused > 0, "no reap refused");
+    assert!(stats.committed > 0, "no sequence committed");
 }
 
 async fn apply_call(store: &SqlStore, call: &StoreCall) -> Result<(), String> {

@@ -340,6 +340,44 @@ fn sec_4_values_that_started_a_broken_process_are_refused_at_start_exit_2() {
     );
 }
 
+/// HO-L4: the director's retention flags are validated at start: a retention under the 1 h
+/// floor or under the director's own request window, and a batch or an expiry bound out of
+/// range, exit 2 naming the flag and the window that binds.
+#[test]
+fn ho_l4_director_retention_flags_out_of_range_are_refused_by_name() {
+    let dir = tempfile::tempdir().expect("dir");
+    let db = format!("sqlite://{}", dir.path().join("s.db").display());
+    let secret = "0123456789abcdef0123";
+    let refused = |extra: &[&str], names: &[&str]| {
+        let mut args = vec!["director", "--db", &db, "--secret", secret];
+        args.extend_from_slice(extra);
+        let (code, stderr) = run(&args).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        for name in names {
+            assert!(stderr.contains(name), "{args:?} names {name:?}: {stderr}");
+        }
+    };
+    refused(
+        &["--attempt-retention-ms", "60000"],
+        &["--attempt-retention-ms", "60000", "1 h floor", "3600000"],
+    );
+    refused(
+        &[
+            "--attempt-retention-ms",
+            "3600000",
+            "--request-timeout-ms",
+            "2000000",
+        ],
+        &["--attempt-retention-ms", "request window", "6000000"],
+    );
+    refused(&["--reap-batch", "0"], &["--reap-batch", "got 0"]);
+    refused(&["--reap-batch", "50001"], &["--reap-batch", "50000"]);
+    refused(
+        &["--max-expired-per-pass", "0"],
+        &["--max-expired-per-pass", "got 0"],
+    );
+}
+
 /// Issue #27 point 2 (SEC-4): `keygen --public-of` reads a small regular file only: a device
 /// that never ends (`/dev/zero`, read up to 2 GB before) and a FIFO nobody writes (waited on
 /// forever before) are refused at once, exit 2, naming the flag and the path.

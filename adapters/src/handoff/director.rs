@@ -20,7 +20,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use hyper::Method;
 use serde::{Deserialize, Serialize};
-use switchyard_core::handoff::store::TxnOutcome;
+use switchyard_core::handoff::store::{Retention, RetentionError, TxnOutcome};
 use switchyard_core::handoff::HandoffReply;
 use switchyard_core::handoff::HandoffRequest;
 use switchyard_core::handoff::{
@@ -181,6 +181,8 @@ pub struct DirectorTotals {
     pub standby_passes: u64,
     /// SCALE-6: this director held the sweep's lease at its last pass.
     pub active: bool,
+    /// HO-L4: attempt records removed past the retention.
+    pub attempts_reaped: u64,
 }
 
 impl DirectorTotals {
@@ -195,6 +197,7 @@ impl DirectorTotals {
                 self.committed += u64::from(r.committed);
                 self.failed += u64::from(r.failed);
                 self.sweeps_completed += u64::from(r.sweeps_completed);
+                self.attempts_reaped += u64::from(r.attempts_reaped);
             }
             Err(_) => self.failed_passes += 1,
         }
@@ -213,6 +216,13 @@ pub struct PassReport {
     pub failed: u32,
     pub ineligible: BTreeMap<String, u32>,
     pub expired_migrations: u32,
+    /// HO-L4: attempt records removed past the retention this pass (at most `--reap-batch`).
+    #[serde(default)]
+    pub attempts_reaped: u32,
+    /// HO-L4: the store refused the retention (shorter than its registration timeout):
+    /// nothing was removed; why.
+    #[serde(default)]
+    pub reap_refused: Option<String>,
     pub budget_exhausted: bool,
     /// SCALE-3: pages read, the cursor saved after the last one (the last host examined;
     /// `None`: the start of the list), and whether the pass passed the end of the list.
@@ -277,6 +287,10 @@ pub struct Director {
     passes: Arc<Mutex<PassHealth>>,
     /// SCALE-6: this process's claim on the sweep's lease.
     lease: Arc<LeaseSlot>,
+    /// HO-L4: the history's retention and the per-pass bounds of the upkeep.
+    retention: Retention,
+    /// HO-L4: the store's last refusal of the retention (logged once per change).
+    reap_refusal: Arc<Mutex<Option<RetentionError>>>,
 }
 
 /// SCALE-6: who this director is to the sweep's lease, and what it last held.
@@ -583,8 +597,36 @@ impl Director {
                 lease_ms: DEFAULT_SWEEP_LEASE_MS,
                 held: Mutex::new((None, Role::Unknown)),
             }),
+            retention: Retention::DEFAULT,
+            reap_refusal: Arc::default(),
         }
         .named_holder(None)
+    }
+
+    /// HO-L4: the attempt retention, the reap batch and the expiries per pass (the caller
+    /// validated them with `Retention::validate`; the store re-checks the retention against
+    /// its registration timeout at every reap).
+    #[must_use]
+    pub fn with_retention(mut self, retention: Retention) -> Director {
+        self.retention = retention;
+        self
+    }
+
+    /// HO-L4: the store's answer to a reap, its refusal logged once per change.
+    fn note_reap(&self, answer: Result<u32, RetentionError>, report: &mut PassReport) {
+        let refusal = answer.err();
+        match answer {
+            Ok(n) => report.attempts_reaped = n,
+            Err(e) => report.reap_refused = Some(e.to_string()),
+        }
+        let mut last = self.reap_refusal.lock().unwrap_or_else(|e| e.into_inner());
+        if *last != refusal {
+            match &refusal {
+                Some(e) => warn!(error = %e, "attempt records are not removed (HO-L4)"),
+                None => info!("attempt records are removed past the retention again (HO-L4)"),
+            }
+            *last = refusal;
+        }
     }
 
     /// SCALE-6: this director's sweep lease (`--sweep-lease-ms`; the caller validated it with
@@ -827,8 +869,20 @@ impl Director {
             return Ok(report);
         };
         let now = self.clock.now();
-        let expired = self.store.expire_migrations(now).await?;
+        // HO-L4: in-flight slots freed at the rate they fill, then the history kept bounded.
+        let max_expired =
+            usize::try_from(self.retention.max_expired_per_pass).unwrap_or(usize::MAX);
+        let expired = self.store.expire_migrations_up_to(now, max_expired).await?;
         report.expired_migrations = u32::try_from(expired.len()).unwrap_or(u32::MAX);
+        let reaped = self
+            .store
+            .reap_attempts(
+                now,
+                self.retention.attempt_retention_ms,
+                self.retention.reap_batch,
+            )
+            .await?;
+        self.note_reap(reaped, &mut report);
         let cursor = self.store.load_cursor(&self.cfg.id).await?;
         report.cursor = cursor.after.map(|h| h.0);
         let mut pass = match SelectionPass::begin(cursor, self.cfg.limits) {
@@ -1334,6 +1388,7 @@ impl Director {
                 // HO-L4: moves the store refused, by reason (tried again at later passes).
                 refused = ?r.refused,
                 expired = r.expired_migrations,
+                attempts_reaped = r.attempts_reaped,
                 pages = r.pages,
                 cursor = ?r.cursor,
                 sweeps_completed = r.sweeps_completed,

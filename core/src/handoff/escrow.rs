@@ -254,6 +254,17 @@ pub fn after_fence(before: &LimitFacts) -> LimitFacts {
     }
 }
 
+/// HO-L4: one shard's row after a reap removed `removed` attempt rows: its count lowered by
+/// them (it may go negative: only the sum over the shards counts), its tokens untouched (a
+/// removal raises the room under `max_attempt_rows`, which the next rebalance deals out).
+#[must_use]
+pub fn after_reap(shard: &ShardRow, removed: u32) -> ShardRow {
+    ShardRow {
+        attempt_rows: shard.attempt_rows.saturating_sub(i64::from(removed)),
+        ..*shard
+    }
+}
+
 /// HO-S4, exact path: the target cell's host tokens per shard after the exact path moved
 /// `hosts_after` hosts onto it (its capacity as read under the host lock).
 #[must_use]

@@ -13,8 +13,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use hyper::Method;
 use switchyard_core::handoff::store::{
-    LimitSettings, StoreBounds, StoreConfig, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_CELLS,
-    DEFAULT_MAX_HOSTS, MAX_BOUND,
+    LimitSettings, Retention, RetentionWindow, StoreBounds, StoreConfig,
+    DEFAULT_ATTEMPT_RETENTION_MS, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_CELLS,
+    DEFAULT_MAX_EXPIRED_PER_PASS, DEFAULT_MAX_HOSTS, DEFAULT_REAP_BATCH, MAX_BOUND,
 };
 use switchyard_core::handoff::validate_sweep_lease;
 use switchyard_core::handoff::DrainReason;
@@ -379,7 +380,7 @@ pub struct DirectorArgs {
     secret: String,
     /// Time between two passes. SEC-4: 100 ms ..= 1 day; 0 would run passes back to back
     /// against the shared store.
-    #[arg(long, env = "SWITCHYARD_INTERVAL_MS", default_value_t = 10_000,
+    #[arg(long, env = "SWITCHYARD_INTERVAL_MS", default_value_t = DEFAULT_INTERVAL_MS,
           value_parser = clap::value_parser!(u64).range(MIN_INTERVAL_MS..=86_400_000))]
     interval_ms: u64,
     /// HO-3: cohort percentage (0..=100), carried in every request.
@@ -455,6 +456,24 @@ pub struct DirectorArgs {
     /// Re-sends of a request whose answer was lost (same op id, fresh signature).
     #[arg(long, env = "SWITCHYARD_RETRIES", default_value_t = 2)]
     retries: usize,
+    /// HO-L4: ended attempt records (fences, and commits whose desktop registered or whose
+    /// recovery started) older than this are removed, a batch per pass. At least 1 hour and
+    /// the store's registration timeout (the store re-checks it at every reap), and the
+    /// director's request window; at most 366 days. 24 h at 100 moves a second keeps
+    /// 8,640,000 rows, under the default --max-attempt-rows (docs/HANDOFF.md, "Sizing").
+    #[arg(long, env = "SWITCHYARD_ATTEMPT_RETENTION_MS",
+          default_value_t = DEFAULT_ATTEMPT_RETENTION_MS)]
+    attempt_retention_ms: u64,
+    /// HO-L4: attempt records removed per pass at most, in one transaction (1..=50000). The
+    /// default removes more than a pass adds at the store's default rate (1,000 per 10 s).
+    #[arg(long, env = "SWITCHYARD_REAP_BATCH", default_value_t = DEFAULT_REAP_BATCH)]
+    reap_batch: u32,
+    /// HO-L4 / HO-A6: expired migrations (moves whose desktop never registered at the target)
+    /// recovered per pass at most, one short transaction each (1..=100000): in-flight slots
+    /// are freed at least at the rate they fill (1,000 per pass at the defaults).
+    #[arg(long, env = "SWITCHYARD_MAX_EXPIRED_PER_PASS",
+          default_value_t = DEFAULT_MAX_EXPIRED_PER_PASS)]
+    max_expired_per_pass: u32,
     /// Run one pass, print its JSON report, exit.
     #[arg(long)]
     once: bool,
@@ -1098,6 +1117,14 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
              --db-txn-timeout-ms plus 1, at most 3600000)"
         ))
     })?;
+    let retention = Retention {
+        attempt_retention_ms: a.attempt_retention_ms,
+        reap_batch: a.reap_batch,
+        max_expired_per_pass: a.max_expired_per_pass,
+    };
+    retention
+        .validate(&retention_windows(&a))
+        .map_err(|e| refused(e.to_string()))?;
     let host_name = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_owned());
@@ -1131,6 +1158,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
             open_store_with_retry(schedule, &start, || open_store_classified(&a.db)).await?;
         let director = Director::new(cfg, store, Clock::default())
             .with_sweep_lease_ms(a.sweep_lease_ms)
+            .with_retention(retention)
             .named_holder(host_name.as_deref())
             .with_journal(journal);
         if a.explain {
@@ -1195,6 +1223,7 @@ async fn run_director(a: DirectorArgs) -> Result<(), Failure> {
     };
     let director = Director::new(cfg, store, Clock::default())
         .with_sweep_lease_ms(a.sweep_lease_ms)
+        .with_retention(retention)
         .named_holder(host_name.as_deref())
         .with_journal(journal);
     let _ = probe.totals.set(director.totals());
@@ -1508,6 +1537,24 @@ fn parse_host_id(value: &str) -> Result<u64, String> {
 
 /// SEC-4: the shortest `director --interval-ms` (the floor the director always kept).
 const MIN_INTERVAL_MS: u64 = 100;
+/// The director's default time between two passes (`--interval-ms`).
+const DEFAULT_INTERVAL_MS: u64 = 10_000;
+
+/// HO-L4: the windows a director knows in which an op id's record may still be needed: its
+/// own re-sends of a request (every try within one request timeout) and one store
+/// transaction. `check_retention` adds the 1 h floor; the store adds its registration timeout.
+fn retention_windows(a: &DirectorArgs) -> [(RetentionWindow, u64); 2] {
+    let tries = u64::try_from(a.retries)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    [
+        (
+            RetentionWindow::DirectorRequests,
+            a.request_timeout_ms.saturating_mul(tries),
+        ),
+        (RetentionWindow::StoreTransaction, a.db.db_txn_timeout_ms),
+    ]
+}
 /// SEC-4: the longest `--db-txn-timeout-ms` (10 minutes): past it the store's pool and
 /// statement timeouts stop meaning anything (a larger value failed later, "pool timed out").
 const MAX_DB_TXN_TIMEOUT_MS: u64 = 600_000;
@@ -1578,6 +1625,33 @@ fn open_journal(
 #[cfg(test)]
 mod tests {
     use super::parse_measure;
+    use super::{
+        DEFAULT_INTERVAL_MS, DEFAULT_MAX_COMMITS_PER_WINDOW, DEFAULT_RATE_WINDOW_MS,
+        MAX_DB_TXN_TIMEOUT_MS,
+    };
+    use switchyard_core::handoff::store::{
+        DEFAULT_ATTEMPT_RETENTION_MS, DEFAULT_MAX_ATTEMPT_ROWS, DEFAULT_MAX_EXPIRED_PER_PASS,
+        DEFAULT_REAP_BATCH, MIN_ATTEMPT_RETENTION_MS,
+    };
+
+    /// HO-L4: the sizing in docs/HANDOFF.md, recomputed from the defaults: at the store's
+    /// default maximum rate the default retention keeps fewer rows than the default bound, a
+    /// pass reaps and expires more than it can add, and the 1 h floor exceeds the longest
+    /// store transaction.
+    #[test]
+    fn ho_l4_default_retention_never_reaches_the_attempt_bound() {
+        let per_second = u64::from(DEFAULT_MAX_COMMITS_PER_WINDOW) * 1_000 / DEFAULT_RATE_WINDOW_MS;
+        assert_eq!(per_second, 100);
+        let kept = per_second * DEFAULT_ATTEMPT_RETENTION_MS / 1_000;
+        assert_eq!(kept, 8_640_000);
+        assert!(kept < DEFAULT_MAX_ATTEMPT_ROWS, "{kept} >= the bound");
+        let per_pass = per_second * DEFAULT_INTERVAL_MS / 1_000;
+        assert_eq!(per_pass, 1_000);
+        assert!(u64::from(DEFAULT_REAP_BATCH) > per_pass);
+        assert!(u64::from(DEFAULT_MAX_EXPIRED_PER_PASS) > per_pass);
+        let longest_txn_ms = MAX_DB_TXN_TIMEOUT_MS;
+        assert!(MIN_ATTEMPT_RETENTION_MS > longest_txn_ms);
+    }
 
     #[test]
     fn measure_flag_is_validated() {

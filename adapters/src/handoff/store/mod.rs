@@ -290,6 +290,11 @@ impl MigrationSource<'static> for Embedded {
                     "sweep lease",
                     include_str!("../../../migrations/postgres/0007_sweep_lease.sql"),
                 ),
+                migration(
+                    8,
+                    "attempt retention",
+                    include_str!("../../../migrations/postgres/0008_attempt_retention.sql"),
+                ),
             ],
             Dialect::Sqlite => vec![
                 migration(
@@ -326,6 +331,11 @@ impl MigrationSource<'static> for Embedded {
                     7,
                     "sweep lease",
                     include_str!("../../../migrations/sqlite/0007_sweep_lease.sql"),
+                ),
+                migration(
+                    8,
+                    "attempt retention",
+                    include_str!("../../../migrations/sqlite/0008_attempt_retention.sql"),
                 ),
             ],
         };

@@ -7,9 +7,9 @@ use sqlx::AnyConnection;
 use switchyard_core::handoff::store::{
     cell_lease, cell_lease_release, cell_lease_renewal, decide_upsert_cell, AssignmentRow,
     CellHeld, CellLease, CellLock, CellRow, DrainInput, DrainPlan, DrainStep, DrainWrite,
-    EnrolInput, EnrolPlan, EnrolStep, LeaseLost, LimitSettings, RegisterInput, RegisterPlan,
-    RegisterRefusal, RegisterStep, Registration, StartRefusal, StoreConfig,
-    StoreError as SetupRefusal, MAX_EXPIRED_PER_CALL,
+    EnrolInput, EnrolPlan, EnrolStep, LeaseLost, LimitSettings, ReapInput, ReapPlan, ReapStep,
+    RegisterInput, RegisterPlan, RegisterRefusal, RegisterStep, Registration, RetentionError,
+    StartRefusal, StoreConfig, StoreError as SetupRefusal, MAX_EXPIRED_PER_CALL,
 };
 use switchyard_core::handoff::{CellId, HostId, Incarnation, OpId, SourceAuthority};
 use switchyard_core::MonoMs;
@@ -791,7 +791,18 @@ impl SqlStore {
     /// Reference `expire_migrations`: at most `MAX_EXPIRED_PER_CALL` expired reservations, in
     /// op-id order, each released under its host lock (one short transaction each).
     pub async fn expire_migrations(&self, now: MonoMs) -> Result<Vec<OpId>, StoreFailure> {
-        let limit = i64::try_from(MAX_EXPIRED_PER_CALL).unwrap_or(i64::MAX);
+        self.expire_migrations_up_to(now, MAX_EXPIRED_PER_CALL)
+            .await
+    }
+
+    /// Reference `expire_migrations_up_to` (HO-L4: the director's `--max-expired-per-pass`):
+    /// at most `max` expired reservations, as [`Self::expire_migrations`].
+    pub async fn expire_migrations_up_to(
+        &self,
+        now: MonoMs,
+        max: usize,
+    ) -> Result<Vec<OpId>, StoreFailure> {
+        let limit = i64::try_from(max).unwrap_or(i64::MAX);
         let n = i(now.0, "now")?;
         let rows = self
             .bounded(async {
@@ -835,5 +846,86 @@ impl SqlStore {
             }
         }
         Ok(expired)
+    }
+
+    // ----- HO-L4: history bounded by retention -----
+
+    /// Reference `reap_attempts`: executes the core's [`ReapPlan`] in one short transaction:
+    /// at most `batch` ended attempt records recorded at or before `now - retention_ms`
+    /// deleted, oldest first (`recorded_at_ms`, then `op_id`: the index of migration 8), and
+    /// one limit shard's `attempt_rows` lowered by as many. `Ok(Err(_))`: the retention is
+    /// refused (nothing written).
+    pub async fn reap_attempts(
+        &self,
+        now: MonoMs,
+        retention_ms: u64,
+        batch: u32,
+    ) -> Result<Result<u32, RetentionError>, StoreFailure> {
+        let mut plan = ReapPlan::new(now, retention_ms, batch);
+        let d = self.dialect;
+        self.bounded(async {
+            let sent = |n: u64| self.statements.sent(n);
+            let mut tx: Option<Txn> = None;
+            loop {
+                let input = match plan.poll() {
+                    ReapStep::Begin => {
+                        sent(1);
+                        tx = Some(self.begin().await?);
+                        ReapInput::Begun
+                    }
+                    ReapStep::ReadSettings => {
+                        sent(1);
+                        ReapInput::Settings(Self::settings_in(open(&mut tx)?).await?)
+                    }
+                    ReapStep::DeleteEnded { cutoff, batch } => {
+                        sent(1);
+                        // The ended condition twice: in the pick, and re-checked on the row
+                        // deleted (an ended record never becomes pending again anyway).
+                        let done = sqlx::query(
+                            "DELETE FROM ho_attempts WHERE op_id IN (\
+                             SELECT op_id FROM ho_attempts WHERE recorded_at_ms <= $1 \
+                             AND (outcome <> 'committed' OR registration <> 'pending') \
+                             ORDER BY recorded_at_ms, op_id LIMIT $2) \
+                             AND (outcome <> 'committed' OR registration <> 'pending')",
+                        )
+                        .bind(i(cutoff.0, "cutoff")?)
+                        .bind(i64::from(batch))
+                        .execute(&mut **open(&mut tx)?)
+                        .await
+                        .map_err(in_txn)?;
+                        let removed = u32::try_from(done.rows_affected()).map_err(|_| {
+                            StoreFailure::BadRow(format!(
+                                "reap removed {} rows",
+                                done.rows_affected()
+                            ))
+                        })?;
+                        ReapInput::Deleted(removed)
+                    }
+                    ReapStep::LockAnyShard { hint } => {
+                        sent(1);
+                        ReapInput::Shard(Self::lock_any_shard(open(&mut tx)?, d, hint).await?)
+                    }
+                    ReapStep::LockShard { shard } => {
+                        sent(1);
+                        ReapInput::Shard(Some(Self::lock_shard(open(&mut tx)?, d, shard).await?))
+                    }
+                    ReapStep::WriteShard { shard, row } => {
+                        sent(1);
+                        Self::write_shard_attempt_rows(open(&mut tx)?, shard, &row).await?;
+                        ReapInput::Written
+                    }
+                    ReapStep::Commit => {
+                        sent(1);
+                        Self::commit(take(&mut tx)?).await?;
+                        ReapInput::Committed
+                    }
+                    // Dropping an open transaction rolls it back: nothing was written.
+                    ReapStep::Done(answer) => return Ok(answer),
+                    ReapStep::Failed(fault) => return Err(failed(fault)),
+                };
+                plan.handle(input);
+            }
+        })
+        .await
     }
 }

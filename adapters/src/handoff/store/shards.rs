@@ -162,6 +162,46 @@ impl SqlStore {
         Self::lock_shard(tx, dialect, hint).await.map(Some)
     }
 
+    /// HO-L4: lock one free shard without a savepoint (a reap lowers one shard's count):
+    /// as [`Self::lock_free_shard`], `hint` and the shards after it first; `None`: every
+    /// shard is locked. SQLite has one writer, so `hint`'s shard is free.
+    pub(super) async fn lock_any_shard(
+        tx: &mut Txn,
+        dialect: Dialect,
+        hint: u32,
+    ) -> Result<Option<(u32, ShardRow)>, StoreFailure> {
+        if dialect == Dialect::Postgres {
+            let row = sqlx::query(&format!(
+                "SELECT {SHARD_COLUMNS} FROM ho_limit_shards \
+                 ORDER BY shard >= $1 DESC, shard FOR UPDATE SKIP LOCKED LIMIT 1"
+            ))
+            .bind(i64::from(hint))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(in_txn)?;
+            return row.as_ref().map(shard_of).transpose();
+        }
+        Self::lock_shard(tx, dialect, hint).await.map(Some)
+    }
+
+    /// HO-L4: a shard's `attempt_rows` as the plan computed it under the shard's lock.
+    pub(super) async fn write_shard_attempt_rows(
+        tx: &mut Txn,
+        shard: u32,
+        row: &ShardRow,
+    ) -> Result<(), StoreFailure> {
+        let done = sqlx::query("UPDATE ho_limit_shards SET attempt_rows = $1 WHERE shard = $2")
+            .bind(row.attempt_rows)
+            .bind(i64::from(shard))
+            .execute(&mut **tx)
+            .await
+            .map_err(in_txn)?;
+        if done.rows_affected() != 1 {
+            return Err(StoreFailure::BadRow(format!("limit shard {shard} missing")));
+        }
+        Ok(())
+    }
+
     /// Lock shard `shard` (waiting for it) and read its row.
     pub(super) async fn lock_shard(
         tx: &mut Txn,

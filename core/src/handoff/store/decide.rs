@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::rows::*;
+use crate::handoff::ids::OpId;
 use crate::handoff::ids::{AuthorityCheck, AuthorityField, CellId, Epoch, HostId, Incarnation};
 use crate::handoff::ids::{Generation, SourceAuthority};
 use crate::handoff::policy::{self, HandoffRequest, Ineligible};
@@ -508,4 +509,68 @@ pub fn authority_of(host: HostId, row: &AssignmentRow) -> SourceAuthority {
         incarnation: row.incarnation,
         generation: row.generation,
     }
+}
+
+// ----- HO-L4: history bounded by retention -----
+
+/// HO-L4: an attempt record that has **ended**: a fence (`FencedAbort` or `FencedRenewed`),
+/// or a commit whose registration is no longer pending (registered, or recovery started). A
+/// pending commit is a migration still in flight (its reservation counts in `in_flight`): it
+/// is never removed. An ended record never becomes pending again (a registration only moves
+/// from pending), so "ended" read once stays true.
+#[must_use]
+pub fn attempt_ended(row: &AttemptRow) -> bool {
+    !matches!(
+        row.outcome,
+        AttemptOutcome::Committed {
+            registration: Registration::Pending,
+            ..
+        }
+    )
+}
+
+/// HO-L4: the newest `recorded_at` a reap at `now` may remove: `now - retention_ms` (`None`:
+/// the clock is not that far yet, nothing is old enough).
+#[must_use]
+pub fn reap_cutoff(now: MonoMs, retention_ms: u64) -> Option<MonoMs> {
+    now.as_ms().checked_sub(retention_ms).map(MonoMs)
+}
+
+/// HO-L4: whether a reap with `cutoff` removes `row`: ended and recorded at or before the
+/// cutoff.
+#[must_use]
+pub fn reapable(row: &AttemptRow, cutoff: MonoMs) -> bool {
+    attempt_ended(row) && row.recorded_at <= cutoff
+}
+
+/// HO-L4: the records one reap removes: the [`reapable`] ones, oldest first (`recorded_at`,
+/// then op id), at most `batch`. The SQL stores select the same rows with
+/// `ORDER BY recorded_at_ms, op_id LIMIT batch`; the reference calls this.
+///
+/// Why removing them is safe (checked by `ho_l4_*` tests): after a **committed** record is
+/// removed, a locked reconciliation of its op id finds no record and a claim that is no
+/// longer exact (the commit moved the host: epoch + 1 at the target), so
+/// [`decide_reconcile`] writes a `FencedAbort` record that renews nothing and answers
+/// `AuthorityChanged` (with the store full it writes nothing and the caller stays
+/// quarantined): never a rollback, never a fence of the host. After a **fenced** record
+/// is removed, the original transaction cannot commit: its claim was stale when fenced
+/// (`FencedAbort`) or the fence renewed the generation (`FencedRenewed`), and an authority
+/// only moves forward (epoch and generation never decrease), so its re-check answers
+/// `AuthorityChanged`.
+#[must_use]
+pub fn reap_selection<'a>(
+    attempts: impl IntoIterator<Item = (&'a OpId, &'a AttemptRow)>,
+    cutoff: MonoMs,
+    batch: u32,
+) -> Vec<OpId> {
+    let mut old: Vec<(MonoMs, OpId)> = attempts
+        .into_iter()
+        .filter(|(_, row)| reapable(row, cutoff))
+        .map(|(op, row)| (row.recorded_at, *op))
+        .collect();
+    old.sort_unstable();
+    old.into_iter()
+        .take(usize::try_from(batch).unwrap_or(usize::MAX))
+        .map(|(_, op)| op)
+        .collect()
 }

@@ -27,9 +27,9 @@ use super::decide::*;
 use super::result::StoreFault;
 use super::rows::*;
 use crate::handoff::escrow::{
-    after_commit, after_fence, enrol_exact, enrol_path, exact_limits, fast_commit, load_split,
-    rebalance, shard_covers_commit, spend_commit, spend_enrolment, EnrolPath, Rebalance, ShardRow,
-    Split,
+    after_commit, after_fence, after_reap, enrol_exact, enrol_path, exact_limits, fast_commit,
+    load_split, rebalance, shard_covers_commit, spend_commit, spend_enrolment, EnrolPath,
+    Rebalance, ShardRow, Split,
 };
 use crate::handoff::ids::{AuthorityCheck, AuthorityField, CellId, HostId, Incarnation, OpId};
 use crate::handoff::ids::{Generation, SourceAuthority};
@@ -1264,6 +1264,189 @@ impl EnrolPlan {
             }
             (state, input) => {
                 crate::invariant!(false, "enrol plan fed {input:?} in {state:?}");
+                self.state = state;
+            }
+        }
+    }
+}
+
+// ----- HO-L4: history bounded by retention -----
+
+/// A step of [`ReapPlan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReapStep {
+    Begin,
+    /// The settings (→ [`ReapInput::Settings`]): the registration timeout the retention must
+    /// exceed, as it is now.
+    ReadSettings,
+    /// Delete the attempt records [`reap_selection`] picks: ended ([`attempt_ended`]) and
+    /// recorded at or before `cutoff`, oldest first (`recorded_at`, then op id), at most
+    /// `batch`, the ended condition repeated in the delete itself (→ [`ReapInput::Deleted`]:
+    /// how many were removed).
+    DeleteEnded {
+        cutoff: MonoMs,
+        batch: u32,
+    },
+    /// Lock one free limit shard, `hint` first, no savepoint (→ [`ReapInput::Shard`]; `None`:
+    /// every shard is locked by another writer).
+    LockAnyShard {
+        hint: u32,
+    },
+    /// Every shard was locked: wait for shard `shard` (→ [`ReapInput::Shard`]).
+    LockShard {
+        shard: u32,
+    },
+    /// The locked shard's row after the reap ([`after_reap`]: its attempt count lowered, its
+    /// tokens untouched) (→ [`ReapInput::Written`]).
+    WriteShard {
+        shard: u32,
+        row: ShardRow,
+    },
+    Commit,
+    /// How many records were removed, or the retention refused (nothing written).
+    Done(Result<u32, RetentionError>),
+    Failed(StoreFault),
+}
+
+/// The result of a [`ReapStep`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReapInput {
+    Begun,
+    Settings(StoreConfig),
+    Deleted(u32),
+    Shard(Option<(u32, ShardRow)>),
+    Written,
+    Committed,
+    Failed(StoreFault),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum ReapState {
+    Start,
+    Settings,
+    Deleting,
+    Shard { removed: u32 },
+    Written { removed: u32 },
+    Committing { removed: u32 },
+    End,
+}
+
+/// HO-L4: one reap as a plan, one short transaction: the settings (the retention must exceed
+/// the registration timeout as it is now: [`check_retention`]); then at most `batch` ended
+/// attempt records recorded at or before `now - retention_ms` deleted, oldest first; then one
+/// limit shard locked and its `attempt_rows` lowered by the number removed (tokens untouched:
+/// an event that raises the room leaves them alone), and COMMIT. Nothing old enough: nothing
+/// written, no shard locked. Pending commits (migrations in flight) are never removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReapPlan {
+    now: MonoMs,
+    retention_ms: u64,
+    batch: u32,
+    step: ReapStep,
+    state: ReapState,
+}
+
+impl ReapPlan {
+    /// A reap at `now` of records older than `retention_ms`, at most `batch` of them. A batch
+    /// out of range (0, or past [`MAX_REAP_BATCH`]) is refused before anything runs.
+    #[must_use]
+    pub fn new(now: MonoMs, retention_ms: u64, batch: u32) -> ReapPlan {
+        let mut plan = ReapPlan {
+            now,
+            retention_ms,
+            batch,
+            step: ReapStep::Begin,
+            state: ReapState::Start,
+        };
+        if batch == 0 || batch > MAX_REAP_BATCH {
+            plan.done(Err(RetentionError::ReapBatch { value: batch }));
+        }
+        plan
+    }
+
+    #[must_use]
+    pub fn poll(&self) -> ReapStep {
+        self.step
+    }
+
+    fn done(&mut self, answer: Result<u32, RetentionError>) {
+        self.step = ReapStep::Done(answer);
+        self.state = ReapState::End;
+    }
+
+    fn ask(&mut self, step: ReapStep, state: ReapState) {
+        self.step = step;
+        self.state = state;
+    }
+
+    pub fn handle(&mut self, input: ReapInput) {
+        if let ReapInput::Failed(fault) = input {
+            if !matches!(self.step, ReapStep::Done(_) | ReapStep::Failed(_)) {
+                self.step = ReapStep::Failed(fault);
+                self.state = ReapState::End;
+            }
+            return;
+        }
+        let state = std::mem::replace(&mut self.state, ReapState::End);
+        match (state, input) {
+            (ReapState::Start, ReapInput::Begun) => {
+                self.ask(ReapStep::ReadSettings, ReapState::Settings);
+            }
+            (ReapState::Settings, ReapInput::Settings(config)) => {
+                let windows = [(
+                    RetentionWindow::RegistrationTimeout,
+                    config.registration_timeout_ms,
+                )];
+                if let Err(refusal) = check_retention(self.retention_ms, &windows) {
+                    // Nothing written: the executor drops the transaction.
+                    return self.done(Err(refusal));
+                }
+                match reap_cutoff(self.now, self.retention_ms) {
+                    None => self.done(Ok(0)),
+                    Some(cutoff) => self.ask(
+                        ReapStep::DeleteEnded {
+                            cutoff,
+                            batch: self.batch,
+                        },
+                        ReapState::Deleting,
+                    ),
+                }
+            }
+            (ReapState::Deleting, ReapInput::Deleted(removed)) => {
+                if removed > self.batch {
+                    self.step = ReapStep::Failed(StoreFault::BadRow);
+                    return;
+                }
+                if removed == 0 {
+                    // Nothing deleted, nothing to count: the transaction is dropped.
+                    return self.done(Ok(0));
+                }
+                self.ask(
+                    ReapStep::LockAnyShard { hint: 0 },
+                    ReapState::Shard { removed },
+                );
+            }
+            (ReapState::Shard { removed }, ReapInput::Shard(locked)) => match locked {
+                None => self.ask(
+                    ReapStep::LockShard { shard: 0 },
+                    ReapState::Shard { removed },
+                ),
+                Some((shard, row)) => self.ask(
+                    ReapStep::WriteShard {
+                        shard,
+                        row: after_reap(&row, removed),
+                    },
+                    ReapState::Written { removed },
+                ),
+            },
+            (ReapState::Written { removed }, ReapInput::Written) => {
+                self.ask(ReapStep::Commit, ReapState::Committing { removed });
+            }
+            (ReapState::Committing { removed }, ReapInput::Committed) => {
+                self.done(Ok(removed));
+            }
+            (state, input) => {
+                crate::invariant!(false, "reap plan fed {input:?} in {state:?}");
                 self.state = state;
             }
         }

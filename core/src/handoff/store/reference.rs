@@ -492,12 +492,18 @@ impl AssignmentStore {
     /// registered at the target by `expires_at` are released (at most
     /// `MAX_EXPIRED_PER_CALL` per call). The assignment stays at the target.
     pub fn expire_migrations(&mut self, now: MonoMs) -> Vec<OpId> {
+        self.expire_migrations_up_to(now, MAX_EXPIRED_PER_CALL)
+    }
+
+    /// HO-A6 / HO-L4: [`Self::expire_migrations`] with the bound given (the director's
+    /// `--max-expired-per-pass`): at most `max` expired reservations, in op-id order.
+    pub fn expire_migrations_up_to(&mut self, now: MonoMs, max: usize) -> Vec<OpId> {
         let expired: Vec<OpId> = self
             .reservations
             .iter()
             .filter(|(_, r)| r.expires_at <= now)
             .map(|(op, _)| *op)
-            .take(MAX_EXPIRED_PER_CALL)
+            .take(max)
             .collect();
         for op in &expired {
             self.reservations.remove(op);
@@ -505,6 +511,47 @@ impl AssignmentStore {
         }
         crate::invariant_eq!(self.check_invariants(), Ok(()));
         expired
+    }
+
+    /// HO-L4: remove at most `batch` ended attempt records recorded at or before
+    /// `now - retention_ms`, oldest first, running the [`ReapPlan`]: the number removed, or
+    /// the retention refused (it must exceed the registration timeout in the settings and
+    /// the 1 h floor: `check_retention`). Pending commits are never removed. The attempt
+    /// count is the map itself, so it falls with the rows.
+    pub fn reap_attempts(
+        &mut self,
+        now: MonoMs,
+        retention_ms: u64,
+        batch: u32,
+    ) -> Result<u32, RetentionError> {
+        let mut plan = ReapPlan::new(now, retention_ms, batch);
+        for _ in 0..MAX_PLAN_STEPS {
+            let input = match plan.poll() {
+                ReapStep::Begin => ReapInput::Begun,
+                ReapStep::ReadSettings => ReapInput::Settings(self.config),
+                ReapStep::DeleteEnded { cutoff, batch } => {
+                    let gone = reap_selection(&self.attempts, cutoff, batch);
+                    for op in &gone {
+                        self.attempts.remove(op);
+                    }
+                    ReapInput::Deleted(u32::try_from(gone.len()).unwrap_or(u32::MAX))
+                }
+                // No shards (see the module doc): the count is the map.
+                ReapStep::LockAnyShard { .. } | ReapStep::LockShard { .. } => {
+                    ReapInput::Shard(Some((0, self.exact_shard())))
+                }
+                ReapStep::WriteShard { .. } => ReapInput::Written,
+                ReapStep::Commit => {
+                    crate::invariant_eq!(self.check_invariants(), Ok(()));
+                    ReapInput::Committed
+                }
+                ReapStep::Done(answer) => return answer,
+                ReapStep::Failed(_) => break,
+            };
+            plan.handle(input);
+        }
+        crate::invariant!(false, "the reap plan ends within its steps");
+        Ok(0)
     }
 
     /// Store invariants: every reservation belongs to exactly one committed, unregistered

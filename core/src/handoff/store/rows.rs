@@ -18,8 +18,153 @@ pub const DEFAULT_MAX_CELLS: u64 = 1_024;
 pub const DEFAULT_MAX_ATTEMPT_ROWS: u64 = 16_777_216;
 /// SCALE-1: the largest value a bound may be set to (ids and counts stay far inside `i64`).
 pub const MAX_BOUND: u64 = 1 << 40;
-/// At most this many expired migrations are recovered per `expire_migrations` call.
+/// At most this many expired migrations are recovered per `expire_migrations` call (the
+/// reference's call without a bound of its own; the director passes its
+/// [`Retention::max_expired_per_pass`]).
 pub const MAX_EXPIRED_PER_CALL: usize = 256;
+
+/// HO-L4: the default attempt retention (`--attempt-retention-ms`): 24 h. At the default
+/// maximum rate of 100 moves a second (6,000 per minute, `--max-commits-per-window`) a day
+/// leaves 100 × 86,400 = 8,640,000 attempt rows, about half of
+/// [`DEFAULT_MAX_ATTEMPT_ROWS`] (16,777,216): the bound is never reached at the default rate,
+/// with room for the fences a store outage adds.
+pub const DEFAULT_ATTEMPT_RETENTION_MS: u64 = 86_400_000;
+/// HO-L4: the shortest retention allowed whatever the settings: 1 h. It exceeds every window
+/// in which a reconciliation or a late transaction of an op id may still run against the
+/// store (a store transaction is bounded by `--db-txn-timeout-ms`, at most 10 minutes; a
+/// cell's request and reconcile timeouts and a director's request timeout are seconds); the
+/// registration timeout is checked on top (see [`check_retention`]).
+pub const MIN_ATTEMPT_RETENTION_MS: u64 = 3_600_000;
+/// HO-L4: the longest retention (366 days): past it the history is no longer bounded in
+/// any useful sense.
+pub const MAX_ATTEMPT_RETENTION_MS: u64 = 366 * 86_400_000;
+/// HO-L4: attempt records removed per pass by default (`--reap-batch`): more than a pass can
+/// add at the default maximum rate (100 moves a second × the 10 s default interval = 1,000),
+/// so the history shrinks back to the retention window after a burst.
+pub const DEFAULT_REAP_BATCH: u32 = 2_000;
+/// HO-L4: the largest batch: one short transaction (a few hundred ms of deletes on
+/// PostgreSQL at most), well inside the default 3 s transaction timeout.
+pub const MAX_REAP_BATCH: u32 = 50_000;
+/// HO-L4: expired migrations recovered per pass by default (`--max-expired-per-pass`): as many
+/// as a pass can fill at the default rate (1,000), twice over, so in-flight slots are freed at
+/// least at the rate they fill.
+pub const DEFAULT_MAX_EXPIRED_PER_PASS: u32 = 2_000;
+/// HO-L4: the largest `--max-expired-per-pass` (each is one short transaction of its own).
+pub const MAX_EXPIRED_PER_PASS: u32 = 100_000;
+
+/// HO-L4: what the director removes and frees once per pass: attempt records older than
+/// `attempt_retention_ms` that no reconciliation can still need, at most `reap_batch` of them
+/// in one transaction, and at most `max_expired_per_pass` expired migrations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Retention {
+    pub attempt_retention_ms: u64,
+    pub reap_batch: u32,
+    pub max_expired_per_pass: u32,
+}
+
+/// HO-L4: a window in which a reconciliation or a late transaction of an op id may still need
+/// its attempt record: the retention must exceed each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RetentionWindow {
+    /// [`MIN_ATTEMPT_RETENTION_MS`]: above every store transaction and request timeout.
+    Floor,
+    /// The store's `registration_timeout_ms` (HO-A6).
+    RegistrationTimeout,
+    /// A director's re-sends of one request: `--request-timeout-ms` × (`--retries` + 1).
+    DirectorRequests,
+    /// One store transaction: `--db-txn-timeout-ms`.
+    StoreTransaction,
+}
+
+impl std::fmt::Display for RetentionWindow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RetentionWindow::Floor => "the 1 h floor",
+            RetentionWindow::RegistrationTimeout => "the store's registration timeout",
+            RetentionWindow::DirectorRequests => {
+                "the director's request window (--request-timeout-ms x (--retries + 1))"
+            }
+            RetentionWindow::StoreTransaction => "--db-txn-timeout-ms",
+        })
+    }
+}
+
+/// HO-L4: a retention or batch the director refuses (a named refusal, at start or at a reap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+pub enum RetentionError {
+    /// The retention does not exceed a window in which a reconciliation or a late
+    /// transaction may still need an attempt record.
+    #[error("attempt retention {retention_ms} ms is shorter than {window} ({required_ms} ms): a reconciliation or a late transaction could still need a record it removes; set --attempt-retention-ms / SWITCHYARD_ATTEMPT_RETENTION_MS to at least {required_ms}")]
+    TooShort {
+        retention_ms: u64,
+        required_ms: u64,
+        window: RetentionWindow,
+    },
+    #[error("attempt retention {retention_ms} ms is longer than {max} ms (366 days)", max = MAX_ATTEMPT_RETENTION_MS)]
+    TooLong { retention_ms: u64 },
+    #[error("--reap-batch / SWITCHYARD_REAP_BATCH must be between 1 and {max}, got {value}", max = MAX_REAP_BATCH)]
+    ReapBatch { value: u32 },
+    #[error("--max-expired-per-pass / SWITCHYARD_MAX_EXPIRED_PER_PASS must be between 1 and {max}, got {value}", max = MAX_EXPIRED_PER_PASS)]
+    MaxExpired { value: u32 },
+}
+
+/// HO-L4: the rule a retention must meet: at least the longest of [`MIN_ATTEMPT_RETENTION_MS`]
+/// (1 h, above every transaction and request timeout) and every other window named in
+/// `windows` (the store's `registration_timeout_ms`: a committed record stays pending, and
+/// is never removed, until then; a director adds its own request window), and at most
+/// [`MAX_ATTEMPT_RETENTION_MS`]. The refusal names the window that binds.
+pub fn check_retention(
+    retention_ms: u64,
+    windows: &[(RetentionWindow, u64)],
+) -> Result<(), RetentionError> {
+    let (window, required_ms) = windows.iter().fold(
+        (RetentionWindow::Floor, MIN_ATTEMPT_RETENTION_MS),
+        |(w, r), &(name, ms)| if ms > r { (name, ms) } else { (w, r) },
+    );
+    if retention_ms < required_ms {
+        return Err(RetentionError::TooShort {
+            retention_ms,
+            required_ms,
+            window,
+        });
+    }
+    if retention_ms > MAX_ATTEMPT_RETENTION_MS {
+        return Err(RetentionError::TooLong { retention_ms });
+    }
+    Ok(())
+}
+
+impl Retention {
+    /// The director's defaults: 24 h, 2,000 records a pass, 2,000 expired migrations a pass.
+    pub const DEFAULT: Retention = Retention {
+        attempt_retention_ms: DEFAULT_ATTEMPT_RETENTION_MS,
+        reap_batch: DEFAULT_REAP_BATCH,
+        max_expired_per_pass: DEFAULT_MAX_EXPIRED_PER_PASS,
+    };
+
+    /// The checks a director makes at start (`windows`: what it knows of, e.g. its own
+    /// request window); the store's registration timeout is checked again at every reap.
+    pub fn validate(&self, windows: &[(RetentionWindow, u64)]) -> Result<(), RetentionError> {
+        check_retention(self.attempt_retention_ms, windows)?;
+        if self.reap_batch == 0 || self.reap_batch > MAX_REAP_BATCH {
+            return Err(RetentionError::ReapBatch {
+                value: self.reap_batch,
+            });
+        }
+        if self.max_expired_per_pass == 0 || self.max_expired_per_pass > MAX_EXPIRED_PER_PASS {
+            return Err(RetentionError::MaxExpired {
+                value: self.max_expired_per_pass,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention::DEFAULT
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StoreConfig {
