@@ -41,7 +41,7 @@ use super::admission::{
 };
 use super::attempt::{
     AttemptRef, Begin, Disposition, DrainReason, DurableResult, FenceResult, FenceRetry,
-    HandoffAction, HandoffRefusal, HandoffReply, HandoffResult, RebindRefusal, RetireReason,
+    HandoffAction, HandoffRefusal, HandoffReply, HandoffResult, Phase, RebindRefusal, RetireReason,
     SourceConfig, SourceHandoff,
 };
 use super::ids::{AuthorityField, HostId, SourceAuthority};
@@ -551,6 +551,20 @@ impl SourceCell {
         self.hosts
             .values()
             .filter(|s| s.machine.attempt().is_some())
+            .count()
+    }
+
+    /// HO-A2 / OPS-2: hosts whose attempt is quarantined now (a gauge: what is stuck while
+    /// the store is unreachable).
+    #[must_use]
+    pub fn quarantined(&self) -> usize {
+        self.hosts
+            .values()
+            .filter(|s| {
+                s.machine
+                    .attempt()
+                    .is_some_and(|a| matches!(a.phase(), Phase::Quarantined { .. }))
+            })
             .count()
     }
 

@@ -312,6 +312,10 @@ pub struct CellStats {
 pub struct CellGauges {
     /// HO-A5: drained hosts whose fence is not yet written (alert when it stays above 0).
     pub fences_unwritten: u64,
+    /// HO-A2 / OPS-2: hosts whose attempt is quarantined now (gated until a locked
+    /// reconciliation succeeds: the store is unreachable or the outcome unknown).
+    #[serde(default)]
+    pub hosts_quarantined: u64,
     /// HO-7: live accept tickets (clients between accept and attached) of every host.
     pub accepts_live: u64,
     /// HO-7: live client connections of every host.
@@ -442,6 +446,7 @@ impl Shared {
             let live = ep.cell.live_work();
             CellGauges {
                 fences_unwritten: ep.cell.fences_unwritten() as u64,
+                hosts_quarantined: ep.cell.quarantined() as u64,
                 accepts_live: u64::from(live.accepts),
                 client_conns_live: u64::from(live.client_conns),
             }
@@ -905,6 +910,11 @@ impl Probe for CellProbe {
                 "cell_fences_unwritten",
                 "HO-A5: drained hosts whose store fence is not yet written",
                 g.fences_unwritten,
+            ),
+            probes::gauge(
+                "cell_hosts_quarantined",
+                "HO-A2: hosts whose attempt is quarantined now (gated until a locked reconciliation succeeds)",
+                g.hosts_quarantined,
             ),
             probes::gauge(
                 "cell_accepts_live",

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
 use switchyard_core::handoff::store::reconcile_result;
+use switchyard_core::handoff::{AttemptRef, HostId, OpId};
 use switchyard_core::handoff::{
     CellAction, CloseReason, Fed, Installed, MachineId, SessionId, SourceCell,
 };
@@ -17,7 +18,6 @@ use switchyard_core::handoff::{CellRecord, QuiescenceCounters, StoreAnswer, Stor
 use switchyard_core::handoff::{
     DurableResult, FenceResult, HandoffAction, HandoffReply, RetireReason,
 };
-use switchyard_core::handoff::{HostId, OpId};
 use switchyard_core::journal::JournalRecord;
 use switchyard_core::MonoMs;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -60,6 +60,18 @@ struct HostLocal {
     /// HO-A5: set by the core's `HardDrain`; every attached client closes on it.
     drain: watch::Sender<bool>,
     timer: Option<Armed>,
+    /// OPS-2 / HO-L4: what this host's log already said in the episode going on (a store
+    /// outage repeats the same retry every few seconds: said once, then DEBUG).
+    said: Said,
+}
+
+/// OPS-2: the last state of a host that was logged at WARN or ERROR.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Said {
+    /// The attempt whose quarantine was logged.
+    quarantined: Option<AttemptRef>,
+    /// The generation whose fence failure was logged, and whether as overdue.
+    fence_failed: Option<(u64, bool)>,
 }
 
 impl HostLocal {
@@ -69,6 +81,7 @@ impl HostLocal {
             clients: HashMap::new(),
             drain: watch::channel(false).0,
             timer: None,
+            said: Said::default(),
         }
     }
 }
@@ -269,7 +282,10 @@ fn execute(sh: &Arc<Shared>, ep: &mut LockedCell, action: CellAction) {
             host,
             machine,
             action,
-        } => execute_machine(sh, host, machine, action),
+        } => {
+            let said = ep.hosts.get_mut(&host).map(|l| &mut l.said);
+            execute_machine(sh, host, machine, action, said);
+        }
         CellAction::CloseControl {
             host,
             session,
@@ -359,7 +375,15 @@ fn feed(sh: &Arc<Shared>, host: HostId, f: impl FnOnce(&mut LockedCell) -> Fed) 
     }
 }
 
-fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: HandoffAction) {
+fn execute_machine(
+    sh: &Arc<Shared>,
+    host: HostId,
+    machine: MachineId,
+    action: HandoffAction,
+    said: Option<&mut Said>,
+) {
+    let mut fallback = Said::default();
+    let said = said.unwrap_or(&mut fallback);
     match action {
         HandoffAction::RunTransaction { attempt, request } => {
             sh.stats.bump(|s| s.transactions_run += 1);
@@ -443,8 +467,15 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
         }
         HandoffAction::Quarantined { attempt, cause } => {
             sh.stats.bump(|s| s.quarantined += 1);
-            warn!(host = host.0, op = %attempt.op_id, ?cause,
-                "handoff quarantined: source stays gated until a locked reconciliation succeeds");
+            // OPS-2: once per attempt; each retry of the same attempt is DEBUG (the gauge
+            // `switchyard_cell_hosts_quarantined` says how many are stuck now).
+            if said.quarantined == Some(attempt) {
+                debug!(host = host.0, op = %attempt.op_id, ?cause, "handoff still quarantined");
+            } else {
+                said.quarantined = Some(attempt);
+                warn!(host = host.0, op = %attempt.op_id, ?cause,
+                    "handoff quarantined: source stays gated until a locked reconciliation succeeds; retried every --quarantine-retry-ms (said once per attempt)");
+            }
         }
         HandoffAction::RetireSourceDraining { reason } => {
             sh.stats.bump(|s| match reason {
@@ -511,7 +542,17 @@ fn execute_machine(sh: &Arc<Shared>, host: HostId, machine: MachineId, action: H
             sh.stats.bump(|s| s.fence_failures += 1);
             let retry_in_ms = retry_at.since_ms(sh.clock.now());
             let generation = authority.generation.0;
-            if overdue {
+            // OPS-2: once when the fence first fails and once when it becomes overdue; the
+            // retries between are DEBUG (`switchyard_cell_fences_unwritten` counts them now).
+            let state = (generation, overdue);
+            let repeat = said.fence_failed == Some(state);
+            said.fence_failed = Some(state);
+            if repeat {
+                debug!(
+                    host = host.0,
+                    generation, failures, retry_in_ms, overdue, "drain fence retry scheduled"
+                );
+            } else if overdue {
                 error!(host = host.0, generation, failures, retry_in_ms,
                     "drain fence still unwritten: the host stays drained and refuses undrain until the store takes it");
             } else {
