@@ -16,6 +16,7 @@ use switchyard_spec::failover::{
 };
 use switchyard_spec::halt::Halt;
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
+use switchyard_spec::lease::{LeaseModel, LeaseParams, LeaseProjection, LeaseState};
 use switchyard_spec::sweep::{SweepAction, SweepModel, SweepParams, SweepProjection, SweepState};
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
 
@@ -446,6 +447,40 @@ impl CheckedModel for EnrolModel {
     }
 
     fn summary(state: &EnrolState) -> String {
+        state.summary()
+    }
+}
+
+impl CheckedModel for LeaseModel {
+    const NAME: &'static str = "lease";
+    type Params = LeaseParams;
+    type Projection = LeaseProjection;
+
+    fn params(&self) -> LeaseParams {
+        self.params.clone()
+    }
+
+    fn project(state: &LeaseState) -> LeaseProjection {
+        state.project()
+    }
+
+    fn halt(&self) -> &Halt {
+        &self.halt
+    }
+
+    fn init_name(&self, state: &LeaseState) -> String {
+        format!("successor clock {:+} ms", state.offset)
+    }
+
+    fn card(state: &LeaseState) -> String {
+        let p = state.project();
+        format!(
+            "lease (inc {}, until {}), serving {} until {:?}\ncut off {}, successor {}",
+            p.holder, p.lease_until_ms, p.serving, p.serving_until_ms, p.cut_off, p.successor_holds
+        )
+    }
+
+    fn summary(state: &LeaseState) -> String {
         state.summary()
     }
 }

@@ -1,6 +1,6 @@
 //! `switchyard-check`: model-check the Switchyard specification.
 //!
-//! `switchyard-check check [failover|handoff|sweep|dispatch|enrol|all]` explores every model exhaustively at
+//! `switchyard-check check [failover|handoff|sweep|dispatch|enrol|lease|all]` explores every model exhaustively at
 //! the review bounds (the defaults), prints a table per model (the handoff model: one per
 //! scenario, `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
 //! vacuous model), printing each counterexample and writing it as a JSON trace. A search that
@@ -23,6 +23,7 @@ use switchyard_spec::failover::{
     FailoverModel, FailoverParams, Variant, MAX_MODEL_HOSTS, MAX_MODEL_URLS,
 };
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, Scenario};
+use switchyard_spec::lease::{LeaseModel, LeaseParams};
 use switchyard_spec::sweep::{SweepModel, SweepParams};
 
 #[global_allocator]
@@ -86,6 +87,8 @@ enum Which {
     Dispatch,
     /// Enrolment of an unknown host by two concurrent registrations (HO-A4, SCALE-1).
     Enrol,
+    /// A cell's identity lease against a successor's clock (HO-L5, HO-L2).
+    Lease,
     All,
 }
 
@@ -361,13 +364,14 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     let sweep = SweepModel::new(SweepParams::default());
     let dispatch = DispatchModel::new(DispatchParams::default());
     let enrol = EnrolModel::new(EnrolParams::default());
+    let lease = LeaseModel::new(LeaseParams::default());
     if let Some(address) = args.explore {
         return explore(
             args.model,
             failover,
             handoff,
             (sweep, dispatch),
-            enrol,
+            (enrol, lease),
             address,
         );
     }
@@ -411,6 +415,9 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     }
     if matches!(args.model, Which::Enrol | Which::All) {
         runs.push(check_one(enrol, &options, args.traces.as_deref())?);
+    }
+    if matches!(args.model, Which::Lease | Which::All) {
+        runs.push(check_one(lease, &options, args.traces.as_deref())?);
     }
     Ok(runs)
 }
@@ -511,7 +518,7 @@ fn explore(
     failover: FailoverModel,
     handoff: Vec<HandoffModel>,
     (sweep, dispatch): (SweepModel, DispatchModel),
-    enrol: EnrolModel,
+    (enrol, lease): (EnrolModel, LeaseModel),
     address: SocketAddr,
 ) -> Result<Vec<RunSummary>, String> {
     if !address.ip().is_loopback() {
@@ -534,6 +541,7 @@ fn explore(
         Which::Sweep => serve("sweep", Explorable::new(vec![sweep]), address),
         Which::Dispatch => serve("dispatch", Explorable::new(vec![dispatch]), address),
         Which::Enrol => serve("enrol", Explorable::new(vec![enrol]), address),
+        Which::Lease => serve("lease", Explorable::new(vec![lease]), address),
     }
 }
 

@@ -211,6 +211,21 @@ fn ho_a4_scale_1_checker_runs_the_enrol_model_alone_and_names_it() {
     );
 }
 
+#[test]
+fn ho_l5_checker_runs_the_lease_model_alone_and_names_it() {
+    let (code, out, err) = check(&["lease"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("model lease:"), "{out}");
+    // The state count is pinned once, in spec/tests/lease_model.rs.
+    assert!(out.contains(", exhaustive"), "{out}");
+    assert!(out.contains("HO-L5 a cell never serves while a successor holds its lease"));
+    assert_eq!(
+        out.lines().last().unwrap_or_default(),
+        "exit 0: all 2 properties hold and all 3 witnesses are reached in lease",
+        "{out}"
+    );
+}
+
 /// A failover bound every witness is reached at, in a fraction of a second.
 const TINY_FAILOVER: [&str; 14] = [
     "failover",

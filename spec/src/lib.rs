@@ -13,6 +13,7 @@ pub mod failover;
 pub mod failover_oracle;
 pub mod halt;
 pub mod handoff;
+pub mod lease;
 pub mod seed_lines;
 pub mod share;
 pub mod store_calls;

@@ -67,10 +67,15 @@ impl LeaseTiming {
     }
 
     /// Until when a renewal sent at `sent_at` (the time the store wrote the lease from) lets
-    /// the cell serve.
+    /// the cell serve: a millisecond before a successor whose clock is `drift_ms` ahead sees
+    /// the lease end (the lease model found the tie: at the very millisecond both may act).
     #[must_use]
     pub fn serving_until(&self, sent_at: MonoMs) -> MonoMs {
-        sent_at.plus_ms(self.lease_ms.saturating_sub(self.drift_ms))
+        sent_at.plus_ms(
+            self.lease_ms
+                .saturating_sub(self.drift_ms)
+                .saturating_sub(1),
+        )
     }
 }
 
@@ -266,8 +271,8 @@ mod tests {
     use super::*;
 
     /// HO-L5: with a 15 s lease renewed every 5 s and 1 s of drift allowed, a cell whose
-    /// renewals stop being confirmed stops serving 14 s after the send of the last confirmed
-    /// one: after two failed renewals (at 5 s and 10 s), before a successor whose clock runs
+    /// renewals stop being confirmed stops serving 1 ms short of 14 s after the send of the
+    /// last confirmed one: after two failed renewals (at 5 s and 10 s), before a successor whose clock runs
     /// up to 1 s ahead can see the lease lapse (15 s by the old cell's clock).
     #[test]
     fn ho_l5_a_cell_whose_renewals_fail_stops_serving_before_its_lease_can_lapse() {
@@ -277,13 +282,13 @@ mod tests {
         };
         assert!(timing.validate().is_ok());
         let mut k = LeaseKeeper::with_timing(timing, MonoMs(100_000));
-        assert_eq!(k.poll_timeout(), Some(MonoMs(114_000)));
-        // Confirmed at 105 s (sent then): serving runs to 119 s.
+        assert_eq!(k.poll_timeout(), Some(MonoMs(113_999)));
+        // Confirmed at 105 s (sent then): serving runs to just before 119 s.
         assert_eq!(
             k.handle_renewal_at(MonoMs(105_000), Renewal::Renewed),
             LeaseStep::Keep { recovered: false }
         );
-        assert_eq!(k.poll_timeout(), Some(MonoMs(119_000)));
+        assert_eq!(k.poll_timeout(), Some(MonoMs(118_999)));
         assert_eq!(
             k.handle_renewal_at(MonoMs(110_000), Renewal::Unreachable),
             LeaseStep::Failing { first: true }
@@ -292,18 +297,18 @@ mod tests {
             k.handle_renewal_at(MonoMs(115_000), Renewal::Unreachable),
             LeaseStep::Failing { first: false }
         );
-        assert_eq!(k.handle_timeout(MonoMs(118_999)), None);
+        assert_eq!(k.handle_timeout(MonoMs(118_998)), None);
         assert_eq!(
-            k.handle_timeout(MonoMs(119_000)),
+            k.handle_timeout(MonoMs(118_999)),
             Some(LeaseStep::Lapsing {
-                unconfirmed_ms: 14_000
+                unconfirmed_ms: 13_999
             })
         );
         // Final: a late confirmation (the store is back) does not reopen a stopped cell.
         assert_eq!(
             k.handle_renewal_at(MonoMs(120_000), Renewal::Renewed),
             LeaseStep::Lapsing {
-                unconfirmed_ms: 14_000
+                unconfirmed_ms: 13_999
             }
         );
         assert_eq!(k.poll_timeout(), None);
@@ -312,7 +317,7 @@ mod tests {
         let mut k = LeaseKeeper::with_timing(timing, MonoMs(0));
         k.handle_renewal_at(MonoMs(10_000), Renewal::Renewed);
         k.handle_renewal_at(MonoMs(5_000), Renewal::Renewed);
-        assert_eq!(k.poll_timeout(), Some(MonoMs(24_000)));
+        assert_eq!(k.poll_timeout(), Some(MonoMs(23_999)));
     }
 
     #[test]
