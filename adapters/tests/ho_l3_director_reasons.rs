@@ -4,14 +4,15 @@
 //! the middle of a long pass ends it at a page boundary within about one request timeout.
 
 mod handoff_rig;
+mod support_log;
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::routing::post;
 use axum::Router;
 use handoff_rig::{Backend, Rig, SRC, TGT};
+use support_log::Log;
 use switchyard_adapters::handoff::auth::Secret;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig};
@@ -53,37 +54,6 @@ fn one_page() -> ScanLimits {
         page_size: 10,
         max_pages: 1,
         max_dispatch: 100,
-    }
-}
-
-/// A log sink for this thread's tasks (the tests run on a current-thread runtime).
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    fn capture() -> (Log, tracing::subscriber::DefaultGuard) {
-        let log = Log::default();
-        let sink = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || sink.clone())
-            .finish();
-        (log, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("log")).into_owned()
     }
 }
 

@@ -4,12 +4,12 @@
 //! when they clear, and the host moves once room returns, without its desktop reconnecting.
 
 mod handoff_rig;
+mod support_log;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use handoff_rig::{Backend, Rig, SRC, TGT};
+use support_log::Log;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig};
 use switchyard_core::handoff::store::{
@@ -72,41 +72,6 @@ fn limits(max_attempt_rows: u64) -> LimitSettings {
             max_attempt_rows,
             ..c.bounds
         },
-    }
-}
-
-/// A log sink for this thread's tasks (the test runs on a current-thread runtime).
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Log {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("log").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Log {
-    fn capture() -> (Log, tracing::subscriber::DefaultGuard) {
-        let log = Log::default();
-        let sink = log.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(move || sink.clone())
-            .finish();
-        (log, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn lines_with(&self, needle: &str) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().expect("log"))
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_owned)
-            .collect()
     }
 }
 
