@@ -17,6 +17,7 @@ use switchyard_spec::failover::{
 use switchyard_spec::halt::Halt;
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, HoAction, HoProjection, HoState};
 use switchyard_spec::lease::{LeaseModel, LeaseParams, LeaseProjection, LeaseState};
+use switchyard_spec::store_race::{RaceProjection, RaceState, StoreRaceModel, StoreRaceParams};
 use switchyard_spec::sweep::{SweepAction, SweepModel, SweepParams, SweepProjection, SweepState};
 use switchyard_spec::trace::{Trace, TraceKind, TraceStep};
 
@@ -481,6 +482,43 @@ impl CheckedModel for LeaseModel {
     }
 
     fn summary(state: &LeaseState) -> String {
+        state.summary()
+    }
+}
+
+impl CheckedModel for StoreRaceModel {
+    const NAME: &'static str = "store";
+    type Params = StoreRaceParams;
+    type Projection = RaceProjection;
+
+    fn params(&self) -> StoreRaceParams {
+        self.params.clone()
+    }
+
+    fn project(state: &RaceState) -> RaceProjection {
+        state.project()
+    }
+
+    fn halt(&self) -> &Halt {
+        &self.halt
+    }
+
+    fn init_name(&self, state: &RaceState) -> String {
+        format!("scenario {:?}", state.scenario)
+    }
+
+    fn card(state: &RaceState) -> String {
+        let p = state.project();
+        format!(
+            "{}\nhosts at the target {}, commits {:?}, read as {:?}",
+            p.actors.join("\n"),
+            p.hosts_at_target,
+            p.commits,
+            p.said
+        )
+    }
+
+    fn summary(state: &RaceState) -> String {
         state.summary()
     }
 }

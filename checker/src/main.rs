@@ -1,6 +1,6 @@
 //! `switchyard-check`: model-check the Switchyard specification.
 //!
-//! `switchyard-check check [failover|handoff|sweep|dispatch|enrol|lease|all]` explores every model exhaustively at
+//! `switchyard-check check [failover|handoff|sweep|dispatch|enrol|lease|store|all]` explores every model exhaustively at
 //! the review bounds (the defaults), prints a table per model (the handoff model: one per
 //! scenario, `--scenario` picks one), and exits 1 on any violated `always` or unreached `sometimes` (a
 //! vacuous model), printing each counterexample and writing it as a JSON trace. A search that
@@ -24,6 +24,7 @@ use switchyard_spec::failover::{
 };
 use switchyard_spec::handoff::{HandoffModel, HandoffParams, Scenario};
 use switchyard_spec::lease::{LeaseModel, LeaseParams};
+use switchyard_spec::store_race::{StoreRaceModel, StoreRaceParams};
 use switchyard_spec::sweep::{SweepModel, SweepParams};
 
 #[global_allocator]
@@ -89,6 +90,9 @@ enum Which {
     Enrol,
     /// A cell's identity lease against a successor's clock (HO-L5, HO-L2).
     Lease,
+    /// The store's plans interleaved step by step over row locks, limit shards with tokens
+    /// and injected faults (HO-A1, HO-A2, HO-A5, HO-S4, SCALE-2).
+    Store,
     All,
 }
 
@@ -365,13 +369,14 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     let dispatch = DispatchModel::new(DispatchParams::default());
     let enrol = EnrolModel::new(EnrolParams::default());
     let lease = LeaseModel::new(LeaseParams::default());
+    let store = StoreRaceModel::new(StoreRaceParams::default());
     if let Some(address) = args.explore {
         return explore(
             args.model,
             failover,
             handoff,
             (sweep, dispatch),
-            (enrol, lease),
+            (enrol, lease, store),
             address,
         );
     }
@@ -418,6 +423,9 @@ fn check(args: &CheckArgs) -> Result<Vec<RunSummary>, String> {
     }
     if matches!(args.model, Which::Lease | Which::All) {
         runs.push(check_one(lease, &options, args.traces.as_deref())?);
+    }
+    if matches!(args.model, Which::Store | Which::All) {
+        runs.push(check_one(store, &options, args.traces.as_deref())?);
     }
     Ok(runs)
 }
@@ -518,7 +526,7 @@ fn explore(
     failover: FailoverModel,
     handoff: Vec<HandoffModel>,
     (sweep, dispatch): (SweepModel, DispatchModel),
-    (enrol, lease): (EnrolModel, LeaseModel),
+    (enrol, lease, store): (EnrolModel, LeaseModel, StoreRaceModel),
     address: SocketAddr,
 ) -> Result<Vec<RunSummary>, String> {
     if !address.ip().is_loopback() {
@@ -542,6 +550,7 @@ fn explore(
         Which::Dispatch => serve("dispatch", Explorable::new(vec![dispatch]), address),
         Which::Enrol => serve("enrol", Explorable::new(vec![enrol]), address),
         Which::Lease => serve("lease", Explorable::new(vec![lease]), address),
+        Which::Store => serve("store", Explorable::new(vec![store]), address),
     }
 }
 

@@ -17,5 +17,6 @@ pub mod lease;
 pub mod seed_lines;
 pub mod share;
 pub mod store_calls;
+pub mod store_race;
 pub mod sweep;
 pub mod trace;

@@ -121,7 +121,7 @@ pub enum CommitStep {
 }
 
 /// The result of a [`CommitStep`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum CommitInput {
     Begun,
     Host(Option<AssignmentRow>),
@@ -141,7 +141,7 @@ pub enum CommitInput {
     Failed(StoreFault),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum CommitState {
     Start,
     Host,
@@ -187,7 +187,7 @@ enum CommitState {
 /// every limit on one shard, or decides on the exact totals with every shard locked; then
 /// writes every row at once and commits. An op id already recorded returns the recorded result
 /// and never migrates twice. Every early answer writes nothing and locks no shard.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CommitPlan {
     now: MonoMs,
     req: HandoffRequest,
@@ -490,7 +490,7 @@ pub enum ReconcileStep {
 }
 
 /// The result of a [`ReconcileStep`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReconcileInput {
     Begun,
     Host(Option<AssignmentRow>),
@@ -502,7 +502,7 @@ pub enum ReconcileInput {
     Failed(StoreFault),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum ReconcileState {
     Start,
     Host,
@@ -529,7 +529,7 @@ enum ReconcileState {
 /// record ([`reconcile_precheck`]: a recorded op id is answered without locking a limit shard),
 /// then every limit shard and [`decide_reconcile`] on the exact attempt count, whose fence rows
 /// are written with the shards' tokens dealt out again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ReconcilePlan {
     now: MonoMs,
     req: HandoffRequest,
@@ -697,7 +697,7 @@ pub enum RegisterStep {
 }
 
 /// The result of a [`RegisterStep`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum RegisterInput {
     Begun,
     Host(Option<AssignmentRow>),
@@ -708,7 +708,7 @@ pub enum RegisterInput {
     Failed(StoreFault),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum RegisterState {
     Start,
     Host,
@@ -725,7 +725,7 @@ enum RegisterState {
 /// the cell's lock (SCALE-2: shared unless the registration raises the incarnation),
 /// [`decide_register`] over the rows read; its row, the cell's incarnation (if it rises) and
 /// the completed reservations of (host, cell) are written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RegisterPlan {
     host: HostId,
     cell: CellId,
@@ -905,7 +905,7 @@ pub enum DrainInput {
 
 /// HO-A5: the drain fence as a plan: under the host lock, [`drain_fence`]; if the claimed
 /// authority is current, its generation is bumped so any pending handoff of it fails.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct DrainPlan {
     authority: SourceAuthority,
     step: DrainStep,
@@ -1018,7 +1018,7 @@ pub enum EnrolStep {
 }
 
 /// The result of an [`EnrolStep`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EnrolInput {
     Begun,
     Cell(Option<CellRow>),
@@ -1038,7 +1038,7 @@ pub enum EnrolInput {
     Failed(StoreFault),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum EnrolState {
     Start,
     Cell,
@@ -1090,7 +1090,7 @@ enum EnrolState {
 /// row is inserted and counted there; else back to the savepoint, every shard locked, the
 /// store's host count summed ([`enrol_exact`]): `TooManyHosts` at the bound, else the row, the
 /// host counted and the host tokens dealt out again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EnrolPlan {
     host: HostId,
     cell: CellId,
@@ -1309,7 +1309,7 @@ pub enum ReapStep {
 }
 
 /// The result of a [`ReapStep`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ReapInput {
     Begun,
     Settings(StoreConfig),
@@ -1320,7 +1320,7 @@ pub enum ReapInput {
     Failed(StoreFault),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum ReapState {
     Start,
     Settings,
@@ -1337,7 +1337,7 @@ enum ReapState {
 /// limit shard locked and its `attempt_rows` lowered by the number removed (tokens untouched:
 /// an event that raises the room leaves them alone), and COMMIT. Nothing old enough: nothing
 /// written, no shard locked. Pending commits (migrations in flight) are never removed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ReapPlan {
     now: MonoMs,
     retention_ms: u64,
