@@ -423,3 +423,155 @@ fn ho_l2_processes_starting_at_once_on_one_fresh_sqlite_file_all_migrate() {
         }
     }
 }
+
+/// HO-A1 / HO-A2 (issue #40): a locked reconciliation queued behind the op id's own commit on
+/// the host lock reads the op id's record only once it holds that lock, so it answers the
+/// commit. One that read the record before taking the lock (a bug the store model's
+/// `HO-A1 no plan fails on a row another plan wrote` reports) misses it, then fails on the
+/// attempt's key. PostgreSQL: the reconciliation is seen waiting on the host row. SQLite: it
+/// waits for the one writer lock at BEGIN, where the order cannot go wrong; run for parity.
+async fn reconcile_queued_behind_its_commit(url: &str, postgres: bool) {
+    let opts = StoreOptions {
+        max_connections: 4,
+        txn_timeout: Duration::from_secs(20),
+        ..StoreOptions::default()
+    };
+    let store = SqlStore::connect(url, opts).await.expect("store");
+    let config = config(100, 100);
+    store.put_settings(&config, true).await.expect("settings");
+    for (c, cap) in [(SOURCE, 4), (TARGET, 4)] {
+        store
+            .upsert_cell(c, cell(cap))
+            .await
+            .expect("cell")
+            .expect("cell");
+    }
+    let authority = store
+        .insert_host(HostId(0), SOURCE, true)
+        .await
+        .expect("host")
+        .expect("host");
+    let measurement = Measurement {
+        measured_at: MonoMs(9_000),
+        current_rtt_ms: 120,
+        target_rtt_ms: 60,
+    };
+    let req = HandoffRequest::new(authority, TARGET, 100, measurement);
+    let paused = store.faults().arm_pause_after_lock();
+    let commit = {
+        let store = store.clone();
+        tokio::spawn(async move { store.run_transaction(NOW, &req).await })
+    };
+    paused
+        .reached
+        .await
+        .expect("the commit holds the host lock");
+    let reconcile = {
+        let store = store.clone();
+        tokio::spawn(async move { store.reconcile(NOW, &req).await })
+    };
+    if postgres {
+        let mut monitor = PgConnection::connect(url).await.expect("monitor");
+        let db = url.rsplit('/').next().expect("db name").to_owned();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 \
+                 AND wait_event_type = 'Lock'",
+            )
+            .bind(&db)
+            .fetch_one(&mut monitor)
+            .await
+            .expect("pg_stat_activity");
+            if waiting == 1 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the reconciliation never queued on the host lock"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        monitor.close().await.expect("close");
+    } else {
+        // Time for the reconciliation to reach BEGIN and wait for the writer lock (if it
+        // has not yet, it runs after the commit: the answer must be the same).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = paused.resume.send(());
+    let committed = commit.await.expect("task").expect("the commit answers");
+    assert!(committed.is_committed(), "{committed:?}");
+    let reconciled = reconcile
+        .await
+        .expect("task")
+        .expect("the reconciliation answers, without failing on the attempt's key");
+    assert_eq!(reconciled, Some(committed));
+    store.close().await;
+}
+
+#[test]
+fn ho_a1_a_reconciliation_queued_behind_its_commit_answers_it_postgres() {
+    runtime().block_on(async {
+        let url = support_pg::fresh_db("reconcile_behind_commit").await;
+        reconcile_queued_behind_its_commit(&url, true).await;
+    });
+}
+
+#[test]
+fn ho_a1_a_reconciliation_queued_behind_its_commit_answers_it_sqlite() {
+    let dir = tempfile::tempdir().expect("dir");
+    let url = format!("sqlite://{}", dir.path().join("store.db").display());
+    runtime().block_on(reconcile_queued_behind_its_commit(&url, false));
+}
+
+/// SCALE-2 (issue #40): a registration that keeps its cell's incarnation takes the cell's row
+/// shared, so it runs while another registration of that cell holds the row (a restarted
+/// cell's desktops register at once). A plain connection holds the row as such a
+/// registration does (`FOR SHARE`); the registration must answer while it still holds it.
+/// Taking the row exclusively (a bug the store model's `SCALE-2 two registrations that keep a
+/// cell's incarnation never wait for each other's lock on it` reports) waits out the holder
+/// and fails at the transaction's bound. PostgreSQL only: SQLite has no row locks (its one
+/// writer lock serialises every registration, as `ho_s4_registrations_racing_…` runs).
+#[test]
+fn scale_2_a_registration_keeping_the_incarnation_shares_the_cell_row_postgres() {
+    runtime().block_on(async {
+        let url = support_pg::fresh_db("registration_shares_cell").await;
+        let opts = StoreOptions {
+            max_connections: 2,
+            txn_timeout: Duration::from_secs(3),
+            ..StoreOptions::default()
+        };
+        let store = SqlStore::connect(&url, opts).await.expect("store");
+        store
+            .put_settings(&config(100, 100), true)
+            .await
+            .expect("settings");
+        store
+            .upsert_cell(SOURCE, cell(4))
+            .await
+            .expect("cell")
+            .expect("cell");
+        let host = HostId(0);
+        store
+            .insert_host(host, SOURCE, true)
+            .await
+            .expect("host")
+            .expect("host");
+        let mut holder = PgConnection::connect(&url).await.expect("holder");
+        holder.execute("BEGIN").await.expect("begin");
+        holder
+            .execute("SELECT 1 FROM ho_cells WHERE cell = 1 FOR SHARE")
+            .await
+            .expect("share the cell row");
+        let registered = store
+            .register_control(NOW, host, SOURCE, Incarnation(1), true)
+            .await;
+        holder.execute("COMMIT").await.expect("release");
+        holder.close().await.expect("close");
+        let authority = registered
+            .expect("the registration answers while the row is shared")
+            .expect("registered");
+        assert_eq!(authority.cell, SOURCE);
+        store.close().await;
+    });
+}
