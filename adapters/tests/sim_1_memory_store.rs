@@ -311,3 +311,29 @@ async fn sim_1_memory_store_answers_the_cells_and_the_director_as_sqlite() {
     .await
     .expect("rows");
 }
+
+/// SIM-1: `Clock::on_tokio_time` reads its start, then moves with tokio's (paused) time: a
+/// sleep of an hour moves it an hour, `sleep_until` wakes at the instant asked, `advance`
+/// still steps it forward.
+#[tokio::test(start_paused = true)]
+async fn sim_1_a_clock_on_tokio_time_moves_with_paused_time() {
+    use switchyard_adapters::handoff::clock::Clock;
+    let clock = Clock::on_tokio_time(T0);
+    let twin = clock.clone();
+    assert_eq!(clock.now(), T0);
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    assert_eq!(twin.now(), T0.plus_ms(3_600_000), "a clone reads the same");
+    let at = T0.plus_ms(2 * 3_600_000 + 5);
+    clock.sleep_until(at).await;
+    assert_eq!(clock.now(), at, "woken at the instant asked, not later");
+    clock.advance(10);
+    assert_eq!(twin.now(), at.plus_ms(10));
+    // A wall clock is not moved by tokio's time.
+    let wall = Clock::default();
+    let before = wall.now();
+    tokio::time::sleep(Duration::from_secs(86_400)).await;
+    assert!(
+        wall.now().since_ms(before) < 3_600_000,
+        "the wall clock did not jump a day"
+    );
+}
