@@ -46,7 +46,7 @@ use super::auth::{self, Secret};
 use super::clock::Clock;
 use super::http::{self, HttpError};
 use super::proto::{HandoffAnswer, RefusedAnswer, HANDOFF_PATH};
-use super::store::{SqlStore, StoreFailure};
+use super::store::{SqlStore, Store, StoreFailure};
 use crate::journal::Journal;
 use crate::stop::StopListener;
 use switchyard_core::handoff::{DirectorRecord, Examined};
@@ -270,7 +270,7 @@ pub struct PassReport {
 #[derive(Debug, Clone)]
 pub struct Director {
     cfg: DirectorConfig,
-    store: SqlStore,
+    store: Store,
     clock: Clock,
     /// OPS-2: what `run` has done so far (the probes read it).
     totals: Arc<Mutex<DirectorTotals>>,
@@ -574,7 +574,8 @@ async fn send_classified(
 
 impl Director {
     #[must_use]
-    pub fn new(cfg: DirectorConfig, store: SqlStore, clock: Clock) -> Director {
+    pub fn new(cfg: DirectorConfig, store: impl Into<Store>, clock: Clock) -> Director {
+        let store = store.into();
         let dispatcher = Dispatcher::new(cfg.dispatch).ok();
         // HO-L4: a refusal episode clears at a commit a pass or more after its last refusal.
         let quiet_ms = u64::try_from(cfg.interval.as_millis()).unwrap_or(u64::MAX);

@@ -62,7 +62,7 @@ use super::auth::{InternalGuard, KeyRing, Secret, DEFAULT_REPLAY_CACHE_CAP};
 use super::clock::Clock;
 use super::hooks::PausePoint;
 use super::proto::*;
-use super::store::SqlStore;
+use super::store::Store;
 use crate::journal::Journal;
 use crate::probes::{self, server_samples, Probe, Sample};
 use crate::serve::{Server, ServerLimits, ServerStats, DEFAULT_LIMITS};
@@ -360,7 +360,7 @@ pub struct CellHooks {
 struct Shared {
     cfg: CellConfig,
     incarnation: Incarnation,
-    store: SqlStore,
+    store: Store,
     clock: Clock,
     /// The core `SourceCell` and the adapter's per-host state (see the module doc for the order).
     locked: Mutex<LockedCell>,
@@ -643,9 +643,10 @@ impl Drop for CellHandle {
 /// Start a cell: take its identity lease and a new incarnation in the store, bind, serve.
 pub async fn start_cell(
     cfg: CellConfig,
-    store: SqlStore,
+    store: impl Into<Store>,
     clock: Clock,
 ) -> Result<CellHandle, CellError> {
+    let store: Store = store.into();
     cfg.limits.check().map_err(CellError::BadLimits)?;
     let timing = LeaseTiming {
         lease_ms: ms(cfg.cell_lease),

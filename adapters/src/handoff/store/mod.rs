@@ -41,15 +41,22 @@
 //! values and decodes rows; [`commit`] is the assignment transaction and the locked
 //! reconciliation; [`registry`] the settings, cells, cell lease, hosts, registration, drain
 //! fence and expiry; [`shards`] the limit shards and their audit; [`reads`] the unlocked
-//! queries; [`seed`] the scale bench's bulk seeding (PostgreSQL only).
+//! queries; [`seed`] the scale bench's bulk seeding (PostgreSQL only). [`Store`] (`backend`)
+//! is the interface the cells and the director call: this SQL store or the in-memory
+//! [`MemoryStore`] (`memory`: the core's reference store behind a mutex, for tests and
+//! simulations), by enum dispatch.
 
+mod backend;
 mod codec;
 mod commit;
+mod memory;
 mod reads;
 mod registry;
 mod seed;
 mod shards;
 
+pub use backend::Store;
+pub use memory::MemoryStore;
 pub use seed::{BulkSeed, SeedError};
 
 use std::borrow::Cow;
