@@ -2,7 +2,8 @@
 //! (`reap_attempts` with the director's default batch of 2,000) on a store holding N and 10·N
 //! ended attempt records, every one old enough to go. On the SQL stores the pick reads the
 //! index of migration 0008 (`recorded_at_ms, op_id`), so a batch should cost the same at both
-//! sizes; the reference store (a `BTreeMap`, the model the SQL stores are diffed against) scans
+//! sizes (PostgreSQL's plan, printed at each size, says where it does not: docs/PERFORMANCE.md,
+//! "Reaping attempt history (HO-L4)"); the reference store (a `BTreeMap`, the model the SQL stores are diffed against) scans
 //! and sorts every record on each reap, so its cost grows with the table by design.
 //!
 //! Each measured iteration is one reap at a fixed size: after it, outside the timing, the rows
