@@ -150,31 +150,11 @@ async fn race(
         .collect();
     // Every transaction waits for the held lock (ho_limits: each passed its host lock and its
     // precheck).
-    // (A connection of its own: inside the holder's transaction the statistics are a snapshot.)
-    let mut monitor = PgConnection::connect(&url).await.expect("monitor");
-    let db = url.rsplit('/').next().expect("db name").to_owned();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 \
-             AND wait_event_type = 'Lock'",
-        )
-        .bind(&db)
-        .fetch_one(&mut monitor)
-        .await
-        .expect("pg_stat_activity");
-        if waiters == 0 || waiting == i64::try_from(waiters).expect("waiters") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "only {waiting} of {waiters} transactions queued on the lock"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    if waiters > 0 {
+        wait_for_lock_waiters(&url, waiters).await;
     }
     holder.execute("COMMIT").await.expect("release");
     holder.close().await.expect("close");
-    monitor.close().await.expect("close");
 
     let mut results = Vec::new();
     if let Some((req, out, done)) = first {
@@ -208,6 +188,34 @@ async fn race(
 
 fn count(results: &[(HandoffRequest, TxnOutcome)], want: fn(&TxnOutcome) -> bool) -> usize {
     results.iter().filter(|(_, o)| want(o)).count()
+}
+
+/// Until `waiters` backends of the database of `url` wait for a lock (seen from a connection
+/// of its own: inside a holder's transaction the statistics are a snapshot); 15 s at most.
+async fn wait_for_lock_waiters(url: &str, waiters: usize) {
+    let mut monitor = PgConnection::connect(url).await.expect("monitor");
+    let db = url.rsplit('/').next().expect("db name").to_owned();
+    let want = i64::try_from(waiters).expect("waiters");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 \
+             AND wait_event_type = 'Lock'",
+        )
+        .bind(&db)
+        .fetch_one(&mut monitor)
+        .await
+        .expect("pg_stat_activity");
+        if waiting == want {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {waiting} of {waiters} transactions queued on a lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    monitor.close().await.expect("close");
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -471,28 +479,7 @@ async fn reconcile_queued_behind_its_commit(url: &str, postgres: bool) {
         tokio::spawn(async move { store.reconcile(NOW, &req).await })
     };
     if postgres {
-        let mut monitor = PgConnection::connect(url).await.expect("monitor");
-        let db = url.rsplit('/').next().expect("db name").to_owned();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-        loop {
-            let waiting: i64 = sqlx::query_scalar(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 \
-                 AND wait_event_type = 'Lock'",
-            )
-            .bind(&db)
-            .fetch_one(&mut monitor)
-            .await
-            .expect("pg_stat_activity");
-            if waiting == 1 {
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the reconciliation never queued on the host lock"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        monitor.close().await.expect("close");
+        wait_for_lock_waiters(url, 1).await;
     } else {
         // Time for the reconciliation to reach BEGIN and wait for the writer lock (if it
         // has not yet, it runs after the commit: the answer must be the same).
