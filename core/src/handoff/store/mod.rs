@@ -14,18 +14,23 @@
 //! - `reference`: the in-memory [`AssignmentStore`], an executor of the plans over its maps
 //!   (and the store the model checker runs); its [`StoreSnapshot`] is the one dump of the
 //!   tables the SQL stores compare against;
+//! - `node`: HA-1, which database node of a highly available PostgreSQL the SQL store uses
+//!   (the walk over a multi-host URL, when to walk again), the connection budget and the
+//!   distance rule of the transaction timeout;
 //! - `result`: HO-A2's reading of a failed store call ([`StoreFault`] → `DurableResult`).
 //!
 //! The SQL stores (`switchyard_adapters::handoff::store`) execute the same plans, so the model
 //! checks the order production runs. The modules are private: every item is re-exported here.
 
 mod decide;
+mod node;
 mod plan;
 mod reference;
 mod result;
 mod rows;
 
 pub use decide::*;
+pub use node::*;
 pub use plan::*;
 pub use reference::*;
 pub use result::*;
