@@ -152,6 +152,20 @@ impl LeaseKeeper {
         (lease_ms / 3).max(1)
     }
 
+    /// HO-L5 / HA-1: how long to wait before the next renewal: a third of the lease while
+    /// renewals succeed; a fifteenth after one failed (the store may be failing over), so a
+    /// cell rides through any store outage shorter than its lease less the drift and one
+    /// retry, however its faults fall against the renewal period.
+    #[must_use]
+    pub fn next_renewal_ms(&self, lease_ms: u64) -> u64 {
+        let period = Self::period_ms(lease_ms);
+        if self.failing {
+            (lease_ms / 15).clamp(1, period)
+        } else {
+            period
+        }
+    }
+
     pub fn handle_renewal(&mut self, renewal: Renewal) -> LeaseStep {
         if let Some(lost) = self.lost {
             return LeaseStep::Stop(lost);
@@ -318,6 +332,27 @@ mod tests {
         k.handle_renewal_at(MonoMs(10_000), Renewal::Renewed);
         k.handle_renewal_at(MonoMs(5_000), Renewal::Renewed);
         assert_eq!(k.poll_timeout(), Some(MonoMs(23_999)));
+    }
+
+    /// HA-1: after a failed renewal the next comes within a fifteenth of the lease, not a
+    /// third, so two faults a renewal period apart (a frozen standby, then the primary's
+    /// crash) do not use up the lease between them; once confirmed, the period returns.
+    #[test]
+    fn ha_1_ho_l5_a_failed_renewal_is_retried_within_a_fifteenth_of_the_lease() {
+        let timing = LeaseTiming {
+            lease_ms: 15_000,
+            drift_ms: 100,
+        };
+        let mut k = LeaseKeeper::with_timing(timing, MonoMs(0));
+        assert_eq!(k.next_renewal_ms(15_000), 5_000);
+        k.handle_renewal_at(MonoMs(5_000), Renewal::Unreachable);
+        assert_eq!(k.next_renewal_ms(15_000), 1_000);
+        k.handle_renewal_at(MonoMs(6_000), Renewal::Renewed);
+        assert_eq!(k.next_renewal_ms(15_000), 5_000);
+        // A tiny lease still waits at least a millisecond and never past its period.
+        k.handle_renewal_at(MonoMs(7_000), Renewal::Unreachable);
+        assert_eq!(k.next_renewal_ms(10), 1);
+        assert_eq!(k.next_renewal_ms(30), 2);
     }
 
     #[test]

@@ -772,8 +772,8 @@ pub async fn start_cell(
 /// desktop and client is told `cell_stopping` and closed with 1001, a retry code), before a
 /// successor can take the lease, even while a renewal call still hangs on a dark store.
 async fn renew_lease(sh: Arc<Shared>, mut keeper: LeaseKeeper, lease_ms: u64) {
-    let every = Duration::from_millis(LeaseKeeper::period_ms(lease_ms));
     loop {
+        let every = Duration::from_millis(keeper.next_renewal_ms(lease_ms));
         let renewal = async {
             tokio::time::sleep(every).await;
             let sent_at = sh.clock.now();
