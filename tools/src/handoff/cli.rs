@@ -658,6 +658,8 @@ async fn open_store_classified(db: &DbArgs) -> Result<SqlStore, (StartFailure, S
     let store = SqlStore::connect(&db.db, opts).await.map_err(|e| {
         let failure = match &e {
             StoreSetupError::UnsupportedUrl(_)
+            | StoreSetupError::BadUrl { .. }
+            | StoreSetupError::Pooler(_)
             | StoreSetupError::Connect {
                 source: sqlx::Error::Configuration(_),
                 ..

@@ -59,6 +59,10 @@ pub use backend::Store;
 pub use memory::MemoryStore;
 pub use seed::{BulkSeed, SeedError};
 
+mod checks;
+mod nodes;
+pub use nodes::NodeUrl;
+
 use std::borrow::Cow;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -202,6 +206,15 @@ pub enum StoreSetupError {
     UnsupportedUrl(String),
     #[error("cannot connect to {url}: {source}")]
     Connect { url: String, source: sqlx::Error },
+    /// HA-1: a multi-host URL (or `target_session_attrs`) the store cannot use.
+    #[error("database URL {url}: {why}")]
+    BadUrl { url: String, why: String },
+    /// HA-1: no node of the URL matches its `target_session_attrs` (each named, with why).
+    #[error("{0}")]
+    NoNode(String),
+    /// HA-1: the URL reaches a transaction-pooling proxy.
+    #[error("{0}")]
+    Pooler(String),
     #[error("schema migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("{0}")]
@@ -238,11 +251,20 @@ pub struct CellInfo {
 /// An sqlx error inside a transaction body: the transaction did not commit, but the safe
 /// reading is "unknown" (the source reconciles under the lock).
 fn in_txn(e: sqlx::Error) -> StoreFailure {
-    StoreFailure::InTransaction(e.to_string())
+    StoreFailure::InTransaction(error_text(&e))
 }
 
 fn begin_failed(e: sqlx::Error) -> StoreFailure {
-    StoreFailure::Unavailable(e.to_string())
+    StoreFailure::Unavailable(error_text(&e))
+}
+
+/// An sqlx error with the server's SQLSTATE when there is one (HA-1 reads 25006, read-only;
+/// an operator reads 53300, too many connections).
+fn error_text(e: &sqlx::Error) -> String {
+    match e.as_database_error().and_then(|d| d.code()) {
+        Some(code) => format!("{e} (SQLSTATE {code})"),
+        None => e.to_string(),
+    }
 }
 
 /// Embedded migrations (compiled into the binary; nothing to install).
@@ -361,6 +383,8 @@ pub struct SqlStore {
     shards: u32,
     /// Statements sent by the planned operations (test seam: counts only with `test-hooks`).
     statements: Arc<Statements>,
+    /// HA-1: the nodes of a multi-host URL and the watch over them.
+    nodes: Option<Arc<nodes::Nodes>>,
 }
 
 /// HO-S4: how many statements (round trips on PostgreSQL) the planned operations sent: a
@@ -409,17 +433,41 @@ impl SqlStore {
             url.push_str(if url.contains('?') { "&" } else { "?" });
             url.push_str("mode=rwc");
         }
-        let connect_opts =
-            AnyConnectOptions::from_str(&url).map_err(|source| StoreSetupError::Connect {
-                url: redact(&url),
-                source,
-            })?;
+        let nodes = match dialect {
+            Dialect::Postgres => match NodeUrl::parse(&url) {
+                Ok(None) => None,
+                Ok(Some(node_url)) => Some(Arc::new(
+                    nodes::Nodes::connect(node_url, opts.acquire_timeout)
+                        .await
+                        .map_err(StoreSetupError::NoNode)?,
+                )),
+                Err(why) => {
+                    return Err(StoreSetupError::BadUrl {
+                        url: redact(&url),
+                        why,
+                    })
+                }
+            },
+            Dialect::Sqlite => None,
+        };
+        let connect_opts = match &nodes {
+            Some(n) => n.current(),
+            None => {
+                AnyConnectOptions::from_str(&url).map_err(|source| StoreSetupError::Connect {
+                    url: redact(&url),
+                    source,
+                })?
+            }
+        };
         let stmt_ms = opts.txn_timeout.as_millis();
         let busy_ms = opts.sqlite_busy_timeout.as_millis();
+        let on_connect = nodes.clone();
+        let on_acquire = nodes.clone();
         let pool = AnyPoolOptions::new()
             .max_connections(opts.max_connections.max(1))
             .acquire_timeout(opts.acquire_timeout)
             .after_connect(move |conn: &mut AnyConnection, _meta| {
+                let nodes = on_connect.clone();
                 Box::pin(async move {
                     let setup = match dialect {
                         // Server-side bounds: no statement, lock wait or idle transaction
@@ -433,15 +481,34 @@ impl SqlStore {
                              PRAGMA foreign_keys = ON"
                         ),
                     };
-                    conn.execute(setup.as_str()).await.map(|_| ())
+                    conn.execute(setup.as_str()).await.map(|_| ())?;
+                    // HA-1: a node that stopped matching gets no new connection.
+                    if let Some(n) = nodes.filter(|n| n.attrs().needs_probe()) {
+                        let state = nodes::probe_state(conn)
+                            .await
+                            .map_err(sqlx::Error::Protocol)?;
+                        if !n.attrs().keeps(state) {
+                            return Err(sqlx::Error::Protocol(state.mismatch(n.attrs())));
+                        }
+                    }
+                    Ok(())
                 })
             })
-            .connect_with(connect_opts)
+            .before_acquire(move |_conn, meta| {
+                // HA-1: connections made before the node changed are retired.
+                let keep = on_acquire.as_ref().is_none_or(|n| n.keeps(meta.age));
+                Box::pin(async move { Ok(keep) })
+            })
+            .connect_with(connect_opts.clone())
             .await
             .map_err(|source| StoreSetupError::Connect {
                 url: redact(&url),
                 source,
             })?;
+        if dialect == Dialect::Postgres {
+            checks::refuse_transaction_pooling(&connect_opts).await?;
+            checks::report_budget_and_distance(&pool, &opts).await;
+        }
         let migrator = Migrator::new(Embedded(dialect)).await?;
         // PostgreSQL migrations take an advisory lock; SQLite's take none, so two processes
         // starting on one fresh file race (the loser's migration fails: "table … already
@@ -466,6 +533,7 @@ impl SqlStore {
             faults: Arc::new(super::hooks::Faults::default()),
             shards,
             statements: Arc::new(Statements::default()),
+            nodes,
         })
     }
 
@@ -516,12 +584,25 @@ impl SqlStore {
         &self,
         fut: impl std::future::Future<Output = Result<T, StoreFailure>>,
     ) -> Result<T, StoreFailure> {
-        match tokio::time::timeout(self.opts.txn_timeout, fut).await {
+        let result = match tokio::time::timeout(self.opts.txn_timeout, fut).await {
             Ok(r) => r,
             Err(_) => Err(StoreFailure::TimedOut(format!(
                 "transaction exceeded {:?}",
                 self.opts.txn_timeout
             ))),
+        };
+        match (result, &self.nodes) {
+            (Err(failure), Some(nodes)) => {
+                // HA-1: the node may have changed role; while none matches, say why.
+                nodes.failed(&self.pool, &failure);
+                Err(match (failure, nodes.no_node()) {
+                    (StoreFailure::Unavailable(m), Some(why)) => {
+                        StoreFailure::Unavailable(format!("{m}; {why}"))
+                    }
+                    (failure, _) => failure,
+                })
+            }
+            (result, _) => result,
         }
     }
 
