@@ -194,6 +194,11 @@ impl Rig {
             }
             Backend::Postgres => (support_pg::fresh_db(tag).await, None),
         };
+        Rig::at_url(backend, url, tmp).await
+    }
+
+    /// A rig on the store at `url` (HA-1: a multi-host URL of a formation).
+    pub async fn at_url(backend: Backend, url: String, tmp: Option<tempfile::TempDir>) -> Rig {
         let opts = StoreOptions {
             txn_timeout: Duration::from_millis(1_000),
             acquire_timeout: Duration::from_millis(500),
