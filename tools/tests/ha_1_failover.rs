@@ -16,6 +16,10 @@
 //! the journal of both cells and the director conforms (the rig judges it when dropped).
 //! The figures (stalls, promotion to first commit, ambiguous outcomes and their
 //! reconciliations) are printed for docs/PERFORMANCE.md.
+//!
+//! The proxy recipe runs too: the same fleet on one URL through haproxy whose external check
+//! tests `transaction_read_only` (the check docs/HA-POSTGRES.md gives), through a crash of the
+//! primary.
 
 #[path = "../../adapters/tests/handoff_rig/mod.rs"]
 mod handoff_rig;
@@ -190,6 +194,165 @@ async fn resumed(log: &Arc<Mutex<Log>>, writable: Instant, what: &str, f: &Forma
     }
 }
 
+/// The fleet of a test: the rig (store, two cells, journal), six desktops and the driver.
+struct Fleet {
+    rig: Rig,
+    desktops: Vec<switchyard_adapters::handoff::client::DesktopHandle>,
+    log: Arc<Mutex<Log>>,
+    stop: Arc<AtomicBool>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+/// Two cells, six desktops and a director on the store at `url`, moving hosts.
+async fn fleet(url: String) -> Fleet {
+    let mut rig = Rig::at_url(Backend::Postgres, url, None).await;
+    rig.store
+        .put_settings(&config(), true)
+        .await
+        .expect("settings");
+    for cell in CELLS {
+        let mut cfg = rig.cell_config(cell, true);
+        // The binary's default lease (15 s): the cells outlive the store's failover
+        // (HO-L5 would stop a cell whose renewals go unconfirmed for a lease).
+        cfg.cell_lease = Duration::from_secs(15);
+        rig.start_with(cfg).await;
+    }
+    let mut desktops = Vec::new();
+    for h in 1..=HOSTS {
+        let home = CELLS[usize::try_from(h).expect("host") % CELLS.len()];
+        rig.store
+            .insert_host(HostId(h), home, true)
+            .await
+            .expect("store")
+            .expect("host");
+        desktops.push(rig.desktop_at(h, home).await);
+    }
+    let director = Director::new(director_config(), rig.store.clone(), rig.clock.clone())
+        .with_journal(rig.journal.clone());
+    let log = Arc::new(Mutex::new(Log::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let driver = tokio::spawn(drive(
+        Store::from(rig.store.clone()),
+        director,
+        Arc::clone(&log),
+        Arc::clone(&stop),
+    ));
+    Fleet {
+        rig,
+        desktops,
+        log,
+        stop,
+        driver,
+    }
+}
+
+/// Stop the fleet, let it settle, and check what HA-1 promises; print the figures.
+async fn finish(fleet: Fleet, figures: &[(&str, Instant, Instant, Instant)]) {
+    let Fleet {
+        mut rig,
+        desktops,
+        log,
+        stop,
+        driver,
+    } = fleet;
+    stop.store(true, Ordering::SeqCst);
+    driver.await.expect("driver");
+
+    // Settle: every ambiguous outcome reconciled, no reservation left.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let rows = loop {
+        let rows = rig.store.rows().await.expect("rows");
+        let quarantined: u64 = CELLS
+            .iter()
+            .map(|c| {
+                (1..=HOSTS)
+                    .filter(|h| {
+                        rig.cell(*c)
+                            .host(HostId(*h))
+                            .is_some_and(|v| v.phase.is_some())
+                    })
+                    .count() as u64
+            })
+            .sum();
+        if rows.reservations.is_empty() && quarantined == 0 {
+            break rows;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "HA-1: the fleet did not settle: reservations {:?}, hosts mid-handoff {quarantined}",
+            rows.reservations
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+
+    // Nothing lost, nothing at two cells.
+    for h in 1..=HOSTS {
+        let a = rows
+            .assignments
+            .get(&HostId(h))
+            .unwrap_or_else(|| panic!("HA-1: host {h} lost its assignment"));
+        let open: Vec<CellId> = CELLS.iter().copied().filter(|c| rig.open(*c, h)).collect();
+        assert!(
+            open.len() <= 1 && open.iter().all(|c| *c == a.cell),
+            "HA-1: host {h} assigned to {:?} is open at {open:?}",
+            a.cell
+        );
+    }
+    // No op id committed twice: each committed attempt is one row keyed by its op id,
+    // and the hosts' generations account for every commit the director counted.
+    let committed_ops: BTreeSet<_> = rows
+        .attempts
+        .iter()
+        .filter(|(_, a)| matches!(a.outcome, AttemptOutcome::Committed { .. }))
+        .map(|(op, _)| *op)
+        .collect();
+    let total = log.lock().expect("log").committed;
+    assert!(
+        committed_ops.len() as u64 >= total,
+        "the director counted {total} commits, the store holds {} committed attempts",
+        committed_ops.len()
+    );
+
+    let mut stats = BTreeMap::new();
+    for c in CELLS {
+        let s = rig.cell(c).stats();
+        stats.insert(
+            c.0,
+            (
+                s.transactions_run,
+                s.store_failures,
+                s.reconciliations_run,
+                s.quarantined,
+            ),
+        );
+    }
+    for (what, began, writable, first) in figures {
+        let stall = log.lock().expect("log").longest_gap(*began, *first);
+        eprintln!(
+            "HA-1 {what}: primary writable {:.2} s after the fault began, first commit \
+             {:.2} s after that; longest time without a commit {:.2} s",
+            (*writable - *began).as_secs_f64(),
+            first.saturating_duration_since(*writable).as_secs_f64(),
+            stall.as_secs_f64()
+        );
+        assert!(
+            *first - *writable <= RESUME,
+            "HA-1 {what}: commits resumed {:?} after the primary accepted writes",
+            *first - *writable
+        );
+    }
+    eprintln!(
+        "HA-1 fleet: {total} moves committed, {} committed attempts in the store; per cell \
+         (transactions, store failures, reconciliations, quarantined): {stats:?}",
+        committed_ops.len()
+    );
+    for d in desktops {
+        d.stop().await;
+    }
+    rig.assert_conforms();
+    rig.skip_conformance = true;
+}
+
 #[test]
 fn ha_1_failover_switchover_and_frozen_standby_under_a_moving_fleet() {
     // The cells' and the store's WARN lines (a walk, a stuck host) go with a failure.
@@ -200,41 +363,9 @@ fn ha_1_failover_switchover_and_frozen_standby_under_a_moving_fleet() {
         uri.contains(',') && uri.contains("target_session_attrs=read-write"),
         "the URL pg_autoctl prints: {uri}"
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut rig = Rig::at_url(Backend::Postgres, uri.clone(), None).await;
-        rig.store.put_settings(&config(), true).await.expect("settings");
-        for cell in CELLS {
-            let mut cfg = rig.cell_config(cell, true);
-            // The binary's default lease (15 s): the cells outlive the store's failover
-            // (HO-L5 would stop a cell whose renewals go unconfirmed for a lease).
-            cfg.cell_lease = Duration::from_secs(15);
-            rig.start_with(cfg).await;
-        }
-        let mut desktops = Vec::new();
-        for h in 1..=HOSTS {
-            let home = CELLS[usize::try_from(h).expect("host") % CELLS.len()];
-            rig.store
-                .insert_host(HostId(h), home, true)
-                .await
-                .expect("store")
-                .expect("host");
-            desktops.push(rig.desktop_at(h, home).await);
-        }
-        let director = Director::new(director_config(), rig.store.clone(), rig.clock.clone())
-            .with_journal(rig.journal.clone());
-        let log = Arc::new(Mutex::new(Log::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let driver = tokio::spawn(drive(
-            Store::from(rig.store.clone()),
-            director,
-            Arc::clone(&log),
-            Arc::clone(&stop),
-        ));
+    runtime().block_on(async {
+        let fleet = fleet(uri.clone()).await;
+        let log = Arc::clone(&fleet.log);
         tokio::time::sleep(Duration::from_secs(4)).await;
         let warm = log.lock().expect("log").committed;
         assert!(warm > 0, "the fleet moves before any fault");
@@ -283,100 +414,132 @@ fn ha_1_failover_switchover_and_frozen_standby_under_a_moving_fleet() {
         figures.push(("primary killed", began, writable, first));
         tokio::time::sleep(Duration::from_secs(3)).await;
 
-        stop.store(true, Ordering::SeqCst);
-        driver.await.expect("driver");
+        finish(fleet, &figures).await;
+    });
+}
 
-        // Settle: every ambiguous outcome reconciled, no reservation left.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let rows = loop {
-            let rows = rig.store.rows().await.expect("rows");
-            let quarantined: u64 = CELLS
-                .iter()
-                .map(|c| {
-                    (1..=HOSTS)
-                        .filter(|h| {
-                            rig.cell(*c)
-                                .host(HostId(*h))
-                                .is_some_and(|v| v.phase.is_some())
-                        })
-                        .count() as u64
-                })
-                .sum();
-            if rows.reservations.is_empty() && quarantined == 0 {
-                break rows;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "HA-1: the fleet did not settle: reservations {:?}, hosts mid-handoff {quarantined}",
-                rows.reservations
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
 
-        // Nothing lost, nothing at two cells.
-        for h in 1..=HOSTS {
-            let a = rows
-                .assignments
-                .get(&HostId(h))
-                .unwrap_or_else(|| panic!("HA-1: host {h} lost its assignment"));
-            let open: Vec<CellId> = CELLS
-                .iter()
-                .copied()
-                .filter(|c| rig.open(*c, h))
-                .collect();
-            assert!(
-                open.len() <= 1 && open.iter().all(|c| *c == a.cell),
-                "HA-1: host {h} assigned to {:?} is open at {open:?}",
-                a.cell
-            );
-        }
-        // No op id committed twice: each committed attempt is one row keyed by its op id,
-        // and the hosts' generations account for every commit the director counted.
-        let committed_ops: BTreeSet<_> = rows
-            .attempts
-            .iter()
-            .filter(|(_, a)| matches!(a.outcome, AttemptOutcome::Committed { .. }))
-            .map(|(op, _)| *op)
-            .collect();
-        let total = log.lock().expect("log").committed;
+/// haproxy in front of the formation's two nodes with the check docs/HA-POSTGRES.md gives: a
+/// node is up only when `transaction_read_only` is off and it is not in recovery.
+struct Haproxy {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_haproxy(nodes: [u16; 2], user: &str) -> Haproxy {
+    let bin = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "haproxy not found (/usr/sbin/haproxy): install Debian's `haproxy` package \
+                 (.ci/run does); HA-1's proxy recipe is never skipped"
+            )
+        });
+    let dir = tempfile::Builder::new()
+        .prefix("switchyard-haproxy-")
+        .tempdir()
+        .expect("temp dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port");
+    let check = dir.path().join("pg-rw-check");
+    std::fs::write(
+        &check,
+        format!(
+            "#!/bin/sh\n# haproxy's external check: $3 is the server's address, $4 its port.\n\
+             out=$(psql \"host=$3 port=$4 dbname=sy user={user} connect_timeout=1\" -XtAc \
+             \"SELECT current_setting('transaction_read_only') = 'off' AND NOT pg_is_in_recovery()\" \
+             2>/dev/null)\n[ \"$out\" = t ]\n"
+        ),
+    )
+    .expect("check script");
+    let mut perms = std::fs::metadata(&check).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&check, perms).expect("chmod");
+    let cfg = dir.path().join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n  external-check\n  insecure-fork-wanted\n\
+             defaults\n  mode tcp\n  timeout connect 1s\n  timeout client 1h\n  timeout server 1h\n\
+             listen pg\n  bind 127.0.0.1:{port}\n  option external-check\n\
+             \x20 external-check path \"/usr/bin:/bin\"\n  external-check command {}\n\
+             \x20 default-server inter 500ms fall 1 rise 1 on-marked-down shutdown-sessions\n\
+             \x20 server n1 127.0.0.1:{} check\n  server n2 127.0.0.1:{} check\n",
+            check.display(),
+            nodes[0],
+            nodes[1]
+        ),
+    )
+    .expect("haproxy.cfg");
+    let child = std::process::Command::new(bin)
+        .arg("-db")
+        .arg("-f")
+        .arg(&cfg)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start haproxy");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "haproxy did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Haproxy {
+        child,
+        port,
+        _dir: dir,
+    }
+}
+
+/// HA-1's proxy recipe: the store on one URL through haproxy, whose check tests
+/// `transaction_read_only` (docs/HA-POSTGRES.md). The primary crashes; commits resume within
+/// 5 s of the new primary accepting writes (haproxy checks every 500 ms), nothing lost or
+/// stranded, the journal conforms.
+#[test]
+fn ha_1_haproxy_with_the_documented_check_follows_a_killed_primary() {
+    let _ = switchyard_adapters::telemetry::init(switchyard_adapters::telemetry::LogFormat::Text);
+    let mut f = Formation::start("ha1proxy").unwrap_or_else(|e| panic!("formation: {e}"));
+    let proxy = start_haproxy(f.node_ports(), &f.user());
+    let url = format!("postgres://{}@127.0.0.1:{}/sy", f.user(), proxy.port);
+    runtime().block_on(async {
+        let fleet = fleet(url).await;
+        let log = Arc::clone(&fleet.log);
+        tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(
-            committed_ops.len() as u64 >= total,
-            "the director counted {total} commits, the store holds {} committed attempts",
-            committed_ops.len()
+            log.lock().expect("log").committed > 0,
+            "the fleet moves through haproxy before any fault"
         );
-
-        let mut stats = BTreeMap::new();
-        for c in CELLS {
-            let s = rig.cell(c).stats();
-            stats.insert(
-                c.0,
-                (s.transactions_run, s.store_failures, s.reconciliations_run, s.quarantined),
-            );
-        }
-        for (what, began, writable, first) in &figures {
-            let stall = log.lock().expect("log").longest_gap(*began, *first);
-            eprintln!(
-                "HA-1 {what}: primary writable {:.2} s after the fault began, first commit \
-                 {:.2} s after that; longest time without a commit {:.2} s",
-                (*writable - *began).as_secs_f64(),
-                first.saturating_duration_since(*writable).as_secs_f64(),
-                stall.as_secs_f64()
-            );
-            assert!(
-                *first - *writable <= RESUME,
-                "HA-1 {what}: commits resumed {:?} after the primary accepted writes",
-                *first - *writable
-            );
-        }
-        eprintln!(
-            "HA-1 fleet: {total} moves committed, {} committed attempts in the store; per cell \
-             (transactions, store failures, reconciliations, quarantined): {stats:?}",
-            committed_ops.len()
-        );
-        for d in desktops {
-            d.stop().await;
-        }
-        rig.assert_conforms();
-        rig.skip_conformance = true;
+        let primary = f.primary().expect("a primary");
+        let began = Instant::now();
+        f.kill_node(primary);
+        let writable = f
+            .wait_writable(1 - primary, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let first = resumed(&log, writable, "primary killed, through haproxy", &f).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        finish(
+            fleet,
+            &[("primary killed, through haproxy", began, writable, first)],
+        )
+        .await;
     });
 }
