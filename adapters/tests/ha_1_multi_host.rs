@@ -293,6 +293,56 @@ fn ha_1_d_a_read_only_refusal_retires_the_connections_of_the_node() {
     });
 }
 
+/// A connection the server refuses (`too many connections`, SQLSTATE 53300: the connection
+/// budget exceeded) fails the call as the store being unavailable, naming the cause, not only
+/// "pool timed out" (HA-1: a refused connection is a store failure an operator can read).
+#[test]
+fn ha_1_f_a_refused_connection_is_a_store_failure_naming_its_cause() {
+    let _one = serial();
+    runtime().block_on(async {
+        let url = support_pg::fresh_db("ha1_refused").await;
+        let db = db_of(&url);
+        // A superuser is exempt from connection limits: the store connects as its own role.
+        let role = format!("ha1lim{}", std::process::id());
+        let mut a = admin().await;
+        a.execute(format!("CREATE ROLE {role} LOGIN").as_str())
+            .await
+            .expect("role");
+        a.execute(format!("ALTER DATABASE {db} OWNER TO {role}").as_str())
+            .await
+            .expect("owner");
+        let url = url.replacen("postgres@", &format!("{role}@"), 1);
+        let store = SqlStore::connect(&url, opts()).await.expect("store");
+        store.put_settings(&config(), true).await.expect("a write");
+        a.execute(format!("ALTER DATABASE {db} CONNECTION LIMIT 0").as_str())
+            .await
+            .expect("limit");
+        support_pg::terminate_backends(&url).await;
+        let mut why = String::new();
+        for _ in 0..20 {
+            match store.put_settings(&config(), true).await {
+                Err(e) if e.to_string().contains("a new connection fails") => {
+                    why = e.to_string();
+                    break;
+                }
+                Err(e) => {
+                    why = e.to_string();
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(()) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        assert!(
+            why.starts_with("assignment store unavailable") && why.contains("SQLSTATE 53300"),
+            "{why:?}"
+        );
+        a.execute(format!("ALTER DATABASE {db} CONNECTION LIMIT -1").as_str())
+            .await
+            .expect("unlimit");
+        store.put_settings(&config(), true).await.expect("back");
+    });
+}
+
 // ----- pgbouncer -----
 
 /// A pgbouncer in front of the test cluster, run as `postgres` (it refuses root).

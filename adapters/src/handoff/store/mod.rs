@@ -572,10 +572,43 @@ impl SqlStore {
                 "injected: cut off from the store".into(),
             ));
         }
-        self.pool
-            .begin_with(self.dialect.begin())
-            .await
-            .map_err(begin_failed)
+        match self.pool.begin_with(self.dialect.begin()).await {
+            Ok(tx) => Ok(tx),
+            Err(sqlx::Error::PoolTimedOut) => {
+                Err(StoreFailure::Unavailable(self.why_no_connection().await))
+            }
+            Err(e) => Err(begin_failed(e)),
+        }
+    }
+
+    /// The pool's "timed out" hides why no connection opened (it retries a refused connect
+    /// or `too many connections` until its bound): one direct attempt names the cause (HA-1:
+    /// a refused connection is a store failure an operator can read; a wrong port and a down
+    /// server read differently).
+    async fn why_no_connection(&self) -> String {
+        let opts = self.pool.connect_options();
+        let attempt = tokio::time::timeout(
+            self.opts.acquire_timeout,
+            <AnyConnection as sqlx::Connection>::connect_with(&opts),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(conn)) => {
+                let _ = sqlx::Connection::close(conn).await;
+                "pool timed out while waiting for an open connection (every pooled connection \
+                 was busy; a new one opens now)"
+                    .to_owned()
+            }
+            Ok(Err(e)) => format!(
+                "pool timed out while waiting for an open connection; a new connection fails: {}",
+                error_text(&e)
+            ),
+            Err(_) => format!(
+                "pool timed out while waiting for an open connection; a new connection got no \
+                 answer within {} ms",
+                self.opts.acquire_timeout.as_millis()
+            ),
+        }
     }
 
     /// Bound a whole transaction on the client side. A timeout is ambiguity, never a rollback
