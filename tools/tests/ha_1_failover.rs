@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use handoff_rig::{Backend, Rig};
+use sqlx::Connection;
 use support_paf::Formation;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig};
 use switchyard_adapters::handoff::store::Store;
@@ -521,6 +522,29 @@ fn ha_1_haproxy_with_the_documented_check_follows_a_killed_primary() {
     let proxy = start_haproxy(f.node_ports(), &f.user());
     let url = format!("postgres://{}@127.0.0.1:{}/sy", f.user(), proxy.port);
     runtime().block_on(async {
+        // haproxy takes a server for up until its first check says otherwise: wait until it
+        // routes only to the writable node (eight fresh connections in a row).
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut in_a_row = 0;
+        while in_a_row < 8 {
+            assert!(
+                Instant::now() < deadline,
+                "haproxy never settled on the primary"
+            );
+            let writable = match sqlx::PgConnection::connect(&url).await {
+                Ok(mut c) => {
+                    let ro: Result<String, _> =
+                        sqlx::query_scalar("SELECT current_setting('transaction_read_only')")
+                            .fetch_one(&mut c)
+                            .await;
+                    let _ = c.close().await;
+                    ro.is_ok_and(|v| v == "off")
+                }
+                Err(_) => false,
+            };
+            in_a_row = if writable { in_a_row + 1 } else { 0 };
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let fleet = fleet(url).await;
         let log = Arc::clone(&fleet.log);
         tokio::time::sleep(Duration::from_secs(3)).await;
