@@ -321,7 +321,7 @@ pub async fn serve_alone(
     probe: Arc<dyn Probe>,
     stop: crate::stop::StopListener,
 ) -> Result<std::net::SocketAddr, String> {
-    let listener = tokio::net::TcpListener::bind(listen)
+    let listener = crate::net::bind(listen)
         .await
         .map_err(|e| format!("--metrics-listen {listen}: cannot listen: {e}"))?;
     let addr = listener
@@ -329,7 +329,7 @@ pub async fn serve_alone(
         .map_err(|e| format!("--metrics-listen {listen}: {e}"))?;
     let server = crate::serve::Server::new(name, crate::serve::DEFAULT_LIMITS);
     let app = server.layer(routes(probe));
-    tokio::spawn(server.run(listener, app, stop));
+    crate::machine::spawn(server.run(listener, app, stop));
     tracing::info!(server = name, metrics_addr = %addr, "probes listening (/healthz, /readyz, /metrics)");
     Ok(addr)
 }

@@ -35,7 +35,7 @@ use switchyard_core::peer_limits::{
     ConnectionBounds, ConnectionGate, ConnectionRefusal, ConnectionTicket, Pressure,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use crate::net::{TcpListener, TcpStream};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tracing::{debug, info, warn};
@@ -362,7 +362,7 @@ impl Server {
                         ticket: Some(ticket),
                         server: self.clone(),
                     };
-                    tokio::spawn(self.clone().connection(io, peer, app.clone(), stop.clone()));
+                    crate::machine::spawn(self.clone().connection(io, peer, app.clone(), stop.clone()));
                 }
                 Err(refusal) => refuse(&stream, refusal),
             }
@@ -389,6 +389,7 @@ impl Server {
             .with_upgrades();
         tokio::pin!(conn);
         let ended = tokio::select! {
+            biased;
             ended = conn.as_mut() => ended,
             () = stop.stopped() => {
                 conn.as_mut().graceful_shutdown();

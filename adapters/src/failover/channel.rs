@@ -12,16 +12,15 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use futures_util::{SinkExt, StreamExt};
 use switchyard_core::failover::{ChannelState, RelayUrl, Thresholds};
-use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::WebSocketStream;
 
 use super::relay::{HEARTBEAT_PING, HEARTBEAT_PONG};
 use crate::stop::{Stop, StopListener};
 
-pub type WsStream = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub type WsStream = WebSocketStream<crate::net::TcpStream>;
 
 /// Reconnect delays in the manner of gRPC's connection backoff: exponential from `min_delay`
 /// by `factor` up to `max_delay`, with jitter.
@@ -180,7 +179,7 @@ pub enum OpenError {
 /// TCP but never answers the upgrade times out rather than hanging).
 pub async fn open(url: &RelayUrl, timeout: Duration) -> Result<WsStream, OpenError> {
     let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-    match tokio::time::timeout(timeout, tokio_tungstenite::connect_async(url.as_str())).await {
+    match tokio::time::timeout(timeout, crate::net::ws_connect(url.as_str(), None)).await {
         Ok(Ok((stream, _response))) => Ok(stream),
         Ok(Err(error)) => Err(OpenError::Failed(error)),
         Err(_) => Err(OpenError::TimedOut { timeout_ms }),
@@ -208,7 +207,7 @@ impl Channel {
         let stop = Stop::new();
         let stop_rx = stop.listener();
         let heartbeat = Arc::new(HeartbeatStats::default());
-        let task = tokio::spawn(run(
+        let task = crate::machine::spawn(run(
             url.clone(),
             established,
             config,
@@ -284,10 +283,12 @@ async fn run(
         while socket.is_none() {
             let delay = delays.next().unwrap_or(config.backoff.max_delay);
             tokio::select! {
+                biased;
                 () = stop.stopped() => return,
                 () = tokio::time::sleep(delay) => {}
             }
             tokio::select! {
+                biased;
                 () = stop.stopped() => return,
                 result = open(&url, config.connect_timeout) => match result {
                     Ok(stream) => {
@@ -367,6 +368,7 @@ async fn stay_connected(
     let slow = config.slow_round_trip();
     loop {
         tokio::select! {
+            biased;
             () = stop.stopped() => {
                 let _ = tokio::time::timeout(Duration::from_secs(1), stream.close(None)).await;
                 return None;

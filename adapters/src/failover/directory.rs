@@ -21,7 +21,7 @@
 //! directory, a socket) is refused by its type before a byte is read.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -163,7 +163,7 @@ pub fn public_key_of(key: &SigningKey) -> String {
 /// A fresh key pair as base64 `(secret, public)`.
 pub fn generate_key_pair() -> Result<(String, String), getrandom::Error> {
     let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed)?;
+    crate::machine::fill_random(&mut seed)?;
     let key = SigningKey::from_bytes(&seed);
     Ok((
         BASE64.encode(key.to_bytes()),
@@ -267,10 +267,7 @@ pub fn check_fresh(
 
 /// The wall clock in Unix seconds, or `None` if it is before 1970.
 pub fn wall_clock_unix_s() -> Option<u64> {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .map(|d| d.as_secs())
+    Some(crate::machine::unix_ms() / 1000).filter(|&s| s > 0)
 }
 
 /// A relay URL must be `ws://` or `wss://` with a host.
@@ -491,6 +488,7 @@ pub async fn run_directory(config: DirectoryConfig, updates: mpsc::Sender<Direct
                     }
                 }
                 tokio::select! {
+                    biased;
                     () = updates.closed() => return,
                     () = tokio::time::sleep(refresh_after) => {}
                 }

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use switchyard_core::failover::{
     render_explained, ChannelAction, ChannelState, Event, OpenFailure, Output, RelayUrl, Skip,
@@ -135,9 +135,7 @@ impl Readiness {
 
 /// Milliseconds since the Unix epoch on the wall clock (0 before 1970).
 fn unix_ms_now() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    crate::machine::unix_ms()
 }
 
 /// `unix_ms` as an RFC 3339 UTC time with milliseconds (`2026-01-31T12:34:56.789Z`).
@@ -198,8 +196,8 @@ impl ClientHandle {
         let stop = Stop::new();
         let stop_rx = stop.listener();
         let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);
-        let directory = tokio::spawn(run_directory(config.directory.clone(), directory_tx));
-        let task = tokio::spawn(driver.run(directory_rx, stop_rx));
+        let directory = crate::machine::spawn(run_directory(config.directory.clone(), directory_tx));
+        let task = crate::machine::spawn(driver.run(directory_rx, stop_rx));
         let handle = ClientHandle {
             stats: parts.stats,
             candidates: parts.candidates,
@@ -391,6 +389,7 @@ impl Driver {
         loop {
             // The instant of the input: the lines it leads to are stamped with it.
             let now = tokio::select! {
+                biased;
                 () = stop.stopped() => break,
                 () = &mut sleep, if deadline.is_some() => {
                     let now = self.now();
@@ -487,7 +486,7 @@ impl Driver {
         let quarter_ms = thresholds.probe_interval_ms(rounds_failed) / 4;
         let mut bytes = [0u8; 8];
         // Without randomness the interval is simply not shortened.
-        match getrandom::fill(&mut bytes) {
+        match crate::machine::fill_random(&mut bytes) {
             Ok(()) => u64::from_le_bytes(bytes) % (quarter_ms + 1),
             Err(_) => 0,
         }
@@ -517,7 +516,7 @@ impl Driver {
                     self.record(now, || {
                         FailoverRecord::Effect(FailoverEffect::OpenStarted { url: url.clone() })
                     });
-                    let task = tokio::spawn(async move {
+                    let task = crate::machine::spawn(async move {
                         channel::open(&target, Duration::from_millis(timeout_ms)).await
                     });
                     if let Some((stale_url, stale)) = self.opening.replace((url, task)) {
@@ -727,7 +726,7 @@ mod tests {
         let stop = Stop::new();
         let stop_rx = stop.listener();
         let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);
-        tokio::spawn(driver.run(directory_rx, stop_rx));
+        crate::machine::spawn(driver.run(directory_rx, stop_rx));
         (parts, stop, directory_tx, origin)
     }
 
@@ -796,7 +795,7 @@ mod tests {
 
     #[tokio::test]
     async fn fo_d7_an_open_task_that_ends_without_a_result_is_failed_not_timed_out() {
-        let cancelled = tokio::spawn(std::future::pending::<Result<WsStream, OpenError>>());
+        let cancelled = crate::machine::spawn(std::future::pending::<Result<WsStream, OpenError>>());
         cancelled.abort();
         let mut opening = Some((RelayUrl::new("ws://127.0.0.1:9/r"), cancelled));
         let error = wait_open(&mut opening).await.expect_err("no stream");
@@ -809,7 +808,7 @@ mod tests {
         fn open_that_panics() -> Result<WsStream, OpenError> {
             panic!("this open task panics on purpose")
         }
-        let panicked = tokio::spawn(async { open_that_panics() });
+        let panicked = crate::machine::spawn(async { open_that_panics() });
         let mut opening = Some((RelayUrl::new("ws://127.0.0.1:9/r"), panicked));
         let error = wait_open(&mut opening).await.expect_err("no stream");
         assert_eq!(

@@ -14,7 +14,7 @@ use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use tokio::net::TcpListener;
+use crate::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -208,7 +208,7 @@ impl RelayHandle {
         let probes = probes::routes(Arc::new(shared.clone()));
         let router = server.layer(router.with_state(shared).merge(probes));
         let limits = server.clone();
-        let server = tokio::spawn(server.run(listener, router, stop_rx));
+        let server = crate::machine::spawn(server.run(listener, router, stop_rx));
         tracing::info!(%local_addr, paths = ?config.paths, "relay listening");
         Ok(RelayHandle {
             local_addr,
@@ -343,7 +343,10 @@ async fn accept(
     shared
         .server
         .ws(upgrade)
-        .on_upgrade(move |socket| serve_channel(shared, socket))
+        .on_upgrade({
+            let here = crate::machine::Here::now();
+            move |socket| here.run(serve_channel(shared, socket))
+        })
 }
 
 async fn serve_channel(shared: Shared, mut socket: WebSocket) {

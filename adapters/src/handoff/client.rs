@@ -68,12 +68,14 @@ impl Pacing {
     }
 }
 
-/// A little non-cryptographic randomness for jitter (no extra dependency).
+/// A little randomness for jitter (the machine's, or a simulation's seeded generator).
 fn fastrand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(Instant::now().elapsed().as_nanos());
-    h.finish()
+    let mut bytes = [0u8; 8];
+    if crate::machine::fill_random(&mut bytes).is_err() {
+        // No entropy: the clock still spreads the retries of several processes.
+        return crate::machine::unix_ms().wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    u64::from_le_bytes(bytes)
 }
 
 /// Resolve a host through the first resolver that answers. `Ok(None)`: the store does not
@@ -236,7 +238,7 @@ pub fn spawn_desktop(cfg: DesktopConfig) -> DesktopHandle {
     // The task keeps a `Stop` of its own: a dropped handle leaves the desktop running (it
     // stops on `DesktopHandle::stop` only).
     let keep = stop.clone();
-    let task = tokio::spawn(async move {
+    let task = crate::machine::spawn(async move {
         let _keep = keep;
         if desktop.await.is_some() {
             let _ = gave_up_tx.send(true);
@@ -320,7 +322,7 @@ async fn run_desktop(
         };
         let connected = tokio::time::timeout(
             CONNECT_TIMEOUT,
-            tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), false),
+            crate::net::ws_connect(request, Some(ws_config())),
         )
         .await;
         let mut ws = match connected {
@@ -350,6 +352,23 @@ async fn run_desktop(
         let mut reconnect_now = false;
         loop {
             tokio::select! {
+                biased;
+                () = stop.stopped() => {
+                    let _ = ws.close(None).await;
+                    return None;
+                }
+                cmd = cmds.recv() => {
+                    let frame = match cmd {
+                        Some(DesktopCmd::Credential(seq)) => DesktopFrame::Credential { seq },
+                        Some(DesktopCmd::Measure(target, cur, tgt)) => DesktopFrame::Measure { target, current_rtt_ms: cur, target_rtt_ms: tgt },
+                        None => continue,
+                    };
+                    if send_frame(&mut ws, &frame).await.is_err() { break; }
+                }
+                _ = ping.tick() => {
+                    // HO-8: heartbeats keep the control socket; they are never client work.
+                    if ws.send(Message::Ping(Vec::new().into())).await.is_err() { break; }
+                }
                 msg = ws.next() => {
                     let Some(Ok(msg)) = msg else { break };
                     match msg {
@@ -395,22 +414,6 @@ async fn run_desktop(
                         _ => {}
                     }
                 }
-                cmd = cmds.recv() => {
-                    let frame = match cmd {
-                        Some(DesktopCmd::Credential(seq)) => DesktopFrame::Credential { seq },
-                        Some(DesktopCmd::Measure(target, cur, tgt)) => DesktopFrame::Measure { target, current_rtt_ms: cur, target_rtt_ms: tgt },
-                        None => continue,
-                    };
-                    if send_frame(&mut ws, &frame).await.is_err() { break; }
-                }
-                _ = ping.tick() => {
-                    // HO-8: heartbeats keep the control socket; they are never client work.
-                    if ws.send(Message::Ping(Vec::new().into())).await.is_err() { break; }
-                }
-                () = stop.stopped() => {
-                    let _ = ws.close(None).await;
-                    return None;
-                }
             }
         }
         let _ = registered.send(None);
@@ -434,6 +437,7 @@ where
 
 async fn sleep_or_stop(d: Duration, stop: &mut StopListener) {
     tokio::select! {
+        biased;
         _ = tokio::time::sleep(d) => {}
         () = stop.stopped() => {}
     }
@@ -707,7 +711,7 @@ async fn mobile_session(
     };
     let connected = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        tokio_tungstenite::connect_async_with_config(request, Some(ws_config()), false),
+        crate::net::ws_connect(request, Some(ws_config())),
     )
     .await;
     let mut ws = match connected {
@@ -751,6 +755,16 @@ async fn mobile_session(
             }
         };
         tokio::select! {
+            biased;
+            () = stop.stopped() => {
+                report.unknown.extend(in_flight.take());
+                let _ = ws.close(None).await;
+                return SessionEnd::Stopped;
+            }
+            _ = hold => {
+                let _ = ws.close(None).await;
+                return SessionEnd::Done;
+            }
             msg = tokio::time::timeout(cfg.ack_timeout.max(cfg.hold) + Duration::from_secs(1), ws.next()) => {
                 let Ok(msg) = msg else {
                     report.unknown.extend(in_flight.take());
@@ -801,15 +815,6 @@ async fn mobile_session(
                     }
                     _ => {}
                 }
-            }
-            _ = hold => {
-                let _ = ws.close(None).await;
-                return SessionEnd::Done;
-            }
-            () = stop.stopped() => {
-                report.unknown.extend(in_flight.take());
-                let _ = ws.close(None).await;
-                return SessionEnd::Stopped;
             }
         }
     }

@@ -9,7 +9,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use switchyard_core::MonoMs;
 
@@ -35,6 +34,11 @@ impl Clock {
 
     /// Whether this clock follows tokio's time (a test seam) rather than the wall.
     fn on_tokio(&self) -> bool {
+        // A simulation's wall clock is tokio's paused time too (SIM-1).
+        #[cfg(feature = "sim")]
+        if crate::sim::active() {
+            return true;
+        }
         #[cfg(feature = "test-hooks")]
         return self.tokio_base.is_some();
         #[cfg(not(feature = "test-hooks"))]
@@ -47,10 +51,7 @@ impl Clock {
             let elapsed = u64::try_from(at.elapsed().as_millis()).unwrap_or(u64::MAX);
             return start.saturating_add(elapsed);
         }
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0)
+        crate::machine::unix_ms()
     }
 
     #[must_use]

@@ -321,12 +321,9 @@ fn draw_holder() -> u64 {
     let mut bytes = [0u8; 8];
     // No entropy at all is not worth stopping a director for: the pid and the clock still
     // tell two processes apart.
-    if getrandom::fill(&mut bytes).is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        bytes = ((t as u64) ^ (u64::from(std::process::id()) << 32)).to_le_bytes();
+    if crate::machine::fill_random(&mut bytes).is_err() {
+        let t = crate::machine::unix_ms();
+        bytes = (t ^ (u64::from(std::process::id()) << 32)).to_le_bytes();
     }
     u64::from_le_bytes(bytes) >> 1
 }
@@ -1179,12 +1176,12 @@ impl Director {
             let retries = self.cfg.retries;
             let id = flights
                 .set
-                .spawn(async move {
+                .spawn(crate::machine::Here::now().keep(async move {
                     let (outcome, why, sample) =
                         send_classified(&url, &secret, incarnation, &req, timeout, retries, &clock)
                             .await;
                     (ticket, req, outcome, why, sample)
-                })
+                }))
                 .id();
             flights.sent.insert(id, (ticket, req));
         }

@@ -7,7 +7,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
 
 use super::proto::MAX_FRAME_BYTES;
 
@@ -69,14 +68,14 @@ async fn send(
         url: url.to_owned(),
         detail: e.to_string(),
     };
-    let stream = TcpStream::connect((host, port))
+    let stream = crate::net::connect(host, port)
         .await
         .map_err(|e| transport(&e))?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| transport(&e))?;
     // The connection task ends with the request (or when this future is dropped).
-    let conn_task = tokio::spawn(async move {
+    let conn_task = crate::machine::spawn(async move {
         let _ = conn.await;
     });
     let mut req = Request::builder()

@@ -1,7 +1,7 @@
 //! The mobile client WebSocket (HO-7, HO-S3, HO-A5), and the public resolve and capabilities
 //! endpoints clients and desktops use.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -220,18 +220,24 @@ pub(super) async fn client_ws(
         );
         // Test seam (inert in release builds): the 4401 close is pending here.
         sh.hooks.client_refused.reached().await;
-        return ws.on_upgrade(move |socket| async move {
-            Refused::unauthenticated(e).close(&sh, host, socket).await;
+        let here = crate::machine::Here::now();
+        return ws.on_upgrade(move |socket| {
+            here.run(async move {
+                Refused::unauthenticated(e).close(&sh, host, socket).await;
+            })
         });
     }
     // HO-7: ownership before the first await that could admit this host.
     let work = Work::acquire(&sh, host, WorkKind::Accept);
+    let here = crate::machine::Here::now();
     match work {
-        Err(refusal) => ws.on_upgrade(move |socket| async move {
-            Refused::admission(refusal).close(&sh, host, socket).await;
+        Err(refusal) => ws.on_upgrade(move |socket| {
+            here.run(async move {
+                Refused::admission(refusal).close(&sh, host, socket).await;
+            })
         }),
         // If the upgrade never completes, the callback (and the guard in it) is dropped.
-        Ok(work) => ws.on_upgrade(move |socket| client_session(sh, host, work, socket)),
+        Ok(work) => ws.on_upgrade(move |socket| here.run(client_session(sh, host, work, socket))),
     }
 }
 
@@ -379,7 +385,7 @@ async fn client_loop(
 ) {
     let mut stop = sh.shutdown.listener();
     let mut idle = sh.server.idle();
-    let mut splices: HashMap<String, Work> = HashMap::new();
+    let mut splices: BTreeMap<String, Work> = BTreeMap::new();
     let hello = CellToClient::Attached {
         cell: sh.cfg.cell.0,
     };
@@ -388,34 +394,13 @@ async fn client_loop(
     }
     loop {
         tokio::select! {
-            msg = socket.recv() => {
-                let msg = match msg {
-                    Some(Ok(msg)) => msg,
-                    Some(Err(e)) => {
-                        sh.server.note_ws_error(&e);
-                        break;
-                    }
-                    None => break,
-                };
-                idle.heard();
-                match msg {
-                    Message::Text(t) => {
-                        let answer = match serde_json::from_str::<ClientFrame>(&t) {
-                            Ok(ClientFrame::Mutation { id, body }) => {
-                                relay_mutation(sh, host, conn, id, body, &mut splices)
-                            }
-                            Err(e) => {
-                                debug!(host = host.0, %e, "malformed client frame");
-                                Some(Undelivered::Malformed.frame(String::new()))
-                            }
-                        };
-                        if let Some(a) = answer {
-                            if send_json(&mut socket, &a).await.is_err() { break; }
-                        }
-                    }
-                    Message::Close(_) => break,
-                    _ => {}
+            biased;
+            () = stop.stopped() => {
+                // OPS-1: a graceful stop says why; a crash drops the socket.
+                if sh.graceful() {
+                    close_ws(socket, CLOSE_GOING_AWAY, CELL_STOPPING).await;
                 }
+                return;
             }
             out = rx.recv() => {
                 let Some(out) = out else { break };
@@ -446,12 +431,34 @@ async fn client_loop(
                     return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await;
                 }
             },
-            () = stop.stopped() => {
-                // OPS-1: a graceful stop says why; a crash drops the socket.
-                if sh.graceful() {
-                    close_ws(socket, CLOSE_GOING_AWAY, CELL_STOPPING).await;
+            msg = socket.recv() => {
+                let msg = match msg {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(e)) => {
+                        sh.server.note_ws_error(&e);
+                        break;
+                    }
+                    None => break,
+                };
+                idle.heard();
+                match msg {
+                    Message::Text(t) => {
+                        let answer = match serde_json::from_str::<ClientFrame>(&t) {
+                            Ok(ClientFrame::Mutation { id, body }) => {
+                                relay_mutation(sh, host, conn, id, body, &mut splices)
+                            }
+                            Err(e) => {
+                                debug!(host = host.0, %e, "malformed client frame");
+                                Some(Undelivered::Malformed.frame(String::new()))
+                            }
+                        };
+                        if let Some(a) = answer {
+                            if send_json(&mut socket, &a).await.is_err() { break; }
+                        }
+                    }
+                    Message::Close(_) => break,
+                    _ => {}
                 }
-                return;
             }
         }
     }
@@ -464,7 +471,7 @@ fn relay_mutation(
     conn: u64,
     id: String,
     body: String,
-    splices: &mut HashMap<String, Work>,
+    splices: &mut BTreeMap<String, Work>,
 ) -> Option<CellToClient> {
     if id.is_empty() || id.len() > MAX_MUTATION_ID_BYTES || splices.contains_key(&id) {
         return Some(Undelivered::BadId.frame(id));

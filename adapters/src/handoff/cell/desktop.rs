@@ -78,9 +78,10 @@ pub(super) async fn desktop_ws(
             return (StatusCode::SERVICE_UNAVAILABLE, name).into_response();
         }
     };
+    let here = crate::machine::Here::now();
     sh.server
         .ws(ws)
-        .on_upgrade(move |socket| desktop_session(sh, host, capable, op, socket))
+        .on_upgrade(move |socket| here.run(desktop_session(sh, host, capable, op, socket)))
 }
 
 /// Register in the store (HO-A4: under the host lock there). An unknown host is enrolled here
@@ -247,6 +248,33 @@ async fn control_loop(
     let mut idle = sh.server.idle();
     loop {
         tokio::select! {
+            biased;
+            () = stop.stopped() => {
+                // OPS-1: the desktop resolves and reconnects (here once the cell is back).
+                if sh.graceful() {
+                    let frame = CellToDesktop::Draining { reason: CELL_STOPPING.to_owned() };
+                    let _ = send_json(&mut socket, &frame).await;
+                    close_ws(socket, CLOSE_GOING_AWAY, CELL_STOPPING).await;
+                }
+                return;
+            }
+            cmd = rx.recv() => match cmd {
+                Some(ControlCmd::Frame(f)) => {
+                    if send_json(&mut socket, &f).await.is_err() { return; }
+                }
+                Some(ControlCmd::Close(reason)) => {
+                    let frame = CellToDesktop::Draining { reason: reason.name().to_owned() };
+                    let _ = send_json(&mut socket, &frame).await;
+                    return close_ws(socket, close_code::NORMAL, reason.name()).await;
+                }
+                None => return close_ws(socket, close_code::NORMAL, "closed").await,
+            },
+            event = idle.next() => match event {
+                IdleEvent::Ping => {
+                    if socket.send(Message::Ping(Default::default())).await.is_err() { return; }
+                }
+                IdleEvent::Expired => return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await,
+            },
             msg = socket.recv() => {
                 let msg = match msg {
                     Some(Ok(msg)) => msg,
@@ -270,32 +298,6 @@ async fn control_loop(
                     Message::Close(_) => return,
                     Message::Binary(_) => {}
                 }
-            }
-            cmd = rx.recv() => match cmd {
-                Some(ControlCmd::Frame(f)) => {
-                    if send_json(&mut socket, &f).await.is_err() { return; }
-                }
-                Some(ControlCmd::Close(reason)) => {
-                    let frame = CellToDesktop::Draining { reason: reason.name().to_owned() };
-                    let _ = send_json(&mut socket, &frame).await;
-                    return close_ws(socket, close_code::NORMAL, reason.name()).await;
-                }
-                None => return close_ws(socket, close_code::NORMAL, "closed").await,
-            },
-            event = idle.next() => match event {
-                IdleEvent::Ping => {
-                    if socket.send(Message::Ping(Default::default())).await.is_err() { return; }
-                }
-                IdleEvent::Expired => return close_ws(socket, IDLE_CLOSE_CODE, IDLE_CLOSE_REASON).await,
-            },
-            () = stop.stopped() => {
-                // OPS-1: the desktop resolves and reconnects (here once the cell is back).
-                if sh.graceful() {
-                    let frame = CellToDesktop::Draining { reason: CELL_STOPPING.to_owned() };
-                    let _ = send_json(&mut socket, &frame).await;
-                    close_ws(socket, CLOSE_GOING_AWAY, CELL_STOPPING).await;
-                }
-                return;
             }
         }
     }

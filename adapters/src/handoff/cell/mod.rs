@@ -34,7 +34,7 @@ mod internal;
 mod pump;
 mod work;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -364,7 +364,7 @@ struct Shared {
     clock: Clock,
     /// The core `SourceCell` and the adapter's per-host state (see the module doc for the order).
     locked: Mutex<LockedCell>,
-    waiters: Mutex<HashMap<OpId, Vec<oneshot::Sender<HandoffReply>>>>,
+    waiters: Mutex<BTreeMap<OpId, Vec<oneshot::Sender<HandoffReply>>>>,
     /// Client connection ids (adapter-local: they name a socket, never a decision).
     ids: AtomicU64,
     alive: AtomicBool,
@@ -655,7 +655,7 @@ pub async fn start_cell(
     timing
         .validate()
         .map_err(|e| CellError::BadLimits(format!("--lease-drift-ms / --cell-lease-ms: {e}")))?;
-    let listener = tokio::net::TcpListener::bind(cfg.listen)
+    let listener = crate::net::bind(cfg.listen)
         .await
         .map_err(|source| CellError::Bind {
             addr: cfg.listen,
@@ -710,7 +710,7 @@ pub async fn start_cell(
         store,
         clock,
         locked: Mutex::new(locked),
-        waiters: Mutex::new(HashMap::new()),
+        waiters: Mutex::new(BTreeMap::new()),
         ids: AtomicU64::new(1),
         alive: AtomicBool::new(true),
         graceful: AtomicBool::new(false),
@@ -744,8 +744,8 @@ pub async fn start_cell(
         .with_state(shared.clone())
         .merge(probes::routes(Arc::new(CellProbe(shared.clone()))));
     let app = server.layer(app);
-    let server = tokio::spawn(server.run(listener, app, shared.shutdown.listener()));
-    let renewal = tokio::spawn(renew_lease(
+    let server = crate::machine::spawn(server.run(listener, app, shared.shutdown.listener()));
+    let renewal = crate::machine::spawn(renew_lease(
         shared.clone(),
         LeaseKeeper::with_timing(timing, taken_at),
         lease_ms,
@@ -791,6 +791,7 @@ async fn renew_lease(sh: Arc<Shared>, mut keeper: LeaseKeeper, lease_ms: u64) {
             }
         };
         let (sent_at, renewed) = tokio::select! {
+            biased;
             r = renewal => r,
             () = lapse => {
                 if let Some(LeaseStep::Lapsing { unconfirmed_ms }) =

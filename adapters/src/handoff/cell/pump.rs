@@ -4,7 +4,7 @@
 //! a store result is fed back to the machine the action named (a replaced machine's result is
 //! the core's `Fed::Late`), a control is closed because the core said so, and so on.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,7 +56,7 @@ struct Armed {
 struct HostLocal {
     /// The machine the drain watch belongs to.
     machine: MachineId,
-    clients: HashMap<u64, mpsc::Sender<CellToClient>>,
+    clients: BTreeMap<u64, mpsc::Sender<CellToClient>>,
     /// HO-A5: set by the core's `HardDrain`; every attached client closes on it.
     drain: watch::Sender<bool>,
     timer: Option<Armed>,
@@ -78,7 +78,7 @@ impl HostLocal {
     fn new(machine: MachineId) -> HostLocal {
         HostLocal {
             machine,
-            clients: HashMap::new(),
+            clients: BTreeMap::new(),
             drain: watch::channel(false).0,
             timer: None,
             said: Said::default(),
@@ -90,8 +90,8 @@ impl HostLocal {
 /// (sockets, drain watches, timers), behind `Shared::locked`.
 pub(super) struct LockedCell {
     pub(super) cell: SourceCell,
-    hosts: HashMap<HostId, HostLocal>,
-    controls: HashMap<SessionId, ControlLink>,
+    hosts: BTreeMap<HostId, HostLocal>,
+    controls: BTreeMap<SessionId, ControlLink>,
     /// CONF-1: the cell's journal (off unless `--journal`), written under this lock so a
     /// host's lines are in the order its machine saw them; `clock` stamps them.
     journal: Journal,
@@ -113,8 +113,8 @@ impl LockedCell {
     pub(super) fn new(cell: SourceCell, journal: Journal, clock: Clock) -> LockedCell {
         LockedCell {
             cell,
-            hosts: HashMap::new(),
-            controls: HashMap::new(),
+            hosts: BTreeMap::new(),
+            controls: BTreeMap::new(),
             journal,
             clock,
         }
@@ -347,7 +347,7 @@ fn rearm(sh: &Arc<Shared>, ep: &mut LockedCell, host: HostId) {
     };
     let delay = Duration::from_millis(at.since_ms(sh.clock.now()));
     let sh2 = sh.clone();
-    let task = tokio::spawn(async move {
+    let task = crate::machine::spawn(async move {
         tokio::time::sleep(delay).await;
         let now = sh2.clock.now();
         // HO-A2 / HO-S3: a deadline only (re)starts reconciliation; the core keeps the barrier.
@@ -388,7 +388,7 @@ fn execute_machine(
         HandoffAction::RunTransaction { attempt, request } => {
             sh.stats.bump(|s| s.transactions_run += 1);
             let sh = sh.clone();
-            tokio::spawn(async move {
+            crate::machine::spawn(async move {
                 if !sh.alive() {
                     return;
                 }
@@ -427,7 +427,7 @@ fn execute_machine(
         HandoffAction::Reconcile { attempt, request } => {
             sh.stats.bump(|s| s.reconciliations_run += 1);
             let sh = sh.clone();
-            tokio::spawn(async move {
+            crate::machine::spawn(async move {
                 if !sh.alive() {
                     return;
                 }
@@ -484,7 +484,7 @@ fn execute_machine(
             });
             info!(host = host.0, ?reason, "source retired through DRAINING");
             let sh = sh.clone();
-            tokio::spawn(async move {
+            crate::machine::spawn(async move {
                 let cell = sh.cfg.cell;
                 let r = (|| sh.store.release_activity(host, cell))
                     .retry(backoff(3))
@@ -505,7 +505,7 @@ fn execute_machine(
         // `FenceAuthority` when its timer fires).
         HandoffAction::FenceAuthority { authority, reason } => {
             let sh = sh.clone();
-            tokio::spawn(async move {
+            crate::machine::spawn(async move {
                 if !sh.alive() {
                     return;
                 }
@@ -632,8 +632,8 @@ mod tests {
                 switchyard_core::handoff::CellId(1),
                 switchyard_core::handoff::Incarnation(1),
             ),
-            hosts: HashMap::from([(HostId(7), local)]),
-            controls: HashMap::new(),
+            hosts: BTreeMap::from([(HostId(7), local)]),
+            controls: BTreeMap::new(),
             journal: Journal::off(),
             clock: Clock::default(),
         };

@@ -53,7 +53,7 @@ impl Store {
     pub async fn settings(&self) -> Result<StoreConfig, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.settings().await,
-            Store::Memory(mem) => mem.settings(),
+            Store::Memory(mem) => mem.gate()?.settings(),
         }
     }
 
@@ -61,7 +61,7 @@ impl Store {
     pub async fn put_limits(&self, limits: &LimitSettings) -> Result<(), StoreFailure> {
         match self {
             Store::Sql(sql) => sql.put_limits(limits).await,
-            Store::Memory(mem) => mem.put_limits(limits),
+            Store::Memory(mem) => mem.gate()?.put_limits(limits),
         }
     }
 
@@ -69,7 +69,7 @@ impl Store {
     pub async fn set_enabled(&self, enabled: bool) -> Result<(), StoreFailure> {
         match self {
             Store::Sql(sql) => sql.set_enabled(enabled).await,
-            Store::Memory(mem) => mem.set_enabled(enabled),
+            Store::Memory(mem) => mem.gate()?.set_enabled(enabled),
         }
     }
 
@@ -77,7 +77,7 @@ impl Store {
     pub async fn rows(&self) -> Result<StoreSnapshot, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.rows().await,
-            Store::Memory(mem) => mem.rows(),
+            Store::Memory(mem) => mem.gate()?.rows(),
         }
     }
 
@@ -106,7 +106,7 @@ impl Store {
                 )
                 .await
             }
-            Store::Memory(mem) => mem.start_cell(
+            Store::Memory(mem) => mem.gate()?.start_cell(
                 cell,
                 capacity,
                 handoff_capable,
@@ -128,7 +128,7 @@ impl Store {
     ) -> Result<bool, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.renew_cell_lease(cell, incarnation, now, lease_ms).await,
-            Store::Memory(mem) => mem.renew_cell_lease(cell, incarnation, now, lease_ms),
+            Store::Memory(mem) => mem.gate()?.renew_cell_lease(cell, incarnation, now, lease_ms),
         }
     }
 
@@ -140,7 +140,7 @@ impl Store {
     ) -> Result<bool, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.release_cell_lease(cell, incarnation).await,
-            Store::Memory(mem) => mem.release_cell_lease(cell, incarnation),
+            Store::Memory(mem) => mem.gate()?.release_cell_lease(cell, incarnation),
         }
     }
 
@@ -148,7 +148,7 @@ impl Store {
     pub async fn cell_info(&self, cell: CellId) -> Result<Option<CellInfo>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.cell_info(cell).await,
-            Store::Memory(mem) => mem.cell_info(cell),
+            Store::Memory(mem) => mem.gate()?.cell_info(cell),
         }
     }
 
@@ -161,7 +161,7 @@ impl Store {
     ) -> Result<Result<SourceAuthority, StoreError>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.insert_host(host, cell, desktop_capable).await,
-            Store::Memory(mem) => mem.insert_host(host, cell, desktop_capable),
+            Store::Memory(mem) => mem.gate()?.insert_host(host, cell, desktop_capable),
         }
     }
 
@@ -169,7 +169,7 @@ impl Store {
     pub async fn authority(&self, host: HostId) -> Result<Option<SourceAuthority>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.authority(host).await,
-            Store::Memory(mem) => mem.authority(host),
+            Store::Memory(mem) => mem.gate()?.authority(host),
         }
     }
 
@@ -177,7 +177,7 @@ impl Store {
     pub async fn resolve(&self, host: HostId) -> Result<Option<Resolved>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.resolve(host).await,
-            Store::Memory(mem) => mem.resolve(host),
+            Store::Memory(mem) => mem.gate()?.resolve(host),
         }
     }
 
@@ -185,7 +185,7 @@ impl Store {
     pub async fn host_count(&self) -> Result<u64, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.host_count().await,
-            Store::Memory(mem) => mem.host_count(),
+            Store::Memory(mem) => mem.gate()?.host_count(),
         }
     }
 
@@ -197,7 +197,7 @@ impl Store {
     ) -> Result<TxnOutcome, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.run_transaction(now, req).await,
-            Store::Memory(mem) => mem.run_transaction(now, req),
+            Store::Memory(mem) => mem.gate()?.run_transaction(now, req),
         }
     }
 
@@ -209,7 +209,7 @@ impl Store {
     ) -> Result<Option<TxnOutcome>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.reconcile(now, req).await,
-            Store::Memory(mem) => mem.reconcile(now, req),
+            Store::Memory(mem) => mem.gate()?.reconcile(now, req),
         }
     }
 
@@ -228,7 +228,8 @@ impl Store {
                     .await
             }
             Store::Memory(mem) => {
-                mem.register_control(now, host, cell, incarnation, desktop_capable)
+                mem.gate()?
+                    .register_control(now, host, cell, incarnation, desktop_capable)
             }
         }
     }
@@ -240,7 +241,7 @@ impl Store {
     ) -> Result<DrainWrite, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.emergency_drain(authority).await,
-            Store::Memory(mem) => mem.emergency_drain(authority),
+            Store::Memory(mem) => mem.gate()?.emergency_drain(authority),
         }
     }
 
@@ -252,7 +253,7 @@ impl Store {
     ) -> Result<Vec<OpId>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.expire_migrations_up_to(now, max).await,
-            Store::Memory(mem) => mem.expire_migrations_up_to(now, max),
+            Store::Memory(mem) => mem.gate()?.expire_migrations_up_to(now, max),
         }
     }
 
@@ -265,7 +266,7 @@ impl Store {
     ) -> Result<Result<u32, RetentionError>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.reap_attempts(now, retention_ms, batch).await,
-            Store::Memory(mem) => mem.reap_attempts(now, retention_ms, batch),
+            Store::Memory(mem) => mem.gate()?.reap_attempts(now, retention_ms, batch),
         }
     }
 
@@ -273,7 +274,7 @@ impl Store {
     pub async fn recorded_attempt(&self, op: OpId) -> Result<Option<AttemptRow>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.recorded_attempt(op).await,
-            Store::Memory(mem) => mem.recorded_attempt(op),
+            Store::Memory(mem) => mem.gate()?.recorded_attempt(op),
         }
     }
 
@@ -286,7 +287,7 @@ impl Store {
     ) -> Result<(), StoreFailure> {
         match self {
             Store::Sql(sql) => sql.put_measurement(host, target, m).await,
-            Store::Memory(mem) => mem.put_measurement(host, target, m),
+            Store::Memory(mem) => mem.gate()?.put_measurement(host, target, m),
         }
     }
 
@@ -300,7 +301,7 @@ impl Store {
     ) -> Result<(), StoreFailure> {
         match self {
             Store::Sql(sql) => sql.renew_activity(host, cell, generation, until).await,
-            Store::Memory(mem) => mem.renew_activity(host, cell, generation, until),
+            Store::Memory(mem) => mem.gate()?.renew_activity(host, cell, generation, until),
         }
     }
 
@@ -308,7 +309,7 @@ impl Store {
     pub async fn release_activity(&self, host: HostId, cell: CellId) -> Result<(), StoreFailure> {
         match self {
             Store::Sql(sql) => sql.release_activity(host, cell).await,
-            Store::Memory(mem) => mem.release_activity(host, cell),
+            Store::Memory(mem) => mem.gate()?.release_activity(host, cell),
         }
     }
 
@@ -316,7 +317,7 @@ impl Store {
     pub async fn activity(&self, host: HostId) -> Result<Option<(CellId, MonoMs)>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.activity(host).await,
-            Store::Memory(mem) => mem.activity(host),
+            Store::Memory(mem) => mem.gate()?.activity(host),
         }
     }
 
@@ -324,7 +325,7 @@ impl Store {
     pub async fn candidate_page(&self, q: PageQuery) -> Result<Vec<CandidateRow>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.candidate_page(q).await,
-            Store::Memory(mem) => mem.candidate_page(q),
+            Store::Memory(mem) => mem.gate()?.candidate_page(q),
         }
     }
 
@@ -332,7 +333,7 @@ impl Store {
     pub async fn load_cursor(&self, director: &str) -> Result<PageCursor, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.load_cursor(director).await,
-            Store::Memory(mem) => mem.load_cursor(director),
+            Store::Memory(mem) => mem.gate()?.load_cursor(director),
         }
     }
 
@@ -344,7 +345,7 @@ impl Store {
     ) -> Result<(), StoreFailure> {
         match self {
             Store::Sql(sql) => sql.save_cursor(director, cursor).await,
-            Store::Memory(mem) => mem.save_cursor(director, cursor),
+            Store::Memory(mem) => mem.gate()?.save_cursor(director, cursor),
         }
     }
 
@@ -355,7 +356,7 @@ impl Store {
     ) -> Result<Option<(SweepLeaseRow, String)>, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.load_sweep_lease(sweep).await,
-            Store::Memory(mem) => mem.load_sweep_lease(sweep),
+            Store::Memory(mem) => mem.gate()?.load_sweep_lease(sweep),
         }
     }
 
@@ -369,7 +370,7 @@ impl Store {
     ) -> Result<bool, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.claim_sweep_lease(sweep, seen, new, holder_name).await,
-            Store::Memory(mem) => mem.claim_sweep_lease(sweep, seen, new, holder_name),
+            Store::Memory(mem) => mem.gate()?.claim_sweep_lease(sweep, seen, new, holder_name),
         }
     }
 
@@ -383,7 +384,7 @@ impl Store {
     ) -> Result<bool, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.save_cursor_held(director, cursor, lease, now_ms).await,
-            Store::Memory(mem) => mem.save_cursor_held(director, cursor, lease, now_ms),
+            Store::Memory(mem) => mem.gate()?.save_cursor_held(director, cursor, lease, now_ms),
         }
     }
 }

@@ -10,8 +10,9 @@
 //! a call is one transaction, as in the reference. What it is not: durable (the tables live
 //! as long as the process), shared between processes, or a place for the SQL stores' limit
 //! shards (the reference always takes the exact path, which the escrow guarantees the token
-//! path matches). It has no fault seams (a test that injects store faults uses SQLite), and
-//! a call never fails: every answer is `Ok`. The settings are given at creation; only the
+//! path matches). Each handle ([`MemoryStore::connection`]) has the SQL stores' fault seams
+//! for a cut-off connection and a lost commit answer (`test-hooks`); otherwise a call never
+//! fails: every answer is `Ok`. The settings are given at creation; only the
 //! operator's limits (`put_limits`) and the enable switch change them afterwards.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,12 +31,16 @@ use switchyard_core::handoff::{
 use switchyard_core::MonoMs;
 
 use super::{CellInfo, Resolved, StoreFailure};
+use crate::handoff::hooks::Faults;
 
 /// The in-memory store. Cheap to clone (a handle: every clone sees the same tables).
 #[derive(Debug, Clone)]
 pub struct MemoryStore {
     tables: Arc<Mutex<Tables>>,
     txn_timeout: Duration,
+    /// This handle's injected faults (`test-hooks`; SIM-1's store outage and lost commit
+    /// answer): one process's connection, not the store's tables.
+    faults: Arc<Faults>,
 }
 
 #[derive(Debug)]
@@ -67,7 +72,36 @@ impl MemoryStore {
                 sweep_leases: BTreeMap::new(),
             })),
             txn_timeout: super::StoreOptions::default().txn_timeout,
+            faults: Arc::default(),
         }
+    }
+
+    /// Another handle on the same tables with faults of its own (one process's connection:
+    /// cutting it off leaves the other handles working).
+    #[must_use]
+    pub fn connection(&self) -> MemoryStore {
+        MemoryStore {
+            tables: self.tables.clone(),
+            txn_timeout: self.txn_timeout,
+            faults: Arc::default(),
+        }
+    }
+
+    /// This handle's fault seams (armed only with `test-hooks`).
+    #[must_use]
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// Every call passes here first: a cut-off handle is unavailable, as a process cut off
+    /// from the database is.
+    pub(super) fn gate(&self) -> Result<&MemoryStore, StoreFailure> {
+        if self.faults.is_cut_off() {
+            return Err(StoreFailure::Unavailable(
+                "injected: cut off from the store".into(),
+            ));
+        }
+        Ok(self)
     }
 
     fn tables(&self) -> MutexGuard<'_, Tables> {
@@ -224,7 +258,14 @@ impl MemoryStore {
         now: MonoMs,
         req: &HandoffRequest,
     ) -> Result<TxnOutcome, StoreFailure> {
-        Ok(self.tables().store.run_transaction(now, req))
+        let outcome = self.tables().store.run_transaction(now, req);
+        if self.faults.take_lost_result() {
+            // Committed (or refused) in the tables; the answer never reaches the caller.
+            return Err(StoreFailure::CommitLost(format!(
+                "injected: result of {outcome:?} lost"
+            )));
+        }
+        Ok(outcome)
     }
 
     /// HO-A1 / HO-A2: the locked reconciliation.
