@@ -55,9 +55,8 @@ impl Here {
     pub fn now() -> Here {
         Here {
             #[cfg(feature = "sim")]
-            at: crate::sim::current_host().and_then(|h| {
-                crate::sim::world().map(|w| (h, w.crash_epoch(h)))
-            }),
+            at: crate::sim::current_host()
+                .and_then(|h| crate::sim::world().map(|w| (h, w.crash_epoch(h)))),
         }
     }
 
@@ -79,4 +78,29 @@ impl Here {
         }
         fut.await
     }
+}
+
+/// `spawn_blocking`; in a simulation the call runs in place (a blocking thread would finish at
+/// a moment the seed does not decide).
+pub async fn blocking<F, R>(f: F) -> Result<R, tokio::task::JoinError>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    #[cfg(feature = "sim")]
+    if crate::sim::active() {
+        return Ok(f());
+    }
+    tokio::task::spawn_blocking(f).await
+}
+
+/// A seed for a retry policy's jitter (`backon`'s own generator is seeded from the OS unless
+/// told): drawn from [`fill_random`], so a simulation's seed decides it.
+#[must_use]
+pub fn jitter_seed() -> u64 {
+    let mut seed = [0u8; 8];
+    if fill_random(&mut seed).is_err() {
+        return unix_ms();
+    }
+    u64::from_le_bytes(seed)
 }

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::net::{TcpListener, TcpStream};
 use axum::extract::ws::WebSocketUpgrade;
 use axum::http::StatusCode;
 use axum::Router;
@@ -35,7 +36,6 @@ use switchyard_core::peer_limits::{
     ConnectionBounds, ConnectionGate, ConnectionRefusal, ConnectionTicket, Pressure,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use crate::net::{TcpListener, TcpStream};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tracing::{debug, info, warn};
@@ -362,7 +362,12 @@ impl Server {
                         ticket: Some(ticket),
                         server: self.clone(),
                     };
-                    crate::machine::spawn(self.clone().connection(io, peer, app.clone(), stop.clone()));
+                    crate::machine::spawn(self.clone().connection(
+                        io,
+                        peer,
+                        app.clone(),
+                        stop.clone(),
+                    ));
                 }
                 Err(refusal) => refuse(&stream, refusal),
             }

@@ -5,3 +5,5 @@
 pub mod conform_online;
 pub mod failover;
 pub mod handoff;
+#[cfg(feature = "sim")]
+pub mod sim;

@@ -52,7 +52,10 @@ impl BackoffConfig {
             .with_factor(self.factor)
             .without_max_times();
         let builder = if self.jitter {
-            builder.with_jitter()
+            // Seeded from the machine (a simulation's generator decides it too).
+            builder
+                .with_jitter()
+                .with_jitter_seed(crate::machine::jitter_seed())
         } else {
             builder
         };

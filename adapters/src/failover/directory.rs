@@ -294,7 +294,7 @@ pub async fn read_bounded(path: &Path) -> Result<Vec<u8>, DirectoryError> {
     let blocking_name = name.clone();
     // Opening and reading a regular file are blocking calls; neither can wait on a peer, as
     // the open is non-blocking (a FIFO swapped in is not waited on).
-    let opened = tokio::task::spawn_blocking(move || open_directory(&owned, &blocking_name))
+    let opened = crate::machine::blocking(move || open_directory(&owned, &blocking_name))
         .await
         .map_err(|e| DirectoryError::Read {
             path: name.clone(),

@@ -196,7 +196,8 @@ impl ClientHandle {
         let stop = Stop::new();
         let stop_rx = stop.listener();
         let (directory_tx, directory_rx) = mpsc::channel(INPUT_QUEUE);
-        let directory = crate::machine::spawn(run_directory(config.directory.clone(), directory_tx));
+        let directory =
+            crate::machine::spawn(run_directory(config.directory.clone(), directory_tx));
         let task = crate::machine::spawn(driver.run(directory_rx, stop_rx));
         let handle = ClientHandle {
             stats: parts.stats,
@@ -795,7 +796,8 @@ mod tests {
 
     #[tokio::test]
     async fn fo_d7_an_open_task_that_ends_without_a_result_is_failed_not_timed_out() {
-        let cancelled = crate::machine::spawn(std::future::pending::<Result<WsStream, OpenError>>());
+        let cancelled =
+            crate::machine::spawn(std::future::pending::<Result<WsStream, OpenError>>());
         cancelled.abort();
         let mut opening = Some((RelayUrl::new("ws://127.0.0.1:9/r"), cancelled));
         let error = wait_open(&mut opening).await.expect_err("no stream");

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::net::TcpListener;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
-use crate::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -340,13 +340,10 @@ async fn accept(
     State(shared): State<Shared>,
     upgrade: WebSocketUpgrade,
 ) -> axum::response::Response {
-    shared
-        .server
-        .ws(upgrade)
-        .on_upgrade({
-            let here = crate::machine::Here::now();
-            move |socket| here.run(serve_channel(shared, socket))
-        })
+    shared.server.ws(upgrade).on_upgrade({
+        let here = crate::machine::Here::now();
+        move |socket| here.run(serve_channel(shared, socket))
+    })
 }
 
 async fn serve_channel(shared: Shared, mut socket: WebSocket) {

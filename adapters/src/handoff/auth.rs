@@ -276,7 +276,8 @@ impl CellKey {
 /// A fresh nonce: 128 bits from the OS, as [`NONCE_HEX_LEN`] lowercase hex digits.
 pub fn fresh_nonce() -> Result<String, String> {
     let mut bytes = [0u8; NONCE_HEX_LEN / 2];
-    crate::machine::fill_random(&mut bytes).map_err(|e| format!("no randomness for a nonce: {e}"))?;
+    crate::machine::fill_random(&mut bytes)
+        .map_err(|e| format!("no randomness for a nonce: {e}"))?;
     Ok(hex(&bytes))
 }
 

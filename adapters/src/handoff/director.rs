@@ -533,7 +533,8 @@ async fn send_classified(
         .with_min_delay(Duration::from_millis(50))
         .with_max_delay(Duration::from_secs(1))
         .with_max_times(retries)
-        .with_jitter();
+        .with_jitter()
+        .with_jitter_seed(crate::machine::jitter_seed());
     let sent = once
         .retry(policy)
         .sleep(tokio::time::sleep)

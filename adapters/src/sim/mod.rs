@@ -327,7 +327,12 @@ where
 
 /// Runs `fut` on `host` until it ends or the host crashes (its epoch moves past `epoch`);
 /// a task spawned by a library (not through [`crate::machine::spawn`]) ends with its process.
-pub async fn until_crash<F: Future<Output = ()>>(world: Arc<World>, host: IpAddr, epoch: u64, fut: F) {
+pub async fn until_crash<F: Future<Output = ()>>(
+    world: Arc<World>,
+    host: IpAddr,
+    epoch: u64,
+    fut: F,
+) {
     let fut = HOST.scope(host, fut);
     tokio::pin!(fut);
     std::future::poll_fn(|cx| {

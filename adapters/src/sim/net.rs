@@ -338,7 +338,8 @@ fn next_port(next: &mut u16) -> u16 {
 /// real connect's SYN retries are bounded by the caller's timeout).
 pub async fn connect(to: SocketAddr) -> io::Result<SimStream> {
     let world = world().ok_or_else(|| io::Error::other("no simulation on this thread"))?;
-    let from = current_host().ok_or_else(|| io::Error::other("connect outside a simulated host"))?;
+    let from =
+        current_host().ok_or_else(|| io::Error::other("connect outside a simulated host"))?;
     loop {
         let changed = world.changed.notified();
         tokio::pin!(changed);

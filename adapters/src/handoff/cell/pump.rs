@@ -578,6 +578,7 @@ fn backoff(times: usize) -> ExponentialBuilder {
         .with_max_delay(Duration::from_secs(1))
         .with_max_times(times)
         .with_jitter()
+        .with_jitter_seed(crate::machine::jitter_seed())
 }
 
 /// HO-A3: hand the reply to whoever still waits; nobody waiting changes nothing.

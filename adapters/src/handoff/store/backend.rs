@@ -128,7 +128,9 @@ impl Store {
     ) -> Result<bool, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.renew_cell_lease(cell, incarnation, now, lease_ms).await,
-            Store::Memory(mem) => mem.gate()?.renew_cell_lease(cell, incarnation, now, lease_ms),
+            Store::Memory(mem) => mem
+                .gate()?
+                .renew_cell_lease(cell, incarnation, now, lease_ms),
         }
     }
 
@@ -384,7 +386,9 @@ impl Store {
     ) -> Result<bool, StoreFailure> {
         match self {
             Store::Sql(sql) => sql.save_cursor_held(director, cursor, lease, now_ms).await,
-            Store::Memory(mem) => mem.gate()?.save_cursor_held(director, cursor, lease, now_ms),
+            Store::Memory(mem) => mem
+                .gate()?
+                .save_cursor_held(director, cursor, lease, now_ms),
         }
     }
 }

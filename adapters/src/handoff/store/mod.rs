@@ -518,7 +518,8 @@ impl SqlStore {
         let policy = backon::ExponentialBuilder::default()
             .with_min_delay(Duration::from_millis(100))
             .with_max_times(attempts - 1)
-            .with_jitter();
+            .with_jitter()
+            .with_jitter_seed(crate::machine::jitter_seed());
         backon::Retryable::retry(|| migrator.run(&pool), policy)
             .sleep(tokio::time::sleep)
             .notify(|e, d| tracing::debug!(error = %e, retry_in = ?d, "schema migration raced another process; re-running"))

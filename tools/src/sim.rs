@@ -1,0 +1,951 @@
+//! SIM-1: the deployment under deterministic simulation (cargo feature `sim`; the `switchyard`
+//! binary does not link it). A seed builds a small fleet of the real drivers — relays and
+//! failover clients over a signed directory, cells, a director and desktops over the in-memory
+//! store — inside one simulated world ([`switchyard_adapters::sim`]): one current-thread tokio
+//! runtime on paused time, an in-memory network, a seeded generator. The seed then decides
+//! every fault, one at a time with a quiet gap between: a relay goes dark, crashes (and is
+//! restarted), is cut off from one client both ways or one way, or slows down; a cell crashes
+//! (and restarts once its lease allows), goes dark, or is cut off from the store; the
+//! director crashes and restarts; a commit's answer is lost; a cell's clock jumps forward.
+//!
+//! Judged, each check named by its requirement:
+//! - **CONF-1**: every journal (clients, cells, director) by the spec's `conform`;
+//! - **FO-X4**: after a relay fault, every client whose live channel was on it is on another
+//!   relay within its deadline;
+//! - **HO-L5**: a cell cut off from the store keeps no desktop past its lease;
+//! - **HO-L3**: moves keep flowing: every simulated hour commits moves;
+//! - **HO-L4**: no move refused `store_full`, the attempt history under its bound;
+//! - **HO-L1**: at the end, faults healed and a quiet period later, every desktop is connected
+//!   to the cell the store assigns its host, and only there;
+//! - no panic, and no unbounded growth (the store's rows, the world's open connections).
+//!
+//! The same seed and commit give the same run, byte for byte: [`SimReport::journals`] is
+//! compared by the replay test. What is not simulated: the SQL stores (the memory store stands
+//! in; the differential tests tie them), TLS, DNS, the OS's TCP timers (a held connection waits
+//! for the heal, however long), mobiles (desktops only), signals and the process supervisor
+//! (a crashed process is restarted by the simulator).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchyard_adapters::failover::channel::ReconnectConfig;
+use switchyard_adapters::failover::directory::{self, DirectoryConfig, DirectoryPayload};
+use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle, ClientJournal};
+use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
+use switchyard_adapters::handoff::auth::{KeyRing, Secret};
+use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellHandle};
+use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
+use switchyard_adapters::handoff::clock::Clock;
+use switchyard_adapters::handoff::director::{Director, DirectorConfig};
+use switchyard_adapters::handoff::store::{MemoryStore, Store};
+use switchyard_adapters::journal::{Journal, JournalConfig, MAX_LINES_PER_SECOND};
+use switchyard_adapters::sim::World;
+use switchyard_adapters::stop::Stop;
+use switchyard_core::failover::{RelayUrl, Thresholds};
+use switchyard_core::handoff::store::{StoreBounds, StoreConfig};
+use switchyard_core::handoff::{
+    CellId, DirectorPolicy, DispatchLimits, HostId, Measurement, PolicyConfig, ScanLimits,
+};
+
+/// 2027-01-15 in Unix ms: every simulation's first instant.
+const EPOCH_MS: u64 = 1_800_000_000_000;
+const HOUR_MS: u64 = 3_600_000;
+const RELAYS: u8 = 3;
+const CLIENTS: u8 = 6;
+const CELLS: u32 = 3;
+const DESKTOPS: u64 = 12;
+const RELAY_PORT: u16 = 443;
+const CELL_PORT: u16 = 8080;
+/// The store's attempt bound in the simulation (the fleet's moves in a few hours: the
+/// director's retention must keep it under).
+const MAX_ATTEMPT_ROWS: u64 = 4_000;
+/// A host's cooldown between moves (the weather asks every host to move all the time).
+const HOST_COOLDOWN_MS: u64 = 600_000;
+/// The cells' identity lease (HO-L2/L5), the binary's default.
+const CELL_LEASE: Duration = Duration::from_secs(15);
+const DESKTOP_SECRET: &[u8] = b"sim-desktop-secret-0123456789abcdef";
+const INTERNAL_SECRET: &[u8] = b"sim-internal-secret-0123456789abcdef";
+
+/// What to simulate.
+#[derive(Debug, Clone, Copy)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Simulated hours.
+    pub hours: u64,
+}
+
+/// One failed check, named by its requirement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub id: &'static str,
+    pub at_ms: u64,
+    pub detail: String,
+}
+
+/// What a run did and found.
+#[derive(Debug, Default)]
+pub struct SimReport {
+    pub seed: u64,
+    pub hours: u64,
+    /// Every fault injected, `(at ms since the start, what)`.
+    pub faults: Vec<(u64, String)>,
+    pub failures: Vec<Failure>,
+    /// Moves committed per simulated hour.
+    pub moves_by_hour: Vec<u64>,
+    /// Journal lines judged, and every journal's text (clients, cells, director), for replay.
+    pub journal_lines: u64,
+    pub journals: String,
+    /// FO-X4: the slowest switch after a relay fault, ms.
+    pub slowest_switch_ms: u64,
+}
+
+impl SimReport {
+    #[must_use]
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    /// The command that replays this run.
+    #[must_use]
+    pub fn replay_command(&self) -> String {
+        format!(
+            "cargo run --release -p switchyard-tools --features sim --bin switchyard-sim -- --seed {} --hours {}",
+            self.seed, self.hours
+        )
+    }
+
+    /// A one-paragraph summary.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let moves: u64 = self.moves_by_hour.iter().sum();
+        let mut s = format!(
+            "seed {}: {} h simulated, {} faults, {} moves, {} journal lines, slowest relay switch {} ms: {}",
+            self.seed,
+            self.hours,
+            self.faults.len(),
+            moves,
+            self.journal_lines,
+            self.slowest_switch_ms,
+            if self.passed() { "passed" } else { "FAILED" }
+        );
+        for f in &self.failures {
+            let _ = write!(s, "\n  {} at {} ms: {}", f.id, f.at_ms, f.detail);
+        }
+        if !self.passed() {
+            let _ = write!(s, "\n  replay: {}", self.replay_command());
+        }
+        s
+    }
+}
+
+/// Runs one simulation on a fresh current-thread runtime (paused time) on this thread.
+#[must_use]
+pub fn run(config: SimConfig) -> SimReport {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return SimReport {
+                seed: config.seed,
+                failures: vec![Failure {
+                    id: "SIM-1",
+                    at_ms: 0,
+                    detail: format!("no runtime: {e}"),
+                }],
+                ..SimReport::default()
+            }
+        }
+    };
+    let panics = Panics::install();
+    let mut report = rt.block_on(simulate(config));
+    drop(rt);
+    for p in panics.take() {
+        report.failures.push(Failure {
+            id: "SIM-1",
+            at_ms: 0,
+            detail: format!("a task panicked: {p}"),
+        });
+    }
+    report
+}
+
+/// Panics on this thread, recorded by a hook (the hook of other threads is left as it was).
+struct Panics {
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+thread_local! {
+    static PANICS: std::cell::RefCell<Option<Arc<Mutex<Vec<String>>>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Panics {
+    fn install() -> Panics {
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                let recorded = PANICS.with(|p| {
+                    p.borrow().as_ref().map(|seen| {
+                        if let Ok(mut v) = seen.lock() {
+                            v.push(info.to_string());
+                        }
+                    })
+                });
+                if recorded.is_none() {
+                    previous(info);
+                }
+            }));
+        });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        PANICS.with(|p| *p.borrow_mut() = Some(seen.clone()));
+        Panics { seen }
+    }
+
+    fn take(self) -> Vec<String> {
+        PANICS.with(|p| p.borrow_mut().take());
+        self.seen.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+fn ip(net: u8, n: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, net, 0, n))
+}
+
+fn relay_ip(i: u8) -> IpAddr {
+    ip(1, i + 1)
+}
+fn cell_ip(c: u32) -> IpAddr {
+    ip(2, u8::try_from(c).unwrap_or(u8::MAX))
+}
+fn director_ip() -> IpAddr {
+    ip(3, 1)
+}
+fn client_ip(i: u8) -> IpAddr {
+    ip(4, i + 1)
+}
+fn desktop_ip(h: u64) -> IpAddr {
+    ip(5, u8::try_from(h).unwrap_or(u8::MAX))
+}
+
+/// One relay fault's FO-X4 watch: clients on `relay` when it failed.
+struct Watch {
+    relay: IpAddr,
+    since_ms: u64,
+    clients: Vec<usize>,
+}
+
+struct Fleet {
+    world: Arc<World>,
+    store: MemoryStore,
+    journal_dir: tempfile::TempDir,
+    journals: [Journal; 3],
+    relays: Vec<Option<RelayHandle>>,
+    clients: Vec<ClientHandle>,
+    cells: BTreeMap<u32, Option<CellHandle>>,
+    cell_stores: BTreeMap<u32, MemoryStore>,
+    desktops: Vec<DesktopHandle>,
+    director: Option<(Stop, tokio::task::JoinHandle<()>)>,
+    director_store: MemoryStore,
+    /// Cells a fault holds down (the supervisor leaves them stopped).
+    held_down: std::collections::BTreeSet<u32>,
+    thresholds: Thresholds,
+    start: tokio::time::Instant,
+    report: SimReport,
+}
+
+impl Fleet {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn fail(&mut self, id: &'static str, detail: String) {
+        let at_ms = self.now_ms();
+        self.report.failures.push(Failure { id, at_ms, detail });
+    }
+
+    fn fault(&mut self, what: String) {
+        let at = self.now_ms();
+        self.report.faults.push((at, what));
+    }
+
+    fn pick(&self, n: u64) -> u64 {
+        self.world.next_u64() % n.max(1)
+    }
+
+    async fn start_relay(&mut self, i: u8) {
+        let addr = SocketAddr::new(relay_ip(i), RELAY_PORT);
+        let cfg = RelayConfig::new(addr, vec!["/relay".to_owned()]);
+        let started = self
+            .world
+            .run_on(relay_ip(i), async move { RelayHandle::start(cfg).await })
+            .await;
+        match started {
+            Ok(Ok(handle)) => self.relays[usize::from(i)] = Some(handle),
+            other => {
+                let detail = format!("relay {i} did not start: {other:?}");
+                self.fail("SIM-1", detail);
+            }
+        }
+    }
+
+    async fn start_cell(&mut self, c: u32) -> bool {
+        let mut cfg = CellConfig::new(
+            CellId(c),
+            SocketAddr::new(cell_ip(c), CELL_PORT),
+            KeyRing::from_secrets(CellId(c), &internal_secret(), None),
+            desktop_secret(),
+        );
+        cfg.cell_lease = CELL_LEASE;
+        cfg.journal = self.journals[1].clone();
+        let store = self.cell_stores[&c].clone();
+        let started = self
+            .world
+            .run_on(cell_ip(c), async move {
+                start_cell(cfg, Store::Memory(store), Clock::default()).await
+            })
+            .await;
+        match started {
+            Ok(Ok(handle)) => {
+                self.cells.insert(c, Some(handle));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn start_director(&mut self) {
+        let stop = Stop::new();
+        let listener = stop.listener();
+        let store = self.director_store.clone();
+        let journal = self.journals[2].clone();
+        let task = self.world.run_on(director_ip(), async move {
+            let director = Director::new(director_config(), Store::Memory(store), Clock::default())
+                .with_journal(journal);
+            director.run(listener).await;
+        });
+        self.director = Some((stop, task));
+    }
+
+    /// The client indices whose live channel is on `relay` now.
+    fn clients_on(&self, relay: IpAddr) -> Vec<usize> {
+        self.clients
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.readiness()
+                    .live
+                    .is_some_and(|u| url_ip(&u) == Some(relay))
+            })
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// FO-X4: every client of `watch` is live on another relay by the deadline (looked at
+    /// every 100 ms, so the slowest switch is measured).
+    async fn judge_switch(&mut self, watch: &Watch) {
+        let mut pending = watch.clients.clone();
+        let deadline = self.thresholds.deadline_ms;
+        let mut waited = 0;
+        while !pending.is_empty() && waited <= deadline {
+            pending.retain(|&i| {
+                let live = self.clients[i].readiness().live;
+                !matches!(live.as_ref().and_then(url_ip), Some(at) if at != watch.relay)
+            });
+            if pending.is_empty() {
+                break;
+            }
+            Self::idle(100).await;
+            waited += 100;
+        }
+        let took = self.now_ms().saturating_sub(watch.since_ms);
+        if !watch.clients.is_empty() {
+            self.report.slowest_switch_ms = self.report.slowest_switch_ms.max(took);
+        }
+        for i in pending {
+            let live = self.clients[i].readiness().live;
+            let detail = format!(
+                "client {i} is not on another relay {deadline} ms after relay {} failed (live: {live:?})",
+                watch.relay
+            );
+            self.fail("FO-X4", detail);
+        }
+        // The rest of the deadline passes either way, so every run's timing is the same.
+        Self::idle(deadline.saturating_sub(waited)).await;
+    }
+
+    /// Waits `ms` of simulated time.
+    async fn idle(ms: u64) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    /// Waits `ms` of simulated time as the cells' supervisor: every 5 s, a cell that stopped
+    /// (its lease lost or lapsed: it exits, HO-L2/L5) is started again, as systemd restarts
+    /// it, unless a fault holds it down.
+    async fn wait(&mut self, ms: u64) {
+        let mut left = ms;
+        while left > 0 {
+            let step = left.min(5_000);
+            Self::idle(step).await;
+            left -= step;
+            self.supervise().await;
+        }
+    }
+
+    async fn supervise(&mut self) {
+        for c in 1..=CELLS {
+            if self.held_down.contains(&c) {
+                continue;
+            }
+            let stopped = match self.cells.get(&c) {
+                Some(Some(cell)) => cell.lease_lapsed(),
+                _ => true,
+            };
+            if stopped {
+                if let Some(Some(cell)) = self.cells.insert(c, None) {
+                    cell.kill();
+                    self.world.crash(cell_ip(c));
+                }
+                self.start_cell(c).await;
+            }
+        }
+    }
+
+    /// One relay fault, judged by FO-X4, then healed.
+    async fn relay_fault(&mut self) {
+        let i = u8::try_from(self.pick(u64::from(RELAYS))).unwrap_or(0);
+        let relay = relay_ip(i);
+        let kind = self.pick(5);
+        let on = self.clients_on(relay);
+        let watch = Watch {
+            relay,
+            since_ms: self.now_ms(),
+            clients: on.clone(),
+        };
+        let hold_ms = 20_000 + self.pick(100_000);
+        match kind {
+            0 => {
+                self.fault(format!("relay {relay} dark for {hold_ms} ms"));
+                self.world.set_dark(relay, true);
+                self.judge_switch(&watch).await;
+                self.wait(hold_ms).await;
+                self.world.set_dark(relay, false);
+            }
+            1 => {
+                self.fault(format!(
+                    "relay {relay} crashed, restarted after {hold_ms} ms"
+                ));
+                self.world.crash(relay);
+                self.relays[usize::from(i)] = None;
+                self.judge_switch(&watch).await;
+                self.wait(hold_ms).await;
+                self.start_relay(i).await;
+            }
+            2 | 3 => {
+                // One client (on the relay if any) loses the relay: both ways or the relay's
+                // answers only.
+                let both = kind == 2;
+                let c = on.first().copied().unwrap_or(0);
+                let client = client_ip(u8::try_from(c).unwrap_or(0));
+                self.fault(format!(
+                    "{} between client {client} and relay {relay} for {hold_ms} ms",
+                    if both {
+                        "partition"
+                    } else {
+                        "one-way loss (relay to client)"
+                    }
+                ));
+                self.world.set_blocked(relay, client, true);
+                if both {
+                    self.world.set_blocked(client, relay, true);
+                }
+                let watch = Watch {
+                    clients: on.into_iter().filter(|&x| x == c).collect(),
+                    ..watch
+                };
+                self.judge_switch(&watch).await;
+                self.wait(hold_ms).await;
+                self.world.set_blocked(relay, client, false);
+                self.world.set_blocked(client, relay, false);
+            }
+            _ => {
+                let delay = 50 + self.pick(400);
+                self.fault(format!(
+                    "relay {relay} delayed {delay} ms one way for {hold_ms} ms"
+                ));
+                self.world.set_delay(relay, delay);
+                self.wait(hold_ms).await;
+                self.world.set_delay(relay, 0);
+            }
+        }
+    }
+
+    /// One cell, director or store fault, then healed.
+    async fn handoff_fault(&mut self) {
+        let c = 1 + u32::try_from(self.pick(u64::from(CELLS))).unwrap_or(0);
+        let hold_ms = 30_000 + self.pick(240_000);
+        match self.pick(6) {
+            0 => {
+                self.fault(format!("cell {c} crashed, restarted after {hold_ms} ms"));
+                self.world.crash(cell_ip(c));
+                self.cells.insert(c, None);
+                self.held_down.insert(c);
+                self.wait(hold_ms).await;
+                self.held_down.remove(&c);
+                // Restarted by the supervisor every 5 s until the old lease lapsed.
+                self.wait(60_000).await;
+                if self.cells.get(&c).is_none_or(Option::is_none) {
+                    self.fail(
+                        "HO-L2",
+                        format!("cell {c} did not start again within a minute"),
+                    );
+                }
+            }
+            1 => {
+                self.fault(format!("cell {c} dark for {hold_ms} ms"));
+                self.world.set_dark(cell_ip(c), true);
+                self.wait(hold_ms).await;
+                self.world.set_dark(cell_ip(c), false);
+            }
+            2 => {
+                self.fault(format!("cell {c} cut off from the store for {hold_ms} ms"));
+                self.cell_stores[&c].faults().cut_off(true);
+                let lease_ms = u64::try_from(CELL_LEASE.as_millis()).unwrap_or(u64::MAX);
+                // HO-L5: past the lease (and a renewal's bound) no desktop is kept there.
+                Self::idle(lease_ms + 5_000).await;
+                if let Some(Some(cell)) = self.cells.get(&c) {
+                    let kept: Vec<u64> = (1..=DESKTOPS)
+                        .filter(|&h| cell.host(HostId(h)).is_some_and(|v| v.control_connected))
+                        .collect();
+                    if !kept.is_empty() {
+                        let detail = format!(
+                            "cell {c} cut off from the store {} ms ago still keeps desktops {kept:?}",
+                            lease_ms + 5_000
+                        );
+                        self.fail("HO-L5", detail);
+                    }
+                }
+                self.wait(hold_ms.saturating_sub(lease_ms + 5_000)).await;
+                self.cell_stores[&c].faults().cut_off(false);
+            }
+            3 => {
+                self.fault(format!("director crashed, restarted after {hold_ms} ms"));
+                self.world.crash(director_ip());
+                self.director = None;
+                self.wait(hold_ms).await;
+                self.start_director();
+            }
+            4 => {
+                self.fault(format!("cell {c}'s next commit answer is lost"));
+                self.cell_stores[&c].faults().lose_next_commit_result();
+                self.wait(hold_ms).await;
+            }
+            _ => {
+                let jump = 1_000 + self.pick(5_000);
+                self.fault(format!("cell {c}'s clock jumps {jump} ms forward"));
+                self.world
+                    .set_clock_offset(cell_ip(c), i64::try_from(jump).unwrap_or(0));
+                self.wait(hold_ms).await;
+            }
+        }
+    }
+
+    /// The weather: every host measured better at the next cell, as its desktop would report.
+    fn weather(&mut self) {
+        let now = Clock::default().now();
+        for h in 1..=DESKTOPS {
+            let Ok(Some(auth)) = self.store.authority(HostId(h)) else {
+                continue;
+            };
+            let next = CellId(auth.cell.0 % CELLS + 1);
+            let m = Measurement {
+                measured_at: now,
+                current_rtt_ms: 120,
+                target_rtt_ms: 40,
+            };
+            let _ = self.store.put_measurement(HostId(h), next, &m);
+        }
+    }
+
+    fn assignments(&self) -> BTreeMap<u64, u32> {
+        (1..=DESKTOPS)
+            .filter_map(|h| {
+                let a = self.store.authority(HostId(h)).ok()??;
+                Some((h, a.cell.0))
+            })
+            .collect()
+    }
+}
+
+fn url_ip(url: &RelayUrl) -> Option<IpAddr> {
+    let rest = url.as_str().strip_prefix("ws://")?;
+    let hostport = rest.split('/').next()?;
+    hostport.parse::<SocketAddr>().ok().map(|a| a.ip())
+}
+
+fn desktop_secret() -> Secret {
+    Secret::new(DESKTOP_SECRET, "desktop").unwrap_or_else(|_| unreachable!("a fixed secret"))
+}
+
+fn internal_secret() -> Secret {
+    Secret::new(INTERNAL_SECRET, "internal").unwrap_or_else(|_| unreachable!("a fixed secret"))
+}
+
+fn store_config() -> StoreConfig {
+    StoreConfig {
+        enabled: true,
+        policy: PolicyConfig {
+            freshness_window_ms: 600_000,
+            host_cooldown_ms: HOST_COOLDOWN_MS,
+        },
+        max_in_flight_migrations: 1_024,
+        rate_window_ms: 60_000,
+        max_commits_per_window: 6_000,
+        registration_timeout_ms: 120_000,
+        bounds: StoreBounds {
+            max_attempt_rows: MAX_ATTEMPT_ROWS,
+            ..StoreBounds::FLEET
+        },
+    }
+}
+
+fn director_config() -> DirectorConfig {
+    DirectorConfig {
+        id: "sim-director".into(),
+        policy: DirectorPolicy {
+            enabled: true,
+            cohort_percent: 100,
+            policy: store_config().policy,
+        },
+        limits: ScanLimits {
+            page_size: 100,
+            max_pages: 10,
+            max_dispatch: 100,
+        },
+        max_failures: 100,
+        request_timeout: Duration::from_secs(5),
+        retries: 0,
+        secret: internal_secret(),
+        interval: Duration::from_secs(30),
+        dispatch: DispatchLimits::DEFAULT,
+    }
+}
+
+fn open_journal(dir: &std::path::Path, name: &str) -> Journal {
+    Journal::open(
+        &JournalConfig {
+            path: Some(dir.join(name)),
+            to_log: false,
+            max_lines_per_second: MAX_LINES_PER_SECOND,
+        },
+        Vec::new(),
+    )
+    .unwrap_or_else(|_| Journal::off())
+}
+
+async fn simulate(config: SimConfig) -> SimReport {
+    let world = World::new(config.seed, EPOCH_MS);
+    let _installed = world.install();
+    let journal_dir = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            return SimReport {
+                seed: config.seed,
+                failures: vec![Failure {
+                    id: "SIM-1",
+                    at_ms: 0,
+                    detail: format!("no folder for the journals: {e}"),
+                }],
+                ..SimReport::default()
+            }
+        }
+    };
+    let journals = [
+        open_journal(journal_dir.path(), "clients.jsonl"),
+        open_journal(journal_dir.path(), "cells.jsonl"),
+        open_journal(journal_dir.path(), "director.jsonl"),
+    ];
+    let store = MemoryStore::new(store_config());
+    let mut fleet = Fleet {
+        world: world.clone(),
+        director_store: store.connection(),
+        cell_stores: (1..=CELLS).map(|c| (c, store.connection())).collect(),
+        store,
+        journal_dir,
+        journals,
+        relays: (0..RELAYS).map(|_| None).collect(),
+        clients: Vec::new(),
+        cells: BTreeMap::new(),
+        desktops: Vec::new(),
+        director: None,
+        held_down: std::collections::BTreeSet::new(),
+        thresholds: Thresholds::default(),
+        start: tokio::time::Instant::now(),
+        report: SimReport {
+            seed: config.seed,
+            hours: config.hours,
+            ..SimReport::default()
+        },
+    };
+    setup(&mut fleet).await;
+    let end_ms = config.hours * HOUR_MS;
+    let mut hour_start = fleet.assignments();
+    let mut next_hour = HOUR_MS;
+    let mut moves_this_hour = 0u64;
+    let mut next_weather = 0u64;
+    while fleet.now_ms() < end_ms && fleet.report.failures.is_empty() {
+        if fleet.now_ms() >= next_weather {
+            fleet.weather();
+            next_weather = fleet.now_ms() + 60_000;
+        }
+        if fleet.pick(2) == 0 {
+            fleet.relay_fault().await;
+        } else {
+            fleet.handoff_fault().await;
+        }
+        // A quiet gap between faults.
+        let gap = 60_000 + fleet.pick(240_000);
+        let mut waited = 0;
+        while waited < gap {
+            fleet.wait(60_000.min(gap - waited)).await;
+            waited += 60_000;
+            fleet.weather();
+        }
+        let now = fleet.assignments();
+        moves_this_hour += now
+            .iter()
+            .filter(|(h, c)| hour_start.get(h) != Some(c))
+            .count() as u64;
+        hour_start = now;
+        if fleet.now_ms() >= next_hour {
+            fleet.report.moves_by_hour.push(moves_this_hour);
+            if moves_this_hour == 0 {
+                fleet.fail(
+                    "HO-L3",
+                    "no move committed in the last simulated hour".into(),
+                );
+            }
+            moves_this_hour = 0;
+            next_hour += HOUR_MS;
+            check_growth(&mut fleet);
+        }
+    }
+    finish(&mut fleet).await;
+    fleet.report
+}
+
+async fn setup(fleet: &mut Fleet) {
+    for i in 0..RELAYS {
+        fleet.start_relay(i).await;
+    }
+    // The signed directory every client reads (a real file: read once, never changed).
+    let urls: Vec<String> = (0..RELAYS)
+        .map(|i| format!("ws://{}:{RELAY_PORT}/relay", relay_ip(i)))
+        .collect();
+    let (secret, public) = match directory::generate_key_pair() {
+        Ok(k) => k,
+        Err(e) => return fleet.fail("SIM-1", format!("no directory key: {e}")),
+    };
+    let (Ok(key), Ok(public)) = (
+        directory::parse_secret_key("sim key", &secret),
+        directory::parse_public_key("sim key", &public),
+    ) else {
+        return fleet.fail("SIM-1", "directory keys unreadable".into());
+    };
+    let signed = directory::sign(
+        &key,
+        &DirectoryPayload {
+            relays: urls,
+            refresh_after_seconds: 3_600,
+            sequence: 1,
+            expires_at_unix_s: EPOCH_MS / 1000 + 400 * 24 * 3600,
+        },
+    );
+    let path = fleet.journal_dir.path().join("directory.json");
+    let written = serde_json::to_vec(&signed)
+        .map_err(|e| e.to_string())
+        .and_then(|json| std::fs::write(&path, json).map_err(|e| e.to_string()));
+    if let Err(e) = written {
+        return fleet.fail("SIM-1", format!("directory not written: {e}"));
+    }
+    for i in 0..CLIENTS {
+        let cfg = ClientConfig {
+            thresholds: fleet.thresholds,
+            reconnect: ReconnectConfig::default(),
+            directory: DirectoryConfig::Signed {
+                path: path.clone(),
+                key: public,
+            },
+            journal: ClientJournal {
+                journal: fleet.journals[0].clone(),
+                key: format!("client-{i}"),
+            },
+        };
+        let handle = fleet
+            .world
+            .run_on(client_ip(i), async move { ClientHandle::start(cfg) })
+            .await;
+        match handle {
+            Ok(h) => fleet.clients.push(h),
+            Err(e) => return fleet.fail("SIM-1", format!("client {i} did not start: {e}")),
+        }
+    }
+    for c in 1..=CELLS {
+        if !fleet.start_cell(c).await {
+            return fleet.fail("SIM-1", format!("cell {c} did not start"));
+        }
+    }
+    let resolvers: Vec<String> = (1..=CELLS)
+        .map(|c| format!("http://{}:{CELL_PORT}", cell_ip(c)))
+        .collect();
+    for h in 1..=DESKTOPS {
+        let home = CellId(u32::try_from(h % u64::from(CELLS)).unwrap_or(0) + 1);
+        if !matches!(fleet.store.insert_host(HostId(h), home, true), Ok(Ok(_))) {
+            return fleet.fail("SIM-1", format!("host {h} not enrolled"));
+        }
+        let cfg = DesktopConfig {
+            resolvers: resolvers.clone(),
+            host: h,
+            token: desktop_secret().desktop_token(h),
+            capable: true,
+            measure: None,
+            pace_min: Duration::from_millis(50),
+            pace_max: Duration::from_millis(400),
+            ping_every: Duration::from_secs(30),
+        };
+        match fleet
+            .world
+            .run_on(desktop_ip(h), async move { spawn_desktop(cfg) })
+            .await
+        {
+            Ok(d) => fleet.desktops.push(d),
+            Err(e) => return fleet.fail("SIM-1", format!("desktop {h} did not start: {e}")),
+        }
+    }
+    fleet.start_director();
+    // Every client attached, every desktop registered.
+    Fleet::idle(60_000).await;
+    for (i, c) in fleet.clients.iter().enumerate() {
+        if c.readiness().live.is_none() {
+            let detail = format!("client {i} has no live channel a minute after the start");
+            fleet.report.failures.push(Failure {
+                id: "FO-X4",
+                at_ms: 60_000,
+                detail,
+            });
+        }
+    }
+}
+
+/// No unbounded growth: the store's history under its bound, the world's connections within a
+/// multiple of the fleet.
+fn check_growth(fleet: &mut Fleet) {
+    if let Ok(rows) = fleet.store.rows() {
+        let attempts = rows.attempts.len() as u64;
+        if attempts >= MAX_ATTEMPT_ROWS {
+            fleet.fail(
+                "HO-L4",
+                format!("the attempt history reached its bound ({attempts} rows)"),
+            );
+        }
+    }
+    for (c, cell) in &fleet.cells {
+        let full = cell
+            .as_ref()
+            .and_then(|h| h.moves_refused().get("store_full").copied())
+            .unwrap_or(0);
+        if full > 0 {
+            let detail = format!("cell {c}: {full} moves refused store_full");
+            fleet.report.failures.push(Failure {
+                id: "HO-L4",
+                at_ms: 0,
+                detail,
+            });
+        }
+    }
+}
+
+async fn finish(fleet: &mut Fleet) {
+    // Heal everything, let the fleet settle, then HO-L1: every desktop at its assigned cell.
+    fleet.world.heal_all();
+    for i in 0..RELAYS {
+        if fleet.relays[usize::from(i)].is_none() {
+            fleet.start_relay(i).await;
+        }
+    }
+    for c in 1..=CELLS {
+        fleet.cell_stores[&c].faults().cut_off(false);
+        if fleet.cells.get(&c).is_none_or(Option::is_none) {
+            for _ in 0..60 {
+                if fleet.start_cell(c).await {
+                    break;
+                }
+                Fleet::idle(5_000).await;
+            }
+        }
+    }
+    if fleet.director.is_none() {
+        fleet.start_director();
+    }
+    // Moves stop: no new measurement for longer than the freshness window.
+    fleet.wait(900_000).await;
+    let assigned = fleet.assignments();
+    for h in 1..=DESKTOPS {
+        let at = assigned.get(&h).copied();
+        let connected: Vec<u32> = fleet
+            .cells
+            .iter()
+            .filter_map(|(c, handle)| {
+                let v = handle.as_ref()?.host(HostId(h))?;
+                v.control_connected.then_some(*c)
+            })
+            .collect();
+        if at.is_none() || connected != at.into_iter().collect::<Vec<_>>() {
+            let detail = format!(
+                "host {h}: assigned to cell {at:?}, its desktop connected at {connected:?}"
+            );
+            fleet.fail("HO-L1", detail);
+        }
+    }
+    if let Some((stop, task)) = fleet.director.take() {
+        stop.stop();
+        let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    }
+    for c in fleet.clients.drain(..) {
+        c.stop().await;
+    }
+    for d in fleet.desktops.drain(..) {
+        d.stop().await;
+    }
+    for cell in fleet.cells.values().flatten() {
+        cell.kill();
+    }
+    for j in &fleet.journals {
+        j.flush();
+    }
+    // CONF-1: every journal judged by the spec.
+    let mut all = String::new();
+    for name in ["clients.jsonl", "cells.jsonl", "director.jsonl"] {
+        let text = std::fs::read_to_string(fleet.journal_dir.path().join(name)).unwrap_or_default();
+        match switchyard_spec::conform::judge_text(&text) {
+            Ok((lines, verdicts)) => {
+                fleet.report.journal_lines += lines;
+                for (key, verdict) in verdicts {
+                    if let Some(d) = verdict.departure() {
+                        let detail = format!("{name} key {key} departs: {d:?}");
+                        fleet.fail("CONF-1", detail);
+                    }
+                }
+            }
+            Err(e) => fleet.fail("CONF-1", format!("{name} unreadable: {e}")),
+        }
+        let _ = writeln!(all, "== {name}");
+        all.push_str(&text);
+    }
+    fleet.report.journals = all;
+}
