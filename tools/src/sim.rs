@@ -37,7 +37,10 @@ use switchyard_adapters::failover::driver::{ClientConfig, ClientHandle, ClientJo
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle};
 use switchyard_adapters::handoff::auth::{KeyRing, Secret};
 use switchyard_adapters::handoff::cell::{start_cell, CellConfig, CellHandle};
-use switchyard_adapters::handoff::client::{spawn_desktop, DesktopConfig, DesktopHandle};
+use switchyard_adapters::handoff::client::{
+    run_mobile, spawn_desktop, DesktopConfig, DesktopHandle, MobileConfig,
+};
+use switchyard_adapters::handoff::client_auth::mint_client_token;
 use switchyard_adapters::handoff::clock::Clock;
 use switchyard_adapters::handoff::director::{Director, DirectorConfig};
 use switchyard_adapters::handoff::store::{MemoryStore, Store};
@@ -49,14 +52,18 @@ use switchyard_core::handoff::store::{StoreBounds, StoreConfig};
 use switchyard_core::handoff::{
     CellId, DirectorPolicy, DispatchLimits, HostId, Measurement, PolicyConfig, ScanLimits,
 };
+use switchyard_spec::conform::Conformance;
 
 /// 2027-01-15 in Unix ms: every simulation's first instant.
 const EPOCH_MS: u64 = 1_800_000_000_000;
 const HOUR_MS: u64 = 3_600_000;
 const RELAYS: u8 = 3;
-const CLIENTS: u8 = 6;
-const CELLS: u32 = 3;
-const DESKTOPS: u64 = 12;
+const CLIENTS: u8 = 8;
+const CELLS: u32 = 4;
+const DIRECTORS: u8 = 2;
+const DESKTOPS: u64 = 50;
+/// Mobiles attached at once, at most (each comes, sends, stays a while and goes).
+const MOBILES: usize = 6;
 const RELAY_PORT: u16 = 443;
 const CELL_PORT: u16 = 8080;
 /// The store's attempt bound in the simulation (the fleet's moves in a few hours: the
@@ -73,8 +80,11 @@ const INTERNAL_SECRET: &[u8] = b"sim-internal-secret-0123456789abcdef";
 #[derive(Debug, Clone, Copy)]
 pub struct SimConfig {
     pub seed: u64,
-    /// Simulated hours.
-    pub hours: u64,
+    /// Simulated time, minutes (the binary takes hours).
+    pub minutes: u64,
+    /// Keep every journal's text in [`SimReport::journals`] (the replay test, `--journals`);
+    /// otherwise only their digest is kept (a month's journals are gigabytes).
+    pub keep_journals: bool,
 }
 
 /// One failed check, named by its requirement.
@@ -89,15 +99,20 @@ pub struct Failure {
 #[derive(Debug, Default)]
 pub struct SimReport {
     pub seed: u64,
-    pub hours: u64,
+    pub minutes: u64,
     /// Every fault injected, `(at ms since the start, what)`.
     pub faults: Vec<(u64, String)>,
     pub failures: Vec<Failure>,
     /// Moves committed per simulated hour.
     pub moves_by_hour: Vec<u64>,
-    /// Journal lines judged, and every journal's text (clients, cells, director), for replay.
+    /// Journal lines judged; a digest of every journal's bytes (clients, cells, directors) and,
+    /// if asked for, the text itself.
     pub journal_lines: u64,
+    pub journal_digest: u64,
     pub journals: String,
+    /// Mobiles run, and the most simultaneous connections the world held at an hour's end.
+    pub mobiles: u64,
+    pub peak_connections: usize,
     /// FO-X4: the slowest switch after a relay fault, ms.
     pub slowest_switch_ms: u64,
 }
@@ -112,8 +127,8 @@ impl SimReport {
     #[must_use]
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -p switchyard-tools --features sim --bin switchyard-sim -- --seed {} --hours {}",
-            self.seed, self.hours
+            "cargo run --release -p switchyard-tools --features sim --bin switchyard-sim -- --seed {} --minutes {}",
+            self.seed, self.minutes
         )
     }
 
@@ -122,12 +137,15 @@ impl SimReport {
     pub fn summary(&self) -> String {
         let moves: u64 = self.moves_by_hour.iter().sum();
         let mut s = format!(
-            "seed {}: {} h simulated, {} faults, {} moves, {} journal lines, slowest relay switch {} ms: {}",
+            "seed {}: {} min simulated, {} faults, {} moves, {} mobiles, {} journal lines (digest {:016x}), peak {} connections, slowest relay switch {} ms: {}",
             self.seed,
-            self.hours,
+            self.minutes,
             self.faults.len(),
             moves,
+            self.mobiles,
             self.journal_lines,
+            self.journal_digest,
+            self.peak_connections,
             self.slowest_switch_ms,
             if self.passed() { "passed" } else { "FAILED" }
         );
@@ -223,8 +241,11 @@ fn relay_ip(i: u8) -> IpAddr {
 fn cell_ip(c: u32) -> IpAddr {
     ip(2, u8::try_from(c).unwrap_or(u8::MAX))
 }
-fn director_ip() -> IpAddr {
-    ip(3, 1)
+fn director_ip(d: u8) -> IpAddr {
+    ip(3, d + 1)
+}
+fn mobile_ip(m: usize) -> IpAddr {
+    ip(6, u8::try_from(m + 1).unwrap_or(u8::MAX))
 }
 fn client_ip(i: u8) -> IpAddr {
     ip(4, i + 1)
@@ -250,10 +271,12 @@ struct Fleet {
     cells: BTreeMap<u32, Option<CellHandle>>,
     cell_stores: BTreeMap<u32, MemoryStore>,
     desktops: Vec<DesktopHandle>,
-    director: Option<(Stop, tokio::task::JoinHandle<()>)>,
-    director_store: MemoryStore,
+    directors: Vec<Option<(Stop, tokio::task::JoinHandle<()>)>>,
+    director_stores: Vec<MemoryStore>,
+    mobiles: Vec<Option<tokio::task::JoinHandle<()>>>,
     /// Cells a fault holds down (the supervisor leaves them stopped).
     held_down: std::collections::BTreeSet<u32>,
+    keep_journals: bool,
     thresholds: Thresholds,
     start: tokio::time::Instant,
     report: SimReport,
@@ -319,17 +342,50 @@ impl Fleet {
         }
     }
 
-    fn start_director(&mut self) {
+    fn start_director(&mut self, d: u8) {
         let stop = Stop::new();
         let listener = stop.listener();
-        let store = self.director_store.clone();
+        let store = self.director_stores[usize::from(d)].clone();
         let journal = self.journals[2].clone();
-        let task = self.world.run_on(director_ip(), async move {
-            let director = Director::new(director_config(), Store::Memory(store), Clock::default())
-                .with_journal(journal);
+        let task = self.world.run_on(director_ip(d), async move {
+            let director =
+                Director::new(director_config(d), Store::Memory(store), Clock::default())
+                    .with_journal(journal);
             director.run(listener).await;
         });
-        self.director = Some((stop, task));
+        self.directors[usize::from(d)] = Some((stop, task));
+    }
+
+    /// Mobiles come and go: a free slot takes a mobile for a random host, which sends a few
+    /// mutations, stays attached a while (the host is in use: no move) and leaves.
+    fn mobiles_come_and_go(&mut self) {
+        for m in 0..MOBILES {
+            let free = self.mobiles[m]
+                .as_ref()
+                .is_none_or(tokio::task::JoinHandle::is_finished);
+            if !free || self.pick(4) != 0 {
+                continue;
+            }
+            let host = 1 + self.pick(DESKTOPS);
+            let hold = Duration::from_millis(10_000 + self.pick(170_000));
+            let n = self.report.mobiles;
+            self.report.mobiles += 1;
+            let expires_ms = EPOCH_MS + 400 * 24 * HOUR_MS;
+            let token = mint_client_token(&desktop_secret().desktop_token(host), host, expires_ms);
+            let mut cfg = MobileConfig::new(
+                resolvers(),
+                host,
+                token,
+                (0..3).map(|i| format!("m{n}-{i}")).collect(),
+            );
+            cfg.hold = hold;
+            let stop = Stop::new();
+            let listener = stop.listener();
+            self.mobiles[m] = Some(self.world.run_on(mobile_ip(m), async move {
+                let _keep = stop;
+                run_mobile(cfg, listener).await;
+            }));
+        }
     }
 
     /// The client indices whose live channel is on `relay` now.
@@ -489,7 +545,26 @@ impl Fleet {
     async fn handoff_fault(&mut self) {
         let c = 1 + u32::try_from(self.pick(u64::from(CELLS))).unwrap_or(0);
         let hold_ms = 30_000 + self.pick(240_000);
-        match self.pick(6) {
+        match self.pick(7) {
+            6 => {
+                let out_ms = 5_000 + self.pick(55_000);
+                self.fault(format!(
+                    "the store is unreachable for every process for {out_ms} ms"
+                ));
+                let handles: Vec<MemoryStore> = self
+                    .cell_stores
+                    .values()
+                    .chain(self.director_stores.iter())
+                    .cloned()
+                    .collect();
+                for h in &handles {
+                    h.faults().cut_off(true);
+                }
+                self.wait(out_ms).await;
+                for h in &handles {
+                    h.faults().cut_off(false);
+                }
+            }
             0 => {
                 self.fault(format!("cell {c} crashed, restarted after {hold_ms} ms"));
                 self.world.crash(cell_ip(c));
@@ -508,9 +583,25 @@ impl Fleet {
             }
             1 => {
                 self.fault(format!("cell {c} dark for {hold_ms} ms"));
+                let before = self.assignments();
                 self.world.set_dark(cell_ip(c), true);
                 self.wait(hold_ms).await;
                 self.world.set_dark(cell_ip(c), false);
+                // HO-L3: moves between the other cells went on around the stuck one.
+                let around = self
+                    .assignments()
+                    .iter()
+                    .filter(|(h, to)| {
+                        let from = before.get(h).copied();
+                        from.is_some_and(|f| f != **to && f != c) && **to != c
+                    })
+                    .count();
+                if hold_ms >= 180_000 && around == 0 {
+                    let detail = format!(
+                        "no move between the other cells during the {hold_ms} ms cell {c} was dark"
+                    );
+                    self.fail("HO-L3", detail);
+                }
             }
             2 => {
                 self.fault(format!("cell {c} cut off from the store for {hold_ms} ms"));
@@ -534,11 +625,14 @@ impl Fleet {
                 self.cell_stores[&c].faults().cut_off(false);
             }
             3 => {
-                self.fault(format!("director crashed, restarted after {hold_ms} ms"));
-                self.world.crash(director_ip());
-                self.director = None;
+                let d = u8::try_from(self.pick(u64::from(DIRECTORS))).unwrap_or(0);
+                self.fault(format!(
+                    "director {d} crashed, restarted after {hold_ms} ms"
+                ));
+                self.world.crash(director_ip(d));
+                self.directors[usize::from(d)] = None;
                 self.wait(hold_ms).await;
-                self.start_director();
+                self.start_director(d);
             }
             4 => {
                 self.fault(format!("cell {c}'s next commit answer is lost"));
@@ -555,10 +649,15 @@ impl Fleet {
         }
     }
 
-    /// The weather: every host measured better at the next cell, as its desktop would report.
+    /// The weather: hosts measured better at the next cell, as their desktops would report; a
+    /// host every third minute, staggered, so moves spread over time instead of coming in waves.
     fn weather(&mut self) {
         let now = Clock::default().now();
+        let minute = self.now_ms() / 60_000;
         for h in 1..=DESKTOPS {
+            if (minute + h) % 3 != 0 {
+                continue;
+            }
             let Ok(Some(auth)) = self.store.authority(HostId(h)) else {
                 continue;
             };
@@ -614,9 +713,15 @@ fn store_config() -> StoreConfig {
     }
 }
 
-fn director_config() -> DirectorConfig {
+fn resolvers() -> Vec<String> {
+    (1..=CELLS)
+        .map(|c| format!("http://{}:{CELL_PORT}", cell_ip(c)))
+        .collect()
+}
+
+fn director_config(d: u8) -> DirectorConfig {
     DirectorConfig {
-        id: "sim-director".into(),
+        id: format!("sim-director-{d}"),
         policy: DirectorPolicy {
             enabled: true,
             cohort_percent: 100,
@@ -668,12 +773,14 @@ async fn simulate(config: SimConfig) -> SimReport {
     let journals = [
         open_journal(journal_dir.path(), "clients.jsonl"),
         open_journal(journal_dir.path(), "cells.jsonl"),
-        open_journal(journal_dir.path(), "director.jsonl"),
+        open_journal(journal_dir.path(), "directors.jsonl"),
     ];
     let store = MemoryStore::new(store_config());
     let mut fleet = Fleet {
         world: world.clone(),
-        director_store: store.connection(),
+        director_stores: (0..DIRECTORS).map(|_| store.connection()).collect(),
+        directors: (0..DIRECTORS).map(|_| None).collect(),
+        mobiles: (0..MOBILES).map(|_| None).collect(),
         cell_stores: (1..=CELLS).map(|c| (c, store.connection())).collect(),
         store,
         journal_dir,
@@ -682,18 +789,18 @@ async fn simulate(config: SimConfig) -> SimReport {
         clients: Vec::new(),
         cells: BTreeMap::new(),
         desktops: Vec::new(),
-        director: None,
         held_down: std::collections::BTreeSet::new(),
+        keep_journals: config.keep_journals,
         thresholds: Thresholds::default(),
         start: tokio::time::Instant::now(),
         report: SimReport {
             seed: config.seed,
-            hours: config.hours,
+            minutes: config.minutes,
             ..SimReport::default()
         },
     };
     setup(&mut fleet).await;
-    let end_ms = config.hours * HOUR_MS;
+    let end_ms = config.minutes * 60_000;
     let mut hour_start = fleet.assignments();
     let mut next_hour = HOUR_MS;
     let mut moves_this_hour = 0u64;
@@ -715,6 +822,7 @@ async fn simulate(config: SimConfig) -> SimReport {
             fleet.wait(60_000.min(gap - waited)).await;
             waited += 60_000;
             fleet.weather();
+            fleet.mobiles_come_and_go();
         }
         let now = fleet.assignments();
         moves_this_hour += now
@@ -800,9 +908,7 @@ async fn setup(fleet: &mut Fleet) {
             return fleet.fail("SIM-1", format!("cell {c} did not start"));
         }
     }
-    let resolvers: Vec<String> = (1..=CELLS)
-        .map(|c| format!("http://{}:{CELL_PORT}", cell_ip(c)))
-        .collect();
+    let resolvers = resolvers();
     for h in 1..=DESKTOPS {
         let home = CellId(u32::try_from(h % u64::from(CELLS)).unwrap_or(0) + 1);
         if !matches!(fleet.store.insert_host(HostId(h), home, true), Ok(Ok(_))) {
@@ -827,7 +933,9 @@ async fn setup(fleet: &mut Fleet) {
             Err(e) => return fleet.fail("SIM-1", format!("desktop {h} did not start: {e}")),
         }
     }
-    fleet.start_director();
+    for d in 0..DIRECTORS {
+        fleet.start_director(d);
+    }
     // Every client attached, every desktop registered.
     Fleet::idle(60_000).await;
     for (i, c) in fleet.clients.iter().enumerate() {
@@ -845,6 +953,16 @@ async fn setup(fleet: &mut Fleet) {
 /// No unbounded growth: the store's history under its bound, the world's connections within a
 /// multiple of the fleet.
 fn check_growth(fleet: &mut Fleet) {
+    // Each client, desktop and mobile holds a few connections; a leak grows past any multiple.
+    let open = fleet.world.open_connections();
+    fleet.report.peak_connections = fleet.report.peak_connections.max(open);
+    let bound = 4 * (usize::from(CLIENTS) + usize::try_from(DESKTOPS).unwrap_or(0) + MOBILES) + 64;
+    if open > bound {
+        fleet.fail(
+            "SIM-1",
+            format!("{open} connections open (a leak: the fleet needs under {bound})"),
+        );
+    }
     if let Ok(rows) = fleet.store.rows() {
         let attempts = rows.attempts.len() as u64;
         if attempts >= MAX_ATTEMPT_ROWS {
@@ -889,8 +1007,10 @@ async fn finish(fleet: &mut Fleet) {
             }
         }
     }
-    if fleet.director.is_none() {
-        fleet.start_director();
+    for d in 0..DIRECTORS {
+        if fleet.directors[usize::from(d)].is_none() {
+            fleet.start_director(d);
+        }
     }
     // Moves stop: no new measurement for longer than the freshness window.
     fleet.wait(900_000).await;
@@ -912,9 +1032,12 @@ async fn finish(fleet: &mut Fleet) {
             fleet.fail("HO-L1", detail);
         }
     }
-    if let Some((stop, task)) = fleet.director.take() {
+    for (stop, task) in fleet.directors.iter_mut().filter_map(Option::take) {
         stop.stop();
         let _ = tokio::time::timeout(Duration::from_secs(30), task).await;
+    }
+    for m in fleet.mobiles.iter_mut().filter_map(Option::take) {
+        m.abort();
     }
     for c in fleet.clients.drain(..) {
         c.stop().await;
@@ -928,24 +1051,39 @@ async fn finish(fleet: &mut Fleet) {
     for j in &fleet.journals {
         j.flush();
     }
-    // CONF-1: every journal judged by the spec.
+    // CONF-1: every journal judged by the spec, line by line (a month's do not fit in memory).
+    let mut digest = std::hash::DefaultHasher::new();
     let mut all = String::new();
-    for name in ["clients.jsonl", "cells.jsonl", "director.jsonl"] {
-        let text = std::fs::read_to_string(fleet.journal_dir.path().join(name)).unwrap_or_default();
-        match switchyard_spec::conform::judge_text(&text) {
-            Ok((lines, verdicts)) => {
-                fleet.report.journal_lines += lines;
-                for (key, verdict) in verdicts {
-                    if let Some(d) = verdict.departure() {
-                        let detail = format!("{name} key {key} departs: {d:?}");
-                        fleet.fail("CONF-1", detail);
-                    }
-                }
+    for name in ["clients.jsonl", "cells.jsonl", "directors.jsonl"] {
+        let path = fleet.journal_dir.path().join(name);
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) => return fleet.fail("CONF-1", format!("{name} unreadable: {e}")),
+        };
+        let mut judge = Conformance::new();
+        let mut line_no = 0;
+        for line in std::io::BufRead::lines(std::io::BufReader::new(file)) {
+            let Ok(line) = line else {
+                return fleet.fail("CONF-1", format!("{name}: a line is not UTF-8"));
+            };
+            line_no += 1;
+            std::hash::Hash::hash(&line, &mut digest);
+            if fleet.keep_journals {
+                all.push_str(&line);
+                all.push('\n');
             }
-            Err(e) => fleet.fail("CONF-1", format!("{name} unreadable: {e}")),
+            if let Err(e) = judge.feed_text(line_no, &line) {
+                return fleet.fail("CONF-1", format!("{name} line {line_no}: {e}"));
+            }
         }
-        let _ = writeln!(all, "== {name}");
-        all.push_str(&text);
+        fleet.report.journal_lines += judge.lines();
+        for (key, verdict) in judge.finish() {
+            if let Some(d) = verdict.departure() {
+                let detail = format!("{name} key {key} departs: {d:?}");
+                fleet.fail("CONF-1", detail);
+            }
+        }
     }
+    fleet.report.journal_digest = std::hash::Hasher::finish(&digest);
     fleet.report.journals = all;
 }

@@ -1,5 +1,5 @@
 //! SIM-1: the fleet under deterministic simulation (`switchyard_tools::sim`). CI runs these
-//! fixed seeds for one simulated hour each; `switchyard-sim` runs more (docs/ASSURANCE.md).
+//! fixed seeds (an hour each, and a 20-minute replay); `switchyard-sim` runs more (docs/ASSURANCE.md).
 //! Each run is judged by CONF-1 (every journal by `conform`), FO-X4, HO-L1, HO-L3, HO-L4 and
 //! HO-L5, with no panic; a failure names the seed and the command that replays it.
 
@@ -11,7 +11,11 @@ const CI_SEEDS: [u64; 2] = [1, 2];
 #[test]
 fn sim_1_fixed_seeds_pass_every_check() {
     for seed in CI_SEEDS {
-        let report = run(SimConfig { seed, hours: 1 });
+        let report = run(SimConfig {
+            seed,
+            minutes: 60,
+            keep_journals: false,
+        });
         eprintln!("{}", report.summary());
         assert!(report.passed(), "{}", report.summary());
         assert!(
@@ -31,8 +35,16 @@ fn sim_1_fixed_seeds_pass_every_check() {
 /// The same seed and commit give the same run, byte for byte; another seed does not.
 #[test]
 fn sim_1_a_seed_replays_byte_for_byte() {
-    let first = run(SimConfig { seed: 7, hours: 1 });
-    let again = run(SimConfig { seed: 7, hours: 1 });
+    let first = run(SimConfig {
+        seed: 7,
+        minutes: 20,
+        keep_journals: true,
+    });
+    let again = run(SimConfig {
+        seed: 7,
+        minutes: 20,
+        keep_journals: true,
+    });
     assert!(!first.journals.is_empty());
     assert_eq!(
         first.faults, again.faults,
@@ -44,6 +56,10 @@ fn sim_1_a_seed_replays_byte_for_byte() {
         first.journals.len(),
         again.journals.len()
     );
-    let other = run(SimConfig { seed: 8, hours: 1 });
+    let other = run(SimConfig {
+        seed: 8,
+        minutes: 20,
+        keep_journals: true,
+    });
     assert_ne!(first.faults, other.faults, "another seed, other faults");
 }

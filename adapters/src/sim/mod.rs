@@ -262,6 +262,15 @@ impl World {
         self.wake_all();
     }
 
+    /// Connections open now (both ends alive or data in flight).
+    #[must_use]
+    pub fn open_connections(&self) -> usize {
+        let mut inner = self.lock();
+        inner.pipes.retain(|p| p.strong_count() > 0);
+        inner.pipes_after_prune = inner.pipes.len();
+        inner.pipes.len() / 2
+    }
+
     /// How many times `host`'s process crashed.
     #[must_use]
     pub fn crash_epoch(&self, host: IpAddr) -> u64 {

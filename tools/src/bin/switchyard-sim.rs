@@ -3,6 +3,8 @@
 //! it). Built only with the `sim` feature:
 //!
 //! `cargo run --release -p switchyard-tools --features sim --bin switchyard-sim -- --seeds 0..20 --hours 24`
+//!
+//! A failing seed prints the line that replays it (the same seed and commit give the same run).
 
 use std::process::ExitCode;
 
@@ -19,9 +21,12 @@ struct Args {
     /// A range of seeds, `A..B` (B excluded).
     #[arg(long, env = "SWITCHYARD_SIM_SEEDS", value_parser = parse_range, default_value = "0..4")]
     seeds: std::ops::Range<u64>,
-    /// Simulated hours per seed.
-    #[arg(long, env = "SWITCHYARD_SIM_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=24 * 366))]
+    /// Simulated hours per seed (30 days: 720).
+    #[arg(long, env = "SWITCHYARD_SIM_HOURS", default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=24 * 366), conflicts_with = "minutes")]
     hours: u64,
+    /// Simulated minutes per seed, instead of hours (the replay line of a short run).
+    #[arg(long, env = "SWITCHYARD_SIM_MINUTES", value_parser = clap::value_parser!(u64).range(1..=60 * 24 * 366))]
+    minutes: Option<u64>,
     /// Also print every fault injected.
     #[arg(long)]
     faults: bool,
@@ -44,6 +49,15 @@ fn parse_range(text: &str) -> Result<std::ops::Range<u64>, String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // The drivers' logs, when RUST_LOG asks for them (off by default: a day is many lines).
+    if std::env::var_os("RUST_LOG").is_some() {
+        if let Err(e) =
+            switchyard_adapters::telemetry::init(switchyard_adapters::telemetry::LogFormat::Text)
+        {
+            eprintln!("switchyard-sim: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let seeds = match args.seed {
         Some(s) => s..s + 1,
         None => args.seeds,
@@ -53,7 +67,8 @@ fn main() -> ExitCode {
         let started = std::time::Instant::now();
         let report = run(SimConfig {
             seed,
-            hours: args.hours,
+            minutes: args.minutes.unwrap_or(args.hours * 60),
+            keep_journals: args.journals.is_some(),
         });
         println!(
             "{} ({:.1} s of CPU wall time)",
