@@ -66,9 +66,10 @@ const DESKTOPS: u64 = 50;
 const MOBILES: usize = 6;
 const RELAY_PORT: u16 = 443;
 const CELL_PORT: u16 = 8080;
-/// The store's attempt bound in the simulation (the fleet's moves in a few hours: the
-/// director's retention must keep it under).
-const MAX_ATTEMPT_ROWS: u64 = 4_000;
+/// The store's attempt bound in the simulation: about two days of this fleet's moves (some
+/// 7,000 a day), so the director's 24 h retention keeps the history under it and a history
+/// never reaped reaches it on the third day.
+const MAX_ATTEMPT_ROWS: u64 = 16_000;
 /// A host's cooldown between moves (the weather asks every host to move all the time).
 const HOST_COOLDOWN_MS: u64 = 600_000;
 /// The cells' identity lease (HO-L2/L5), the binary's default.

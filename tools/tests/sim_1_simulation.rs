@@ -1,19 +1,20 @@
 //! SIM-1: the fleet under deterministic simulation (`switchyard_tools::sim`). CI runs these
-//! fixed seeds (an hour each, and a 20-minute replay); `switchyard-sim` runs more (docs/ASSURANCE.md).
+//! fixed seeds (three hours each, and a 20-minute replay); `switchyard-sim` runs more (docs/ASSURANCE.md).
 //! Each run is judged by CONF-1 (every journal by `conform`), FO-X4, HO-L1, HO-L3, HO-L4 and
 //! HO-L5, with no panic; a failure names the seed and the command that replays it.
 
 use switchyard_tools::sim::{run, SimConfig};
 
-/// The seeds every CI run simulates (one hour each).
-const CI_SEEDS: [u64; 2] = [1, 2];
+/// The seeds every CI run simulates, three hours each (about a second of CPU per simulated
+/// hour in the test profile).
+const CI_SEEDS: [u64; 4] = [1, 2, 3, 4];
 
 #[test]
 fn sim_1_fixed_seeds_pass_every_check() {
     for seed in CI_SEEDS {
         let report = run(SimConfig {
             seed,
-            minutes: 60,
+            minutes: 180,
             keep_journals: false,
         });
         eprintln!("{}", report.summary());
