@@ -70,8 +70,11 @@ const CELL_PORT: u16 = 8080;
 /// 7,000 a day), so the director's 24 h retention keeps the history under it and a history
 /// never reaped reaches it on the third day.
 const MAX_ATTEMPT_ROWS: u64 = 16_000;
-/// A host's cooldown between moves (the weather asks every host to move all the time).
-const HOST_COOLDOWN_MS: u64 = 600_000;
+/// A host's cooldown between moves: shorter than the weather's period (ten minutes a host),
+/// so a host is eligible again by its next measurement and moves stay spread over time (about
+/// five a minute) even after an outage held many back at once; HO-L3's check around a dark
+/// cell relies on it.
+const HOST_COOLDOWN_MS: u64 = 60_000;
 /// The cells' identity lease (HO-L2/L5), the binary's default.
 const CELL_LEASE: Duration = Duration::from_secs(15);
 const DESKTOP_SECRET: &[u8] = b"sim-desktop-secret-0123456789abcdef";
@@ -278,6 +281,12 @@ struct Fleet {
     /// Cells a fault holds down (the supervisor leaves them stopped).
     held_down: std::collections::BTreeSet<u32>,
     keep_journals: bool,
+    /// The last simulated minute [`Fleet::environment`] ran in.
+    last_minute: Option<u64>,
+    /// The end: no weather, no new mobile (the fleet settles for HO-L1).
+    calm: bool,
+    /// Measurements the weather wrote so far.
+    measured: u64,
     thresholds: Thresholds,
     start: tokio::time::Instant,
     report: SimReport,
@@ -349,9 +358,8 @@ impl Fleet {
         let store = self.director_stores[usize::from(d)].clone();
         let journal = self.journals[2].clone();
         let task = self.world.run_on(director_ip(d), async move {
-            let director =
-                Director::new(director_config(d), Store::Memory(store), Clock::default())
-                    .with_journal(journal);
+            let director = Director::new(director_config(), Store::Memory(store), Clock::default())
+                .with_journal(journal);
             director.run(listener).await;
         });
         self.directors[usize::from(d)] = Some((stop, task));
@@ -451,7 +459,23 @@ impl Fleet {
             Self::idle(step).await;
             left -= step;
             self.supervise().await;
+            self.environment();
         }
+    }
+
+    /// What goes on whatever the faults do, once a simulated minute: the weather, and mobiles
+    /// coming and going.
+    fn environment(&mut self) {
+        let minute = self.now_ms() / 60_000;
+        if self.last_minute == Some(minute) {
+            return;
+        }
+        self.last_minute = Some(minute);
+        if self.calm {
+            return;
+        }
+        self.weather();
+        self.mobiles_come_and_go();
     }
 
     async fn supervise(&mut self) {
@@ -585,6 +609,7 @@ impl Fleet {
             1 => {
                 self.fault(format!("cell {c} dark for {hold_ms} ms"));
                 let before = self.assignments();
+                let measured = self.measured;
                 self.world.set_dark(cell_ip(c), true);
                 self.wait(hold_ms).await;
                 self.world.set_dark(cell_ip(c), false);
@@ -598,8 +623,14 @@ impl Fleet {
                     })
                     .count();
                 if hold_ms >= 180_000 && around == 0 {
+                    let moved = self
+                        .assignments()
+                        .iter()
+                        .filter(|(h, to)| before.get(h) != Some(to))
+                        .count();
                     let detail = format!(
-                        "no move between the other cells during the {hold_ms} ms cell {c} was dark"
+                        "no move between the other cells during the {hold_ms} ms cell {c} was dark ({moved} moves in all, {} measurements)",
+                        self.measured - measured
                     );
                     self.fail("HO-L3", detail);
                 }
@@ -651,12 +682,13 @@ impl Fleet {
     }
 
     /// The weather: hosts measured better at the next cell, as their desktops would report; a
-    /// host every third minute, staggered, so moves spread over time instead of coming in waves.
+    /// host every tenth minute, staggered by host, so moves spread over time (about five hosts
+    /// a minute) instead of coming in waves.
     fn weather(&mut self) {
         let now = Clock::default().now();
         let minute = self.now_ms() / 60_000;
         for h in 1..=DESKTOPS {
-            if (minute + h) % 3 != 0 {
+            if (minute + h) % 10 != 0 {
                 continue;
             }
             let Ok(Some(auth)) = self.store.authority(HostId(h)) else {
@@ -668,7 +700,9 @@ impl Fleet {
                 current_rtt_ms: 120,
                 target_rtt_ms: 40,
             };
-            let _ = self.store.put_measurement(HostId(h), next, &m);
+            if self.store.put_measurement(HostId(h), next, &m).is_ok() {
+                self.measured += 1;
+            }
         }
     }
 
@@ -720,9 +754,11 @@ fn resolvers() -> Vec<String> {
         .collect()
 }
 
-fn director_config(d: u8) -> DirectorConfig {
+/// Both directors have one id: one holds the sweep, the other stands by (SCALE-6) and takes
+/// over when the first crashes.
+fn director_config() -> DirectorConfig {
     DirectorConfig {
-        id: format!("sim-director-{d}"),
+        id: "sim-director".into(),
         policy: DirectorPolicy {
             enabled: true,
             cohort_percent: 100,
@@ -792,6 +828,9 @@ async fn simulate(config: SimConfig) -> SimReport {
         desktops: Vec::new(),
         held_down: std::collections::BTreeSet::new(),
         keep_journals: config.keep_journals,
+        last_minute: None,
+        calm: false,
+        measured: 0,
         thresholds: Thresholds::default(),
         start: tokio::time::Instant::now(),
         report: SimReport {
@@ -805,12 +844,8 @@ async fn simulate(config: SimConfig) -> SimReport {
     let mut hour_start = fleet.assignments();
     let mut next_hour = HOUR_MS;
     let mut moves_this_hour = 0u64;
-    let mut next_weather = 0u64;
     while fleet.now_ms() < end_ms && fleet.report.failures.is_empty() {
-        if fleet.now_ms() >= next_weather {
-            fleet.weather();
-            next_weather = fleet.now_ms() + 60_000;
-        }
+        fleet.environment();
         if fleet.pick(2) == 0 {
             fleet.relay_fault().await;
         } else {
@@ -818,13 +853,7 @@ async fn simulate(config: SimConfig) -> SimReport {
         }
         // A quiet gap between faults.
         let gap = 60_000 + fleet.pick(240_000);
-        let mut waited = 0;
-        while waited < gap {
-            fleet.wait(60_000.min(gap - waited)).await;
-            waited += 60_000;
-            fleet.weather();
-            fleet.mobiles_come_and_go();
-        }
+        fleet.wait(gap).await;
         let now = fleet.assignments();
         moves_this_hour += now
             .iter()
@@ -991,6 +1020,7 @@ fn check_growth(fleet: &mut Fleet) {
 
 async fn finish(fleet: &mut Fleet) {
     // Heal everything, let the fleet settle, then HO-L1: every desktop at its assigned cell.
+    fleet.calm = true;
     fleet.world.heal_all();
     for i in 0..RELAYS {
         if fleet.relays[usize::from(i)].is_none() {

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use hyper::Method;
@@ -570,7 +570,7 @@ pub async fn run_mobile(cfg: MobileConfig, mut stop: StopListener) -> MobileRepo
     let mut pacing = Pacing::new(cfg.pace_min, cfg.pace_max);
     let mut cached: Option<String> = None;
     let mut same_address_failures = 0u32;
-    let mut last_dial: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut last_dial: BTreeMap<String, tokio::time::Instant> = BTreeMap::new();
     while report.attempts < cfg.max_attempts && !stop.is_stopped() {
         report.attempts += 1;
         let url = match (&cached, cfg.old_client) {
@@ -610,7 +610,7 @@ pub async fn run_mobile(cfg: MobileConfig, mut stop: StopListener) -> MobileRepo
             report.min_same_address_gap_ms =
                 Some(report.min_same_address_gap_ms.map_or(gap, |g| g.min(gap)));
         }
-        last_dial.insert(url.clone(), Instant::now());
+        last_dial.insert(url.clone(), tokio::time::Instant::now());
         let end = mobile_session(&cfg, &url, &mut pending, &mut report, &mut stop).await;
         let next = match &end {
             SessionEnd::Done => {
