@@ -52,6 +52,7 @@ use switchyard_core::handoff::store::{StoreBounds, StoreConfig};
 use switchyard_core::handoff::{
     CellId, DirectorPolicy, DispatchLimits, HostId, Measurement, PolicyConfig, ScanLimits,
 };
+use switchyard_core::MonoMs;
 use switchyard_spec::conform::Conformance;
 
 /// 2027-01-15 in Unix ms: every simulation's first instant.
@@ -79,6 +80,9 @@ const HOST_COOLDOWN_MS: u64 = 60_000;
 const CELL_LEASE: Duration = Duration::from_secs(15);
 const DESKTOP_SECRET: &[u8] = b"sim-desktop-secret-0123456789abcdef";
 const INTERNAL_SECRET: &[u8] = b"sim-internal-secret-0123456789abcdef";
+
+/// The failures of one requirement a summary prints (the rest are counted).
+const SHOWN_PER_ID: usize = 5;
 
 /// What to simulate.
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +118,7 @@ pub struct SimReport {
     pub journal_lines: u64,
     pub journal_digest: u64,
     pub journals: String,
-    /// Mobiles run, and the most simultaneous connections the world held at an hour's end.
+    /// Mobiles run, and the most simultaneous connections the world held at a fault's end.
     pub mobiles: u64,
     pub peak_connections: usize,
     /// FO-X4: the slowest switch after a relay fault, ms.
@@ -153,8 +157,19 @@ impl SimReport {
             self.slowest_switch_ms,
             if self.passed() { "passed" } else { "FAILED" }
         );
+        // The first few of each requirement: one bug can fail a check hundreds of times.
+        let mut shown: BTreeMap<&str, usize> = BTreeMap::new();
         for f in &self.failures {
-            let _ = write!(s, "\n  {} at {} ms: {}", f.id, f.at_ms, f.detail);
+            let n = shown.entry(f.id).or_default();
+            *n += 1;
+            if *n <= SHOWN_PER_ID {
+                let _ = write!(s, "\n  {} at {} ms: {}", f.id, f.at_ms, f.detail);
+            }
+        }
+        for (id, n) in shown {
+            if n > SHOWN_PER_ID {
+                let _ = write!(s, "\n  {id}: {} more failures", n - SHOWN_PER_ID);
+            }
         }
         if !self.passed() {
             let _ = write!(s, "\n  replay: {}", self.replay_command());
@@ -265,6 +280,13 @@ struct Watch {
     clients: Vec<usize>,
 }
 
+/// What the store held at one supervisor step, for HO-L3's "never moved into a lapsed cell".
+struct LeaseWatch {
+    now: MonoMs,
+    assigned: BTreeMap<u64, u32>,
+    leases: BTreeMap<u32, MonoMs>,
+}
+
 struct Fleet {
     world: Arc<World>,
     store: MemoryStore,
@@ -287,6 +309,8 @@ struct Fleet {
     calm: bool,
     /// Measurements the weather wrote so far.
     measured: u64,
+    /// HO-L3's lease check: the store's time, assignments and cell leases at the last step.
+    lease_watch: Option<LeaseWatch>,
     thresholds: Thresholds,
     start: tokio::time::Instant,
     report: SimReport,
@@ -460,6 +484,44 @@ impl Fleet {
             left -= step;
             self.supervise().await;
             self.environment();
+            self.check_targets_live();
+        }
+    }
+
+    /// HO-L3: a host is never moved into a cell whose lease has lapsed. Judged from the
+    /// store's own rows between two steps: a host assigned to another cell now, whose new
+    /// cell's lease did not change since the last step and had already ended then, was moved
+    /// while that lease was lapsed (sound whatever happened between the steps).
+    fn check_targets_live(&mut self) {
+        let now = Clock::default().now();
+        let assigned = self.assignments();
+        let leases: BTreeMap<u32, MonoMs> = (1..=CELLS)
+            .filter_map(|c| Some((c, self.store.cell_lease(CellId(c)).ok()??)))
+            .collect();
+        let last = self.lease_watch.replace(LeaseWatch {
+            now,
+            assigned,
+            leases,
+        });
+        let (Some(last), Some(watch)) = (last, self.lease_watch.as_ref()) else {
+            return;
+        };
+        let mut moved_in = Vec::new();
+        for (h, c) in &watch.assigned {
+            if last.assigned.get(h) == Some(c) {
+                continue;
+            }
+            let until = watch.leases.get(c).copied();
+            let lapsed = until.is_some_and(|u| u != MonoMs::ZERO && u <= last.now);
+            if lapsed && last.leases.get(c).copied() == until {
+                moved_in.push((*h, *c, until.map_or(0, MonoMs::as_ms)));
+            }
+        }
+        for (h, c, until) in moved_in {
+            let detail = format!(
+                "host {h} moved into cell {c}, whose lease had ended at store time {until} ms"
+            );
+            self.fail("HO-L3", detail);
         }
     }
 
@@ -831,6 +893,7 @@ async fn simulate(config: SimConfig) -> SimReport {
         last_minute: None,
         calm: false,
         measured: 0,
+        lease_watch: None,
         thresholds: Thresholds::default(),
         start: tokio::time::Instant::now(),
         report: SimReport {
@@ -860,6 +923,7 @@ async fn simulate(config: SimConfig) -> SimReport {
             .filter(|(h, c)| hour_start.get(h) != Some(c))
             .count() as u64;
         hour_start = now;
+        check_growth(&mut fleet);
         if fleet.now_ms() >= next_hour {
             fleet.report.moves_by_hour.push(moves_this_hour);
             if moves_this_hour == 0 {
@@ -870,7 +934,6 @@ async fn simulate(config: SimConfig) -> SimReport {
             }
             moves_this_hour = 0;
             next_hour += HOUR_MS;
-            check_growth(&mut fleet);
         }
     }
     finish(&mut fleet).await;
@@ -993,28 +1056,23 @@ fn check_growth(fleet: &mut Fleet) {
             format!("{open} connections open (a leak: the fleet needs under {bound})"),
         );
     }
-    if let Ok(rows) = fleet.store.rows() {
-        let attempts = rows.attempts.len() as u64;
-        if attempts >= MAX_ATTEMPT_ROWS {
-            fleet.fail(
-                "HO-L4",
-                format!("the attempt history reached its bound ({attempts} rows)"),
-            );
-        }
+    let attempts = fleet.store.attempt_rows() as u64;
+    if attempts >= MAX_ATTEMPT_ROWS {
+        fleet.fail(
+            "HO-L4",
+            format!("the attempt history reached its bound ({attempts} rows)"),
+        );
     }
-    for (c, cell) in &fleet.cells {
-        let full = cell
-            .as_ref()
-            .and_then(|h| h.moves_refused().get("store_full").copied())
-            .unwrap_or(0);
-        if full > 0 {
-            let detail = format!("cell {c}: {full} moves refused store_full");
-            fleet.report.failures.push(Failure {
-                id: "HO-L4",
-                at_ms: 0,
-                detail,
-            });
-        }
+    let full: Vec<(u32, u64)> = fleet
+        .cells
+        .iter()
+        .filter_map(|(c, cell)| {
+            let n = cell.as_ref()?.moves_refused().get("store_full").copied()?;
+            (n > 0).then_some((*c, n))
+        })
+        .collect();
+    for (c, n) in full {
+        fleet.fail("HO-L4", format!("cell {c}: {n} moves refused store_full"));
     }
 }
 

@@ -71,7 +71,7 @@ fn main() -> ExitCode {
             keep_journals: args.journals.is_some(),
         });
         println!(
-            "{} ({:.1} s of CPU wall time)",
+            "{} (in {:.1} s)",
             report.summary(),
             started.elapsed().as_secs_f64()
         );

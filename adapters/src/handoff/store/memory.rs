@@ -137,12 +137,23 @@ impl MemoryStore {
         Ok(())
     }
 
+    /// HO-L4: how many attempt records the history holds (a count, not a copy).
+    pub fn attempt_rows(&self) -> usize {
+        self.tables().store.attempts().count()
+    }
+
     /// Every row (the reference's snapshot).
     pub fn rows(&self) -> Result<StoreSnapshot, StoreFailure> {
         Ok(self.tables().store.snapshot())
     }
 
     // ----- cells and their lease (HO-L2) -----
+
+    /// HO-L2: the end of `cell`'s lease as the store holds it (`None`: no such cell; zero:
+    /// never leased). The simulator's HO-L3 check reads it beside the assignments.
+    pub fn cell_lease(&self, cell: CellId) -> Result<Option<MonoMs>, StoreFailure> {
+        Ok(self.tables().store.lease_of(cell).map(|(_, until)| until))
+    }
 
     /// A cell process starts (the reference's `start_cell`); its URLs are kept beside it.
     #[allow(clippy::too_many_arguments)]
