@@ -126,7 +126,7 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_stop_or_the_last_dropped_stop_ends_every_listener() {
+    async fn sim_1_a_stop_or_the_last_dropped_stop_ends_every_listener() {
         let stop = Stop::new();
         let mut a = stop.listener();
         let second = stop.clone();
