@@ -6,6 +6,9 @@
 //!
 //! A failing seed prints the line that replays it (the same seed and commit give the same run).
 
+// The reports are this command's output.
+#![allow(clippy::print_stdout)]
+
 use std::process::ExitCode;
 
 use clap::Parser;
