@@ -702,7 +702,7 @@ impl Fleet {
                     "cell {c} light again: {around} moves between the other cells while dark"
                 ));
                 // The weather moves about two and a half hosts a minute between the other
-                // cells (the lowest rate seen over 24 h of six seeds: 1.5); a director held
+                // cells (the lowest seen in a day of four seeds: 1.5 a minute); a director held
                 // up by the dark cell moves only what its stuck pass had sent. At least one a
                 // minute, for darks of two minutes or more.
                 if hold_ms >= 120_000 && (around as u64) * 60_000 < hold_ms {
