@@ -138,27 +138,48 @@ async fn fo_x4_the_channel_is_lost_at_the_timeout_after_the_last_pong_not_at_the
     channel.close();
 }
 
-#[tokio::test]
-async fn fo_x4_a_relay_answers_pings_and_its_idle_close_spares_a_client_with_a_slower_heartbeat() {
+/// SIM-1: this test waits only for time to pass (four idle timeouts, three heartbeats), so it
+/// runs in the simulated world on paused time: the relay and the client on two simulated
+/// hosts, the seconds simulated, the assertions the same.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn sim_1_fo_x4_a_relay_answers_pings_and_its_idle_close_spares_a_client_with_a_slower_heartbeat(
+) {
+    use std::net::{IpAddr, Ipv4Addr};
+    use switchyard_adapters::sim::World;
     // The relay closes a channel it hears nothing on for 600 ms; the client pings every second.
     // Its WebSocket layer answers the relay's transport pings (sent after a third of the idle
     // timeout of silence), so the relay keeps hearing it: any heartbeat value is compatible.
-    let relay = RelayHandle::start(RelayConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        paths: vec!["/r".to_owned()],
-        limits: switchyard_adapters::serve::ServerLimits {
-            ws_idle_timeout: Duration::from_millis(600),
-            ..RELAY_LIMITS
-        },
-    })
-    .await
-    .expect("relay");
-    let url = RelayUrl::new(format!("ws://{}/r", relay.local_addr()));
-    let stream = channel::open(&url, Duration::from_secs(2))
+    let world = World::new(1, 1_800_000_000_000);
+    let _installed = world.install();
+    let relay_ip = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
+    let client_ip = IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1));
+    let relay = world
+        .run_on(relay_ip, async move {
+            RelayHandle::start(RelayConfig {
+                listen: SocketAddr::new(relay_ip, 9000),
+                paths: vec!["/r".to_owned()],
+                limits: switchyard_adapters::serve::ServerLimits {
+                    ws_idle_timeout: Duration::from_millis(600),
+                    ..RELAY_LIMITS
+                },
+            })
+            .await
+        })
         .await
-        .expect("open");
+        .expect("the relay's task")
+        .expect("relay");
+    let url = RelayUrl::new(format!("ws://{}/r", relay.local_addr()));
     let (tx, mut rx) = mpsc::channel(16);
-    let channel = Channel::spawn(url, stream, config(1_000, 3_000), tx);
+    let channel = world
+        .run_on(client_ip, async move {
+            let stream = channel::open(&url, Duration::from_secs(2))
+                .await
+                .expect("open");
+            Channel::spawn(url, stream, config(1_000, 3_000), tx)
+        })
+        .await
+        .expect("the client's task");
+    let started = Instant::now();
     assert_eq!(
         next_report(&mut rx).await.map(|r| r.state),
         Some(ChannelState::Healthy)
@@ -171,6 +192,9 @@ async fn fo_x4_a_relay_answers_pings_and_its_idle_close_spares_a_client_with_a_s
     let heartbeat = channel.heartbeat();
     assert!(heartbeat.pongs() >= 2, "pongs: {}", heartbeat.pongs());
     assert!(!heartbeat.slow());
+    // Simulated time: the clock moved on by the seconds waited, and no more.
+    assert!(started.elapsed() >= Duration::from_millis(2_500));
+    assert!(started.elapsed() < Duration::from_millis(2_600));
     channel.close();
     relay.stop().await;
 }

@@ -33,7 +33,8 @@ struct Args {
     /// Also print every fault injected.
     #[arg(long)]
     faults: bool,
-    /// Write each seed's journals (clients, cells, director) to `DIR/seed-N.jsonl`.
+    /// Write each seed's journals (clients, cells, directors) to `DIR/seed-N.jsonl` (the folder
+    /// is made if missing).
     #[arg(long, env = "SWITCHYARD_SIM_JOURNALS", value_name = "DIR")]
     journals: Option<std::path::PathBuf>,
 }
@@ -61,10 +62,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    // Inclusive: `--seed 18446744073709551615` is a seed too.
     let seeds = match args.seed {
-        Some(s) => s..s + 1,
-        None => args.seeds,
+        Some(s) => s..=s,
+        None => args.seeds.start..=args.seeds.end.saturating_sub(1),
     };
+    // A folder that cannot be written is refused before a day is simulated, not after.
+    if let Some(dir) = &args.journals {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            eprintln!(
+                "switchyard-sim: --journals: cannot make {}: {e}",
+                dir.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
     let mut failed = 0u64;
     for seed in seeds {
         let started = std::time::Instant::now();
