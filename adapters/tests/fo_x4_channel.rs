@@ -3,11 +3,14 @@
 //! not a check at the next heartbeat tick). The relay keeps answering pings, and its idle close
 //! spares a client whose heartbeat is slower than the relay's idle timeout.
 //!
+//! All three run on the simulator's clock (SIM-1): two simulated hosts, paused time.
+//!
 //! Red before the fix: the relay's own pings and other frames kept a channel whose pings never
 //! arrived "alive" (the first test waited in vain), and a lost relay was only noticed at the
 //! next heartbeat tick (the second test, with a tick far past the timeout, waited in vain).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -15,8 +18,9 @@ use switchyard_adapters::failover::channel::{
     self, BackoffConfig, Channel, ChannelConfig, ChannelReport,
 };
 use switchyard_adapters::failover::relay::{RelayConfig, RelayHandle, RELAY_LIMITS};
+use switchyard_adapters::net;
+use switchyard_adapters::sim::World;
 use switchyard_core::failover::{ChannelState, RelayUrl};
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -39,14 +43,48 @@ fn config(heartbeat_ms: u64, timeout_ms: u64) -> ChannelConfig {
     }
 }
 
+const RELAY_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
+const CLIENT_IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1));
+
+/// SIM-1: these tests wait only for time to pass (heartbeats, deadlines, idle timeouts), so
+/// they run in the simulated world on paused time: the relay and the client on two simulated
+/// hosts, the seconds simulated, the assertions unchanged.
+fn simulated_world() -> (Arc<World>, switchyard_adapters::sim::Installed) {
+    let world = World::new(1, 1_800_000_000_000);
+    let installed = world.install();
+    (world, installed)
+}
+
+/// Opens a channel to `url` from the client's host.
+async fn open_channel(
+    world: &World,
+    url: RelayUrl,
+    config: ChannelConfig,
+    tx: mpsc::Sender<ChannelReport>,
+) -> Channel {
+    world
+        .run_on(CLIENT_IP, async move {
+            let stream = channel::open(&url, Duration::from_secs(2))
+                .await
+                .expect("open");
+            Channel::spawn(url, stream, config, tx)
+        })
+        .await
+        .expect("the client's task")
+}
+
 /// A "relay" whose bytes reach the client but which never hears it: it sends transport pings
 /// and a text frame every 50 ms and reads (so its WebSocket layer works) but never answers a
 /// heartbeat, as with client-to-relay packets dropped. With `answer_first`, it answers the
 /// first heartbeat only.
-async fn deaf_relay(answer_first: bool) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
+async fn deaf_relay(world: &World, answer_first: bool) -> SocketAddr {
+    let addr = SocketAddr::new(RELAY_IP, 9000);
+    let listener = world
+        .run_on(RELAY_IP, async move { net::bind(addr).await })
+        .await
+        .expect("the relay's task")
+        .expect("bind");
+    world.run_on(RELAY_IP, async move {
         let Ok((socket, _)) = listener.accept().await else {
             return;
         };
@@ -89,16 +127,14 @@ async fn next_report(rx: &mut mpsc::Receiver<ChannelReport>) -> Option<ChannelRe
         .flatten()
 }
 
-#[tokio::test]
-async fn fo_x4_relay_frames_without_a_pong_to_our_ping_do_not_keep_the_channel_alive() {
-    let addr = deaf_relay(false).await;
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn sim_1_fo_x4_relay_frames_without_a_pong_to_our_ping_do_not_keep_the_channel_alive() {
+    let (world, _installed) = simulated_world();
+    let addr = deaf_relay(&world, false).await;
     let url = RelayUrl::new(format!("ws://{addr}/r"));
-    let stream = channel::open(&url, Duration::from_secs(2))
-        .await
-        .expect("open");
     let (tx, mut rx) = mpsc::channel(16);
     let started = Instant::now();
-    let channel = Channel::spawn(url, stream, config(100, 400), tx);
+    let channel = open_channel(&world, url, config(100, 400), tx).await;
     let first = next_report(&mut rx).await.expect("a report");
     assert_eq!(first.state, ChannelState::Healthy);
     let lost = next_report(&mut rx)
@@ -111,17 +147,16 @@ async fn fo_x4_relay_frames_without_a_pong_to_our_ping_do_not_keep_the_channel_a
     channel.close();
 }
 
-#[tokio::test]
-async fn fo_x4_the_channel_is_lost_at_the_timeout_after_the_last_pong_not_at_the_next_tick() {
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn sim_1_fo_x4_the_channel_is_lost_at_the_timeout_after_the_last_pong_not_at_the_next_tick() {
     // One pong, then silence; the next heartbeat tick is a minute away. Checked at the next
     // tick the loss would come after a minute; the deadline timer says it 500 ms after the pong.
-    let addr = deaf_relay(true).await;
+    let (world, _installed) = simulated_world();
+    let addr = deaf_relay(&world, true).await;
     let url = RelayUrl::new(format!("ws://{addr}/r"));
-    let stream = channel::open(&url, Duration::from_secs(2))
-        .await
-        .expect("open");
     let (tx, mut rx) = mpsc::channel(16);
-    let channel = Channel::spawn(url, stream, config(60_000, 500), tx);
+    let started = Instant::now();
+    let channel = open_channel(&world, url, config(60_000, 500), tx).await;
     assert_eq!(
         next_report(&mut rx).await.map(|r| r.state),
         Some(ChannelState::Healthy)
@@ -135,28 +170,26 @@ async fn fo_x4_the_channel_is_lost_at_the_timeout_after_the_last_pong_not_at_the
         1,
         "the first ping was answered"
     );
+    // At the deadline, not at the next tick a minute away (simulated time).
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     channel.close();
 }
 
-/// SIM-1: this test waits only for time to pass (four idle timeouts, three heartbeats), so it
-/// runs in the simulated world on paused time: the relay and the client on two simulated
-/// hosts, the seconds simulated, the assertions the same.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn sim_1_fo_x4_a_relay_answers_pings_and_its_idle_close_spares_a_client_with_a_slower_heartbeat(
 ) {
-    use std::net::{IpAddr, Ipv4Addr};
-    use switchyard_adapters::sim::World;
     // The relay closes a channel it hears nothing on for 600 ms; the client pings every second.
     // Its WebSocket layer answers the relay's transport pings (sent after a third of the idle
     // timeout of silence), so the relay keeps hearing it: any heartbeat value is compatible.
-    let world = World::new(1, 1_800_000_000_000);
-    let _installed = world.install();
-    let relay_ip = IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1));
-    let client_ip = IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1));
+    let (world, _installed) = simulated_world();
     let relay = world
-        .run_on(relay_ip, async move {
+        .run_on(RELAY_IP, async move {
             RelayHandle::start(RelayConfig {
-                listen: SocketAddr::new(relay_ip, 9000),
+                listen: SocketAddr::new(RELAY_IP, 9000),
                 paths: vec!["/r".to_owned()],
                 limits: switchyard_adapters::serve::ServerLimits {
                     ws_idle_timeout: Duration::from_millis(600),
@@ -170,15 +203,7 @@ async fn sim_1_fo_x4_a_relay_answers_pings_and_its_idle_close_spares_a_client_wi
         .expect("relay");
     let url = RelayUrl::new(format!("ws://{}/r", relay.local_addr()));
     let (tx, mut rx) = mpsc::channel(16);
-    let channel = world
-        .run_on(client_ip, async move {
-            let stream = channel::open(&url, Duration::from_secs(2))
-                .await
-                .expect("open");
-            Channel::spawn(url, stream, config(1_000, 3_000), tx)
-        })
-        .await
-        .expect("the client's task");
+    let channel = open_channel(&world, url, config(1_000, 3_000), tx).await;
     let started = Instant::now();
     assert_eq!(
         next_report(&mut rx).await.map(|r| r.state),
