@@ -137,6 +137,19 @@ pub struct SimReport {
 }
 
 impl SimReport {
+    /// A run that could not start (no runtime, no folder for its journals): a SIM-1 failure.
+    fn not_started(seed: u64, detail: String) -> SimReport {
+        SimReport {
+            seed,
+            failures: vec![Failure {
+                id: "SIM-1",
+                at_ms: 0,
+                detail,
+            }],
+            ..SimReport::default()
+        }
+    }
+
     #[must_use]
     pub fn passed(&self) -> bool {
         self.failures.is_empty()
@@ -199,17 +212,7 @@ pub fn run(config: SimConfig) -> SimReport {
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => {
-            return SimReport {
-                seed: config.seed,
-                failures: vec![Failure {
-                    id: "SIM-1",
-                    at_ms: 0,
-                    detail: format!("no runtime: {e}"),
-                }],
-                ..SimReport::default()
-            }
-        }
+        Err(e) => return SimReport::not_started(config.seed, format!("no runtime: {e}")),
     };
     let panics = Panics::install();
     let mut report = rt.block_on(simulate(config));
@@ -881,15 +884,8 @@ async fn simulate(config: SimConfig) -> SimReport {
     let journal_dir = match tempfile::tempdir() {
         Ok(d) => d,
         Err(e) => {
-            return SimReport {
-                seed: config.seed,
-                failures: vec![Failure {
-                    id: "SIM-1",
-                    at_ms: 0,
-                    detail: format!("no folder for the journals: {e}"),
-                }],
-                ..SimReport::default()
-            }
+            let detail = format!("no folder for the journals: {e}");
+            return SimReport::not_started(config.seed, detail);
         }
     };
     let directors = 1 + u8::try_from(config.seed % u64::from(DIRECTORS)).unwrap_or(0);
